@@ -1,0 +1,321 @@
+"""Draft trees for DDTree: building, tree tensors, acceptance walks.
+
+Framework-free torch, batched over R requests, on CPU or GPU. Nothing here syncs with the host
+per node; `build_ddtree` and the acceptance walks have a fixed number of kernels for fixed shapes,
+so they capture in a CUDA graph (validation that needs the host is skipped while capturing).
+
+Shapes: R requests, L draft depths, V vocabulary, B = budget, N = B + 1 tree nodes (node 0 is the
+root: the bonus / last verified token, depth 0).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+from torch import Tensor
+
+# Log-probabilities are clamped here so that a prefix through a zero-probability token keeps a
+# finite score: -inf is then free to mark "no such prefix" (beam padding), and sums of up to
+# thousands of floors stay finite in float32.
+LOGP_FLOOR = -1.0e30
+
+
+@dataclass(frozen=True)
+class DraftTree:
+    """R draft trees of N nodes each, nodes in topological order (parents[:, i] < i).
+
+    token_ids, parents, depths, positions, next_token, next_sibling: long [R, N].
+    ancestor_mask: bool [R, N, N], row i = ancestors of i and i itself.
+    next_token / next_sibling: first child / next sibling, -1 if none (EAGLE verify layout).
+    positions: depths until `placed(seq_lens)` adds each request's sequence length.
+    max_depth: L, the deepest a node may be; sizes `Acceptance.accepted_nodes` as [R, L + 1].
+    """
+
+    token_ids: Tensor
+    parents: Tensor
+    depths: Tensor
+    ancestor_mask: Tensor
+    positions: Tensor
+    next_token: Tensor
+    next_sibling: Tensor
+    max_depth: int
+
+    @property
+    def num_requests(self) -> int:
+        return self.token_ids.shape[0]
+
+    @property
+    def num_nodes(self) -> int:
+        return self.token_ids.shape[1]
+
+    def placed(self, seq_lens: Tensor) -> "DraftTree":
+        """The same tree with positions = seq_lens[r] + depth (seq_lens: long [R], the root's position)."""
+        if seq_lens.shape != (self.num_requests,):
+            raise ValueError(f"seq_lens must have shape [{self.num_requests}], got {list(seq_lens.shape)}")
+        return dataclasses.replace(self, positions=seq_lens.to(self.depths)[:, None] + self.depths)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Result of walking R trees against the target.
+
+    accept_len: long [R], accepted draft nodes (root excluded).
+    accepted_nodes: long [R, L + 1], node indices of the accepted path, starting with 0, padded -1.
+    bonus_tokens: long [R], the target's token at the last accepted node.
+    """
+
+    accept_len: Tensor
+    accepted_nodes: Tensor
+    bonus_tokens: Tensor
+
+
+def tree_from_parents(token_ids: Tensor, parents: Tensor, max_depth: int) -> DraftTree:
+    """Complete a DraftTree from node tokens and parent pointers (both long [R, N], topological,
+    parents[:, 0] == -1), no node deeper than max_depth."""
+    R, N = parents.shape
+    device = parents.device
+    idx = torch.arange(N, device=device).expand(R, N)
+    # Pointer doubling: seen[i] = ancestors of i at distance < 2^s, jump[i] = the one at 2^s.
+    # Index N is a sentinel "above the root" with an empty row.
+    jump = torch.cat([torch.where(parents < 0, N, parents), torch.full((R, 1), N, device=device)], dim=1)
+    seen = torch.eye(N + 1, dtype=torch.bool, device=device).expand(R, N + 1, N + 1).clone()
+    seen[:, N, N] = False
+    for _ in range(math.ceil(math.log2(max_depth + 1))):
+        seen |= seen.gather(1, jump[:, :, None].expand(R, N + 1, N + 1))
+        jump = jump.gather(1, jump)
+    ancestor_mask = seen[:, :N, :N]
+    depths = ancestor_mask.sum(-1) - 1
+
+    # First child: the smallest child index. Next sibling: the next node in (parent, index) order
+    # if it has the same parent (a stable sort keeps indices ascending within one parent).
+    child_parent = torch.where(parents < 0, N, parents)
+    next_token = torch.full((R, N + 1), N, device=device).scatter_reduce(1, child_parent, idx, "amin")[:, :N]
+    sorted_parents, order = torch.sort(child_parent, dim=1, stable=True)
+    following = torch.cat([order[:, 1:], torch.full((R, 1), -1, device=device)], dim=1)
+    same = torch.cat([sorted_parents[:, 1:] == sorted_parents[:, :-1], torch.zeros(R, 1, dtype=torch.bool, device=device)], dim=1)
+    next_sibling = torch.empty_like(parents).scatter_(1, order, torch.where(same & (sorted_parents < N), following, -1))
+    return DraftTree(
+        token_ids=token_ids,
+        parents=parents,
+        depths=depths,
+        ancestor_mask=ancestor_mask,
+        positions=depths.clone(),
+        next_token=torch.where(next_token == N, -1, next_token),
+        next_sibling=next_sibling,
+        max_depth=max_depth,
+    )
+
+
+@lru_cache(maxsize=64)
+def _merge_pattern(budget: int, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Pairs (i, j), lexicographic, with (i + 1) * (j + 1) <= budget and j < width.
+
+    Both lists being sorted descending, the pair (i, j) is dominated by the (i + 1)(j + 1) - 1
+    pairs above-left of it, so only these pairs can be among the top `budget` sums.
+    """
+    pairs = [(i, j) for i in range(budget) for j in range(min(width, budget // (i + 1)))]
+    ij = torch.tensor(pairs, dtype=torch.long, device=device)
+    return ij[:, 0], ij[:, 1]
+
+
+def count_prefixes(vocab_size: int, depth: int) -> int:
+    """Number of non-empty token prefixes of length <= depth over a vocabulary."""
+    return sum(vocab_size**d for d in range(1, depth + 1))
+
+
+def draft_log_probs(draft_logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Top-k log-probabilities per depth, float32 and clamped at LOGP_FLOOR, with their token ids.
+
+    Returns (logp [R, L, k] sorted descending, token ids long [R, L, k]).
+    """
+    top_vals, top_ids = draft_logits.topk(k, dim=-1, sorted=True)
+    lse = torch.logsumexp(draft_logits.float(), dim=-1, keepdim=True)
+    return (top_vals.float() - lse).clamp_min(LOGP_FLOOR), top_ids
+
+
+def _is_capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+def build_ddtree(draft_logits: Tensor, root_tokens: Tensor, budget: int, *, validate: bool = True) -> DraftTree:
+    """The top-`budget` prefixes of each request's draft marginals, as a DraftTree of N = budget + 1 nodes.
+
+    draft_logits: float [R, L, V], drafter logits for depths 1..L. root_tokens: long [R].
+    A prefix (t_1..t_d) scores sum_d log_softmax(draft_logits[r, d - 1])[t_d]; the tree holds the
+    `budget` best prefixes (exact top-B), which is prefix-closed since no child outscores its parent.
+
+    Algorithm (vectorised form of the reference's best-first heap): for each depth d, the top-B
+    prefixes of length d are among the top-B length-(d-1) prefixes extended by the top-B tokens of
+    depth d, and of those pairs only the (i + 1)(j + 1) <= B corner can make the cut
+    (`_merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates give per-depth beams, and
+    one sort of the L * B beam entries gives the global top B.
+
+    Order and ties: nodes are numbered by descending score, ties by shallower depth first, then by
+    the beam order (candidate pairs are sorted stably in (parent rank, token rank) order), so the
+    numbering is topological and deterministic for a given input. Which of several equal-scoring
+    tokens torch.topk keeps at the edge of the top-B of one depth is up to the backend.
+
+    With validate=True (the default) bad input raises ValueError; the NaN check reads one flag
+    back to the host, and is skipped while a CUDA graph is being captured.
+    """
+    if draft_logits.dim() != 3 or not draft_logits.is_floating_point():
+        raise ValueError(f"draft_logits must be a float tensor [R, L, V], got {draft_logits.dtype} {list(draft_logits.shape)}")
+    R, L, V = draft_logits.shape
+    if root_tokens.shape != (R,):
+        raise ValueError(f"root_tokens must have shape [R] = [{R}], got {list(root_tokens.shape)}")
+    if not isinstance(budget, int) or budget < 1:
+        raise ValueError(f"budget must be a positive int, got {budget!r}")
+    if L < 1 or V < 1:
+        raise ValueError(f"draft_logits needs at least one depth and one token, got shape {list(draft_logits.shape)}")
+    if budget > count_prefixes(V, L):
+        raise ValueError(f"budget={budget} exceeds the {count_prefixes(V, L)} prefixes of {L} depths over {V} tokens")
+    B, K, device = budget, min(budget, V), draft_logits.device
+
+    logp, top_ids = draft_log_probs(draft_logits, K)
+    if validate and not _is_capturing() and bool(torch.isnan(logp).any()):
+        raise ValueError("draft_logits contains NaN (or +inf) in at least one row")
+
+    # Per-depth beams: scores [R, L, B] (-inf = no such prefix), the flat index of each entry's
+    # parent entry (depth d - 1) and the rank of its last token among depth d's top-K.
+    pad = torch.full((R, B - K), -math.inf, device=device)
+    beam = torch.cat([logp[:, 0], pad], dim=1)
+    scores, parent_entry, token_rank = [beam], [torch.full((R, B), -1, device=device, dtype=torch.long)], []
+    token_rank.append(torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B))
+    pi, pj = _merge_pattern(B, K, device)
+    for d in range(1, L):
+        cand = beam[:, pi] + logp[:, d, pj]
+        beam, order = torch.sort(cand, dim=1, descending=True, stable=True)
+        beam, order = beam[:, :B], order[:, :B]  # the pattern has >= B pairs (i < B gives >= 1 each)
+        scores.append(beam)
+        parent_entry.append(pi[order] + (d - 1) * B)
+        token_rank.append(pj[order])
+    scores = torch.stack(scores, 1).flatten(1)  # [R, L * B], flat index = depth_index * B + rank
+    parent_entry = torch.stack(parent_entry, 1).flatten(1)
+    token_rank = torch.stack(token_rank, 1).flatten(1)
+
+    # Global top B over all depths; the stable sort puts shallower entries first on ties.
+    chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # [R, B]
+    node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
+    node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
+    parent_of_chosen = parent_entry.gather(1, chosen)
+    parent_node = torch.where(parent_of_chosen < 0, 0, node_of_entry.gather(1, parent_of_chosen.clamp_min(0)))
+    depth_index = chosen // B
+    tokens = top_ids.flatten(1).gather(1, depth_index * K + token_rank.gather(1, chosen))
+
+    token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
+    parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
+    return tree_from_parents(token_ids, parents, max_depth=L)
+
+
+def _check_target_logits(tree: DraftTree, target_logits: Tensor) -> None:
+    R, N = tree.token_ids.shape
+    if target_logits.dim() != 3 or target_logits.shape[:2] != (R, N) or not target_logits.is_floating_point():
+        raise ValueError(
+            f"target_logits must be a float tensor [R, N, V] = [{R}, {N}, V], got {target_logits.dtype} {list(target_logits.shape)}"
+        )
+
+
+def walk_tree(tree: DraftTree, target_tokens: Tensor) -> Acceptance:
+    """Accept along the tree: from the root, descend to the child whose token is the target's token
+    at the current node; stop where there is none. target_tokens: long [R, N], the target's token
+    (argmax or sample) at every node. Vectorised: node i is accepted iff every non-root node on
+    its root path carries its parent's target token; siblings hold distinct tokens, so the
+    accepted nodes form one path."""
+    parents, depths, L = tree.parents, tree.depths, tree.max_depth
+    R, N = parents.shape
+    matches = tree.token_ids == target_tokens.gather(1, parents.clamp_min(0))
+    matches[:, 0] = True
+    accepted = ~(tree.ancestor_mask & ~matches[:, None, :]).any(-1)  # [R, N]
+    accept_len = accepted.sum(1) - 1
+    last = torch.where(accepted, depths, -1).argmax(1)
+    slots = torch.where(accepted, depths, L + 1)  # column L + 1 collects the rejected nodes
+    accepted_nodes = torch.full((R, L + 2), -1, device=parents.device, dtype=torch.long)
+    accepted_nodes.scatter_(1, slots, torch.arange(N, device=parents.device).expand(R, N))
+    return Acceptance(
+        accept_len=accept_len,
+        accepted_nodes=accepted_nodes[:, : L + 1],
+        bonus_tokens=target_tokens.gather(1, last[:, None])[:, 0],
+    )
+
+
+def accept_greedy(tree: DraftTree, target_logits: Tensor) -> Acceptance:
+    """Greedy verification: the target's argmax at each node drives `walk_tree`.
+    target_logits: float [R, N, V] from the verify pass."""
+    _check_target_logits(tree, target_logits)
+    return walk_tree(tree, target_logits.argmax(-1))
+
+
+def accept_sampling(
+    tree: DraftTree,
+    target_logits: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor = 1.0,
+    top_k: int | Tensor = -1,
+    generator: torch.Generator | None = None,
+) -> Acceptance:
+    """Lossless sampled verification by the sample-at-node walk.
+
+    Every node draws one token from the target's own sampling distribution at that node
+    (`sample_tokens`: temperature, then top-k, then top-p, as SGLang applies them), independently;
+    the walk then descends while the drawn token is a child's token, and emits the first drawn
+    token that is not. Why this is exact: the node reached after accepting t_1..t_j has exactly
+    the context t_1..t_j, its draw is independent of everything that decided to reach it, so
+    t_{j+1} ~ p(. | t_1..t_j) whether or not it matches a child; the tree only decides how many
+    draws are used in one pass. Drafts are deterministic (top-B prefixes, no draft distribution
+    to correct for), so multi-draft rejection sampling would accept a child with the same
+    probability sum_c p(c), and this scheme needs no draft probabilities.
+
+    temperature, top_p, top_k: scalars or [R] tensors; temperature <= 0 means greedy for that
+    request, top_k <= 0 and top_p >= 1 disable those filters. generator seeds the draws.
+    """
+    _check_target_logits(tree, target_logits)
+    return walk_tree(tree, sample_tokens(target_logits, temperature, top_p, top_k, generator))
+
+
+def _per_request(value: float | Tensor, R: int, device: torch.device, dtype: torch.dtype, name: str) -> Tensor:
+    value = torch.as_tensor(value, device=device, dtype=dtype)
+    if value.dim() == 0:
+        return value.expand(R)
+    if value.shape != (R,):
+        raise ValueError(f"{name} must be a scalar or have shape [R] = [{R}], got {list(value.shape)}")
+    return value
+
+
+def sample_tokens(
+    logits: Tensor,
+    temperature: float | Tensor,
+    top_p: float | Tensor = 1.0,
+    top_k: int | Tensor = -1,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """One independent sample per row of logits [R, N, V] -> long [R, N].
+
+    p = softmax(logits / T); top-k keeps the k most likely tokens; top-p keeps the sorted tokens
+    whose preceding cumulative probability is <= top_p (at least one); draw by the exponential
+    race argmax(p / E), E ~ Exp(1) iid, which picks i with probability p_i / sum(p).
+    """
+    R, N, V = logits.shape
+    device = logits.device
+    no_filter = isinstance(top_k, int) and not 0 < top_k < V and isinstance(top_p, (int, float)) and top_p >= 1
+    temperature = _per_request(temperature, R, device, torch.float32, "temperature")
+    top_p = _per_request(top_p, R, device, torch.float32, "top_p")
+    top_k = _per_request(top_k, R, device, torch.long, "top_k")
+    logits = logits.float()
+    greedy = temperature <= 0
+    probs = torch.softmax(logits / torch.where(greedy, 1.0, temperature)[:, None, None], dim=-1)
+    if no_filter:
+        kept = probs
+    else:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        rank = torch.arange(V, device=device)
+        drop = (rank >= torch.where(top_k > 0, top_k, V)[:, None, None]) | (
+            (top_p < 1)[:, None, None] & (sorted_probs.cumsum(-1) - sorted_probs > top_p[:, None, None])
+        )
+        kept = torch.zeros_like(probs).scatter_(-1, order, sorted_probs.masked_fill(drop, 0.0))
+    race = torch.empty_like(kept).exponential_(generator=generator)
+    sampled = (kept / race).argmax(-1)
+    return torch.where(greedy[:, None], logits.argmax(-1), sampled)

@@ -1,0 +1,16 @@
+"""Kernels for tree verification, each beside its pure-torch reference (fla layout: <op>/naive.py).
+
+Contracts (shapes, semantics): ../../DESIGN.md "Kernels" in the steering repo, restated in each
+function's docstring.
+"""
+
+from .tree_conv.naive import tree_causal_conv1d_ref, tree_conv_commit_ref
+from .tree_gdn.naive import TreeGDNContext, tree_gdn_commit_ref, tree_gdn_verify_ref
+
+__all__ = [
+    "TreeGDNContext",
+    "tree_causal_conv1d_ref",
+    "tree_conv_commit_ref",
+    "tree_gdn_commit_ref",
+    "tree_gdn_verify_ref",
+]
