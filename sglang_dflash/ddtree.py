@@ -173,11 +173,24 @@ def build_ddtree(draft_logits: Tensor, root_tokens: Tensor, budget: int, *, vali
         raise ValueError(f"draft_logits needs at least one depth and one token, got shape {list(draft_logits.shape)}")
     if budget > count_prefixes(V, L):
         raise ValueError(f"budget={budget} exceeds the {count_prefixes(V, L)} prefixes of {L} depths over {V} tokens")
-    B, K, device = budget, min(budget, V), draft_logits.device
-
-    logp, top_ids = draft_log_probs(draft_logits, K)
+    logp, top_ids = draft_log_probs(draft_logits, min(budget, V))
     if validate and not _is_capturing() and bool(torch.isnan(logp).any()):
         raise ValueError("draft_logits contains NaN (or +inf) in at least one row")
+    return build_ddtree_from_top_k(logp, top_ids, root_tokens, budget)
+
+
+def build_ddtree_from_top_k(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int) -> DraftTree:
+    """`build_ddtree` after its vocabulary pass: logp float32 [R, L, K] sorted descending per depth
+    (`draft_log_probs`; K >= min(budget, V), only the first `budget` are used), top_ids long
+    [R, L, K] their tokens.
+
+    Split out so that a vocabulary-parallel drafter can merge per-shard top-K lists first.
+    """
+    if not isinstance(budget, int) or not 1 <= budget <= count_prefixes(logp.shape[2], logp.shape[1]):
+        raise ValueError(f"budget={budget!r} must be in [1, number of prefixes of the {logp.shape[2]} tokens per depth given]")
+    logp, top_ids = logp[..., :budget], top_ids[..., :budget]
+    R, L, K = logp.shape
+    B, device = budget, logp.device
 
     # Per-depth beams: scores [R, L, B] (-inf = no such prefix), the flat index of each entry's
     # parent entry (depth d - 1) and the rank of its last token among depth d's top-K.

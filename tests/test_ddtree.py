@@ -16,6 +16,7 @@ from sglang_dflash.ddtree import (
     tree_from_parents,
 )
 from sglang_dflash.dflash import chain_tree, greedy_chain
+from reference_heap import heap_reference
 
 
 def brute_force_prefixes(logits: torch.Tensor) -> list[tuple[float, tuple[int, ...]]]:
@@ -128,29 +129,6 @@ def test_build_equals_reference_heap_pop_order():
         tree = build_ddtree(logits, torch.zeros(3, dtype=torch.long), budget)
         for r in range(3):
             assert [p for p in node_paths(tree, r)[1:]] == heap_reference(logits[r], budget)
-
-
-def heap_reference(logits: torch.Tensor, budget: int) -> list[tuple[int, ...]]:
-    """The reference implementation's best-first heap (liranringel/ddtree Algorithm 1), as paths."""
-    import heapq
-
-    L = logits.shape[0]
-    K = min(budget, logits.shape[1])
-    lp, ids = draft_log_probs(logits[None], K)
-    lp, ids = lp[0].double().tolist(), ids[0].tolist()
-    heap = [(-lp[0][0], (0,), (), 1, 0, lp[0][0])]
-    out = []
-    while heap and len(out) < budget:
-        _, ranks, path, depth, rank, logw = heapq.heappop(heap)
-        path = path + (ids[depth - 1][rank],)
-        out.append(path)
-        if rank + 1 < K:
-            w = logw - lp[depth - 1][rank] + lp[depth - 1][rank + 1]
-            heapq.heappush(heap, (-w, ranks[:-1] + (rank + 1,), path[:-1], depth, rank + 1, w))
-        if depth < L:
-            w = logw + lp[depth][0]
-            heapq.heappush(heap, (-w, ranks + (0,), path, depth + 1, 0, w))
-    return out
 
 
 def test_large_vocab_budget_and_determinism():
