@@ -13,16 +13,15 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import partial
 
 import torch
 from torch import Tensor
 
-# Log-probabilities are clamped here so that a prefix through a zero-probability token keeps a
-# finite score: -inf is then free to mark "no such prefix" (beam padding), and sums of up to
-# thousands of floors stay finite in float32.
-LOGP_FLOOR = -1.0e30
-
+from .kernels import vocab
+from .kernels.tree_build import MAX_TRITON_BUDGET, select_prefixes_ref, tree_build
+from .kernels.tree_walk import tree_walk, walk_tree_ref
+from .kernels.vocab import LOGP_FLOOR, chunk_width
 
 @dataclass(frozen=True)
 class DraftTree:
@@ -110,18 +109,6 @@ def tree_from_parents(token_ids: Tensor, parents: Tensor, max_depth: int) -> Dra
     )
 
 
-@lru_cache(maxsize=64)
-def _merge_pattern(budget: int, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Pairs (i, j), lexicographic, with (i + 1) * (j + 1) <= budget and j < width.
-
-    Both lists being sorted descending, the pair (i, j) is dominated by the (i + 1)(j + 1) - 1
-    pairs above-left of it, so only these pairs can be among the top `budget` sums.
-    """
-    pairs = [(i, j) for i in range(budget) for j in range(min(width, budget // (i + 1)))]
-    ij = torch.tensor(pairs, dtype=torch.long, device=device)
-    return ij[:, 0], ij[:, 1]
-
-
 def count_prefixes(vocab_size: int, depth: int) -> int:
     """Number of non-empty token prefixes of length <= depth over a vocabulary."""
     return sum(vocab_size**d for d in range(1, depth + 1))
@@ -130,11 +117,12 @@ def count_prefixes(vocab_size: int, depth: int) -> int:
 def draft_log_probs(draft_logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
     """Top-k log-probabilities per depth, float32 and clamped at LOGP_FLOOR, with their token ids.
 
-    Returns (logp [R, L, k] sorted descending, token ids long [R, L, k]).
+    draft_logits float [R, L, V] -> (logp [R, L, k] sorted descending, token ids long [R, L, k]).
+    On the GPU one chunked Triton pass (kernels.vocab.draft_topk), else torch.
     """
-    top_vals, top_ids = draft_logits.topk(k, dim=-1, sorted=True)
-    lse = torch.logsumexp(draft_logits.float(), dim=-1, keepdim=True)
-    return (top_vals.float() - lse).clamp_min(LOGP_FLOOR), top_ids
+    if draft_logits.is_cuda and chunk_width(draft_logits.shape[-1], k):
+        return vocab.draft_log_probs(draft_logits, k)
+    return vocab.draft_log_probs_ref(draft_logits, k)
 
 
 def _is_capturing() -> bool:
@@ -151,7 +139,7 @@ def build_ddtree(draft_logits: Tensor, root_tokens: Tensor, budget: int, *, vali
     Algorithm (vectorised form of the reference's best-first heap): for each depth d, the top-B
     prefixes of length d are among the top-B length-(d-1) prefixes extended by the top-B tokens of
     depth d, and of those pairs only the (i + 1)(j + 1) <= B corner can make the cut
-    (`_merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates give per-depth beams, and
+    (`kernels.tree_build.naive.merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates give per-depth beams, and
     one sort of the L * B beam entries gives the global top B.
 
     Order and ties: nodes are numbered by descending score, ties by shallower depth first, then by
@@ -189,39 +177,12 @@ def build_ddtree_from_top_k(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, 
     if not isinstance(budget, int) or not 1 <= budget <= count_prefixes(logp.shape[2], logp.shape[1]):
         raise ValueError(f"budget={budget!r} must be in [1, number of prefixes of the {logp.shape[2]} tokens per depth given]")
     logp, top_ids = logp[..., :budget], top_ids[..., :budget]
-    R, L, K = logp.shape
-    B, device = budget, logp.device
 
-    # Per-depth beams: scores [R, L, B] (-inf = no such prefix), the flat index of each entry's
-    # parent entry (depth d - 1) and the rank of its last token among depth d's top-K.
-    pad = torch.full((R, B - K), -math.inf, device=device)
-    beam = torch.cat([logp[:, 0], pad], dim=1)
-    scores, parent_entry, token_rank = [beam], [torch.full((R, B), -1, device=device, dtype=torch.long)], []
-    token_rank.append(torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B))
-    pi, pj = _merge_pattern(B, K, device)
-    for d in range(1, L):
-        cand = beam[:, pi] + logp[:, d, pj]
-        beam, order = torch.sort(cand, dim=1, descending=True, stable=True)
-        beam, order = beam[:, :B], order[:, :B]  # the pattern has >= B pairs (i < B gives >= 1 each)
-        scores.append(beam)
-        parent_entry.append(pi[order] + (d - 1) * B)
-        token_rank.append(pj[order])
-    scores = torch.stack(scores, 1).flatten(1)  # [R, L * B], flat index = depth_index * B + rank
-    parent_entry = torch.stack(parent_entry, 1).flatten(1)
-    token_rank = torch.stack(token_rank, 1).flatten(1)
-
-    # Global top B over all depths; the stable sort puts shallower entries first on ties.
-    chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # [R, B]
-    node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
-    node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
-    parent_of_chosen = parent_entry.gather(1, chosen)
-    parent_node = torch.where(parent_of_chosen < 0, 0, node_of_entry.gather(1, parent_of_chosen.clamp_min(0)))
-    depth_index = chosen // B
-    tokens = top_ids.flatten(1).gather(1, depth_index * K + token_rank.gather(1, chosen))
-
-    token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
-    parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
-    return tree_from_parents(token_ids, parents, max_depth=L)
+    if logp.is_cuda and budget <= MAX_TRITON_BUDGET:
+        fields = tree_build(logp, top_ids, root_tokens, budget)
+        return DraftTree(**fields, positions=fields["depths"].clone(), max_depth=logp.shape[1])
+    token_ids, parents = select_prefixes_ref(logp, top_ids, root_tokens, budget)
+    return tree_from_parents(token_ids, parents, max_depth=logp.shape[1])
 
 
 def _check_target_logits(tree: DraftTree, target_logits: Tensor) -> None:
@@ -235,31 +196,20 @@ def _check_target_logits(tree: DraftTree, target_logits: Tensor) -> None:
 def walk_tree(tree: DraftTree, target_tokens: Tensor) -> Acceptance:
     """Accept along the tree: from the root, descend to the child whose token is the target's token
     at the current node; stop where there is none. target_tokens: long [R, N], the target's token
-    (argmax or sample) at every node. Vectorised: node i is accepted iff every non-root node on
-    its root path carries its parent's target token; siblings hold distinct tokens, so the
-    accepted nodes form one path."""
-    parents, depths, L = tree.parents, tree.depths, tree.max_depth
-    R, N = parents.shape
-    matches = tree.token_ids == target_tokens.gather(1, parents.clamp_min(0))
-    matches[:, 0] = True
-    accepted = ~(tree.ancestor_mask & ~matches[:, None, :]).any(-1)  # [R, N]
-    accept_len = accepted.sum(1) - 1
-    last = torch.where(accepted, depths, -1).argmax(1)
-    slots = torch.where(accepted, depths, L + 1)  # column L + 1 collects the rejected nodes
-    accepted_nodes = torch.full((R, L + 2), -1, device=parents.device, dtype=torch.long)
-    accepted_nodes.scatter_(1, slots, torch.arange(N, device=parents.device).expand(R, N))
-    return Acceptance(
-        accept_len=accept_len,
-        accepted_nodes=accepted_nodes[:, : L + 1],
-        bonus_tokens=target_tokens.gather(1, last[:, None])[:, 0],
+    (argmax or sample) at every node. One Triton program per request on the GPU
+    (kernels.tree_walk), else the vectorised torch rule."""
+    walk = tree_walk if tree.parents.is_cuda else partial(walk_tree_ref, ancestor_mask=tree.ancestor_mask)
+    accept_len, accepted_nodes, bonus = walk(
+        token_ids=tree.token_ids, parents=tree.parents, depths=tree.depths, target_tokens=target_tokens, max_depth=tree.max_depth
     )
+    return Acceptance(accept_len=accept_len, accepted_nodes=accepted_nodes, bonus_tokens=bonus)
 
 
 def accept_greedy(tree: DraftTree, target_logits: Tensor) -> Acceptance:
     """Greedy verification: the target's argmax at each node drives `walk_tree`.
     target_logits: float [R, N, V] from the verify pass."""
     _check_target_logits(tree, target_logits)
-    return walk_tree(tree, target_logits.argmax(-1))
+    return walk_tree(tree, vocab.argmax(target_logits) if target_logits.is_cuda else target_logits.argmax(-1))
 
 
 def accept_sampling(

@@ -1,0 +1,67 @@
+"""Pure-torch reference: select the top-B prefixes of per-depth marginals (DDTree's tree).
+
+Each depth keeps a beam of its top-B prefixes, built from the previous beam and the depth's top
+tokens. Both lists being sorted descending, the pair (i, j) (beam rank i, token rank j) is
+dominated by the (i + 1)(j + 1) - 1 pairs above-left of it, so only pairs with
+(i + 1)(j + 1) <= B can reach the top B (`merge_pattern`, ~B ln B pairs). One stable sort per
+depth, then one stable sort of the L x B beam entries picks the global top B: nodes by descending
+score, ties by shallower depth, then by beam order (parent rank, token rank), which is topological
+because no child outscores its parent (log-probabilities are <= 0).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import torch
+from torch import Tensor
+
+
+@lru_cache(maxsize=64)
+def merge_pattern(budget: int, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    """Pairs (i, j), lexicographic, with (i + 1) * (j + 1) <= budget and j < width.
+
+    Both lists being sorted descending, the pair (i, j) is dominated by the (i + 1)(j + 1) - 1
+    pairs above-left of it, so only these pairs can be among the top `budget` sums.
+    """
+    pairs = [(i, j) for i in range(budget) for j in range(min(width, budget // (i + 1)))]
+    ij = torch.tensor(pairs, dtype=torch.long, device=device)
+    return ij[:, 0], ij[:, 1]
+
+
+def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int) -> tuple[Tensor, Tensor]:
+    """logp float32 [R, L, K] sorted descending per depth (K <= budget, log-probs <= 0), top_ids
+    long [R, L, K], root_tokens long [R] -> (token_ids, parents), long [R, budget + 1], node 0 the root."""
+    R, L, K = logp.shape
+    B, device = budget, logp.device
+    # Per-depth beams: scores [R, L, B] (-inf = no such prefix), the flat index of each entry's
+    # parent entry (depth d - 1) and the rank of its last token among depth d's top-K.
+    pad = torch.full((R, B - K), -math.inf, device=device)
+    beam = torch.cat([logp[:, 0], pad], dim=1)
+    scores, parent_entry, token_rank = [beam], [torch.full((R, B), -1, device=device, dtype=torch.long)], []
+    token_rank.append(torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B))
+    pi, pj = merge_pattern(B, K, device)
+    for d in range(1, L):
+        cand = beam[:, pi] + logp[:, d, pj]
+        beam, order = torch.sort(cand, dim=1, descending=True, stable=True)
+        beam, order = beam[:, :B], order[:, :B]  # the pattern has >= B pairs (i < B gives >= 1 each)
+        scores.append(beam)
+        parent_entry.append(pi[order] + (d - 1) * B)
+        token_rank.append(pj[order])
+    scores = torch.stack(scores, 1).flatten(1)  # [R, L * B], flat index = depth_index * B + rank
+    parent_entry = torch.stack(parent_entry, 1).flatten(1)
+    token_rank = torch.stack(token_rank, 1).flatten(1)
+
+    # Global top B over all depths; the stable sort puts shallower entries first on ties.
+    chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # [R, B]
+    node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
+    node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
+    parent_of_chosen = parent_entry.gather(1, chosen)
+    parent_node = torch.where(parent_of_chosen < 0, 0, node_of_entry.gather(1, parent_of_chosen.clamp_min(0)))
+    depth_index = chosen // B
+    tokens = top_ids.flatten(1).gather(1, depth_index * K + token_rank.gather(1, chosen))
+
+    token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
+    parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
+    return token_ids, parents

@@ -1,0 +1,167 @@
+"""Triton: a whole DDTree build in one kernel, one program per request.
+
+Same selection as `naive.select_prefixes_ref` (per-depth beams over the (i + 1)(j + 1) <= B
+corner, then the global top B), with ties broken the same way, and it also writes the tree
+tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling. Sorting
+uses packed int64 keys (order-preserving float bits << 32 | reversed candidate index), so one
+`tl.topk` both ranks by score and breaks ties by candidate order, like a stable sort.
+
+Shapes: logp float32 [R, L, K] (sorted descending, <= 0, K <= budget), top_ids long [R, L, K],
+root_tokens long [R]; outputs [R, N] (N = budget + 1) and ancestor_mask bool [R, N, N].
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+from .naive import merge_pattern
+
+MAX_TRITON_BUDGET = 512  # the global sort holds L * next_pow2(B) keys in one program
+
+
+@triton.jit
+def _ordered(x):
+    """float32 -> int32 whose signed order is the float order (no NaN)."""
+    bits = x.to(tl.int32, bitcast=True)
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
+@triton.jit
+def _unordered(o):
+    return (o ^ ((o >> 31) & 0x7FFFFFFF)).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _tree_build_kernel(
+    logp, top_ids, roots, pat_i, pat_j,
+    s_score, s_parent, s_rank, s_node, s_sort,
+    token_ids, parents, depths, anc, next_token, next_sibling,
+    K, P,
+    L: tl.constexpr, B: tl.constexpr, BB: tl.constexpr, PP: tl.constexpr, LB: tl.constexpr, NN: tl.constexpr,
+    RB: tl.constexpr,
+):
+    r = tl.program_id(0).to(tl.int64)
+    N: tl.constexpr = B + 1
+    lp = logp + r * L * K
+    ids = top_ids + r * L * K
+    sc = s_score + r * L * BB
+    sp = s_parent + r * L * BB
+    sr = s_rank + r * L * BB
+    sn = s_node + r * LB
+    b = tl.arange(0, BB)
+
+    # Depth 1 beam: the top tokens themselves.
+    tl.store(sc + b, tl.load(lp + b, mask=b < K, other=float("-inf")))
+    tl.store(sp + b, tl.full([BB], -1, tl.int32))
+    tl.store(sr + b, b)
+
+    p = tl.arange(0, PP)
+    pm = p < P
+    pi = tl.load(pat_i + p, mask=pm, other=0)
+    pj = tl.load(pat_j + p, mask=pm, other=0)
+    low = (PP - 1 - p).to(tl.int64)
+    for d in range(1, L):
+        tl.debug_barrier()
+        prev = tl.load(sc + (d - 1) * BB + pi, mask=pm, other=float("-inf"))
+        cand = tl.where(pm, prev + tl.load(lp + d * K + pj, mask=pm, other=0.0), float("-inf"))
+        top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
+        src = (PP - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+        tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
+        tl.store(sp + d * BB + b, tl.load(pat_i + src) + (d - 1) * BB)
+        tl.store(sr + d * BB + b, tl.load(pat_j + src))
+    tl.debug_barrier()
+
+    # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
+    e = tl.arange(0, LB)
+    ev = (e < L * BB) & ((e % BB) < B)
+    s = tl.load(sc + e, mask=ev, other=float("-inf"))
+    top = tl.topk((_ordered(s).to(tl.int64) << 32) | tl.where(ev, LB - 1 - e, 0).to(tl.int64), BB)
+    chosen = (LB - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+    keep = b < B
+    tl.store(sn + chosen, b + 1, mask=keep)
+    tl.debug_barrier()
+    pe = tl.load(sp + chosen, mask=keep, other=-1)
+    par = tl.where(pe < 0, 0, tl.load(sn + pe, mask=keep & (pe >= 0), other=0))
+    dep = chosen // BB + 1
+    tok = tl.load(ids + (dep - 1) * K + tl.load(sr + chosen, mask=keep, other=0), mask=keep, other=0)
+    row = r * N
+    tl.store(token_ids + row + b + 1, tok, mask=keep)
+    tl.store(parents + row + b + 1, par.to(tl.int64), mask=keep)
+    tl.store(depths + row + b + 1, dep.to(tl.int64), mask=keep)
+    tl.store(token_ids + row, tl.load(roots + r))
+    tl.store(parents + row, -1)
+    tl.store(depths + row, 0)
+
+    # Ancestor mask: clear the rows, then walk every node up to the root marking its path.
+    i = tl.arange(0, NN)
+    im = i < N
+    mrow = anc + r * N * N
+    rows = tl.arange(0, RB)
+    for r0 in range(0, N, RB):
+        rr = r0 + rows
+        tl.store(mrow + rr[:, None] * N + i[None, :], tl.zeros([RB, NN], tl.int8), mask=(rr[:, None] < N) & im[None, :])
+    tl.store(next_token + row + i, tl.full([NN], N, tl.int64), mask=im)
+    tl.debug_barrier()
+    cur = i.to(tl.int64)
+    for _ in range(L + 1):
+        live = im & (cur >= 0)
+        tl.store(mrow + i * N + cur, tl.full([NN], 1, tl.int8), mask=live)
+        cur = tl.load(parents + row + cur, mask=live, other=-1)
+
+    # First child: the smallest child index. Next sibling: the next node in (parent, index) order.
+    par_all = tl.load(parents + row + i, mask=im, other=-1)
+    tl.atomic_min(next_token + row + par_all, i.to(tl.int64), mask=im & (par_all >= 0))
+    key = tl.where(im & (par_all >= 0), par_all.to(tl.int32) * NN + i, NN * NN + i)
+    key = tl.sort(key)
+    tl.store(s_sort + r * (NN + 1) + i, key)
+    tl.store(s_sort + r * (NN + 1) + NN, NN * NN + NN)
+    tl.debug_barrier()
+    nxt = tl.load(s_sort + r * (NN + 1) + i + 1)
+    node = key % NN
+    sib = tl.where((key < NN * NN) & (nxt // NN == key // NN), nxt % NN, -1)
+    tl.store(next_sibling + row + node, sib.to(tl.int64), mask=key < NN * NN)
+    tl.store(next_sibling + row, -1)
+    tl.debug_barrier()
+    first = tl.load(next_token + row + i, mask=im, other=N)
+    tl.store(next_token + row + i, tl.where(first == N, -1, first), mask=im)
+
+
+@lru_cache(maxsize=64)
+def _pattern_i32(budget: int, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
+    return tuple(t.to(torch.int32) for t in merge_pattern(budget, width, device))
+
+
+def tree_build(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int) -> dict[str, Tensor]:
+    """The DraftTree fields (token_ids, parents, depths, ancestor_mask, next_token, next_sibling) of
+    the top-`budget` prefixes. logp float32 [R, L, K] (K <= budget), top_ids long [R, L, K]."""
+    R, L, K = logp.shape
+    B, N, device = budget, budget + 1, logp.device
+    if B > MAX_TRITON_BUDGET:
+        raise ValueError(f"budget={B} is above the Triton tree build's limit {MAX_TRITON_BUDGET}")
+    pat_i, pat_j = _pattern_i32(B, K, device)
+    P = pat_i.numel()
+    BB, PP, NN = (max(2, triton.next_power_of_2(n)) for n in (B, P, N))
+    LB = triton.next_power_of_2(L * BB)
+    i32 = dict(device=device, dtype=torch.int32)
+    out = dict(
+        token_ids=torch.empty(R, N, device=device, dtype=torch.long),
+        parents=torch.empty(R, N, device=device, dtype=torch.long),
+        depths=torch.empty(R, N, device=device, dtype=torch.long),
+        ancestor_mask=torch.empty(R, N, N, device=device, dtype=torch.bool),
+        next_token=torch.empty(R, N, device=device, dtype=torch.long),
+        next_sibling=torch.empty(R, N, device=device, dtype=torch.long),
+    )
+    _tree_build_kernel[(R,)](
+        logp.contiguous(), top_ids.contiguous(), root_tokens.to(device=device, dtype=torch.long), pat_i, pat_j,
+        torch.empty(R, L, BB, device=device), torch.empty(R, L, BB, **i32), torch.empty(R, L, BB, **i32),
+        torch.empty(R, LB, **i32), torch.empty(R, NN + 1, **i32),
+        out["token_ids"], out["parents"], out["depths"], out["ancestor_mask"].view(torch.int8), out["next_token"], out["next_sibling"],
+        K, P, L=L, B=B, BB=BB, PP=PP, LB=LB, NN=NN, RB=max(1, 4096 // NN),
+        num_warps=4 if BB <= 64 else 8,
+    )
+    return out

@@ -1,0 +1,45 @@
+"""Triton: argmax over the last dim of [M, V] logits (the first index of the maximum, as
+torch.argmax), in two passes so that a few rows of a 248k vocabulary still fill the GPU:
+chunk maxima over a (M, V / CHUNK) grid, then one program per row."""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+CHUNK = 8192
+
+
+@triton.jit
+def _chunk_argmax_kernel(x, vals, idxs, V, C, CHUNK: tl.constexpr):
+    m, c = tl.program_id(0).to(tl.int64), tl.program_id(1)
+    o = c * CHUNK + tl.arange(0, CHUNK)
+    v = tl.load(x + m * V + o, mask=o < V, other=float("-inf")).to(tl.float32)
+    best = tl.argmax(v, axis=0, tie_break_left=True)
+    tl.store(vals + m * C + c, tl.max(v, axis=0))
+    tl.store(idxs + m * C + c, c * CHUNK + best)
+
+
+@triton.jit
+def _row_argmax_kernel(vals, idxs, out, C, CC: tl.constexpr):
+    m = tl.program_id(0).to(tl.int64)
+    c = tl.arange(0, CC)
+    v = tl.load(vals + m * C + c, mask=c < C, other=float("-inf"))
+    best = tl.argmax(v, axis=0, tie_break_left=True)
+    tl.store(out + m, tl.load(idxs + m * C + best).to(tl.int64))
+
+
+def argmax(logits: Tensor) -> Tensor:
+    """logits float [..., V] -> long [...]."""
+    V = logits.shape[-1]
+    x = logits.reshape(-1, V).contiguous()
+    M = x.shape[0]
+    C = triton.cdiv(V, CHUNK)
+    vals = torch.empty(M, C, device=x.device, dtype=torch.float32)
+    idxs = torch.empty(M, C, device=x.device, dtype=torch.int32)
+    out = torch.empty(M, device=x.device, dtype=torch.long)
+    _chunk_argmax_kernel[(M, C)](x, vals, idxs, V, C, CHUNK=CHUNK, num_warps=8)
+    _row_argmax_kernel[(M,)](vals, idxs, out, C, CC=triton.next_power_of_2(C), num_warps=1)
+    return out.view(logits.shape[:-1])
