@@ -8,6 +8,7 @@ triton.testing.do_bench (median of replays):
   vocab  draft_log_probs: top-B and logsumexp over the draft logits    [R, L, V] read
   tree   build_ddtree_from_top_k: beams, global top-B, DraftTree tensors
   argmax the target's argmax over the verify logits                    [R, N, V] read
+         (kernels.vocab.argmax; torch.argmax beside it as a second peer)
   walk   walk_tree: the acceptance rule given the target tokens
   total  build_ddtree + accept_greedy in one graph
 The peer, in the same run: the reference's host-side heap (GPU top-k, copy to host, best-first
@@ -30,6 +31,9 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
+from sglang_dflash.kernels import vocab  # noqa: E402
+from sglang_dflash.kernels.vocab import draft_topk  # noqa: E402
+from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     accept_greedy,
     build_ddtree,
@@ -86,12 +90,46 @@ def check_against_cpu(gen: torch.Generator) -> bool:
     return same and torch.equal(a.accepted_nodes.cpu(), b.accepted_nodes) and torch.equal(a.bonus_tokens.cpu(), b.bonus_tokens)
 
 
+def profile(gen: torch.Generator) -> None:
+    """Per-kernel CUDA time of one eager build + accept (R = 8), and the tree build's num_warps sweep."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    for B in (16, 64, 256):
+        draft = (torch.randn(8, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
+        target = torch.randn(8, B + 1, V, generator=gen, device="cuda").to(torch.bfloat16)
+        roots = torch.zeros(8, dtype=torch.long, device="cuda")
+        step = lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)  # noqa: E731
+        for _ in range(3):
+            step()
+        torch.cuda.synchronize()
+        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                step()
+            torch.cuda.synchronize()
+        print(f"--- R=8 B={B}: per-kernel CUDA time, us per step")
+        for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:14]:
+            print(f"{e.device_time_total / 10:9.1f}  x{e.count // 10:<3d} {e.key[:90]}")
+        logp, ids = draft_log_probs(draft, B)
+        sweep = {w: graph_us(lambda: tree_build(logp, ids, roots, B, num_warps=w)) for w in (1, 2, 4, 8)}
+        print(f"tree build num_warps sweep (us): {sweep}", flush=True)
+        sweep = {}
+        for keys, warps in [(256, 1), (256, 2), (1024, 2), (1024, 4), (2048, 4), (2048, 8)]:
+            draft_topk.GROUP_KEYS, draft_topk.GROUP_WARPS = keys, warps
+            sweep[f"{keys}/{warps}"] = round(graph_us(lambda: draft_log_probs(draft, B)), 1)
+        draft_topk.GROUP_KEYS, draft_topk.GROUP_WARPS = 2048, 4
+        print(f"vocab pass (keys/warps of the chunk top-k) sweep (us): {sweep}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="directory for ddtree_bench.json")
     ap.add_argument("--requests", default="1,8,32")
     ap.add_argument("--budgets", default="16,64,256")
+    ap.add_argument("--profile", action="store_true", help="also print per-kernel times (R=8) and a num_warps sweep of the tree build")
     args = ap.parse_args()
+    if args.profile:
+        profile(torch.Generator(device="cuda").manual_seed(1))
     gen = torch.Generator(device="cuda").manual_seed(0)
     bw = copy_bandwidth()
     gpu_equals_cpu = check_against_cpu(gen)
@@ -108,7 +146,8 @@ def main() -> None:
             row = dict(R=R, B=B, N=N)
             row["vocab_us"] = graph_us(lambda: draft_log_probs(draft, B))
             row["tree_us"] = graph_us(lambda: build_ddtree_from_top_k(logp, ids, roots, B))
-            row["argmax_us"] = graph_us(lambda: target.argmax(-1))
+            row["argmax_us"] = graph_us(lambda: vocab.argmax(target))
+            row["argmax_torch_us"] = graph_us(lambda: target.argmax(-1))
             row["walk_us"] = graph_us(lambda: walk_tree(tree, tokens))
             row["total_us"] = graph_us(lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target))
             row["floor_us"] = (draft.numel() + target.numel()) * 2 / bw * 1e6

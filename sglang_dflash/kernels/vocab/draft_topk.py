@@ -26,7 +26,8 @@ from .naive import LOGP_FLOOR
 
 # In the kernels: 2147483647 - token index are a key's low bits (ties go to the smaller index), and
 # -9187343239835811840 = _ordered(-inf) << 32 with low bits 0 is below every real key.
-SEGMENT = 4096
+SEGMENT = 1024  # keys per program in the final merges (at least 4 * next_pow2(k))
+GROUP_KEYS, GROUP_WARPS = 2048, 4  # keys (selected chunks x CHUNK) and warps per chunk top-k program
 
 
 @triton.jit
@@ -123,19 +124,19 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None) -> tuple[T
     KT = min(KC, CHUNK)
     offsets, ncand = _offsets(k, KT, device)
     cand = torch.empty(M, ncand, device=device, dtype=torch.int64)
-    GT = max(1, 2048 // CHUNK)
-    _chunk_topk_kernel[(M, triton.cdiv(k, GT))](x, sel, offsets, cand, V, k, ncand, CHUNK=CHUNK, KT=KT, G=GT, num_warps=4)
+    GT = max(1, GROUP_KEYS // CHUNK)
+    _chunk_topk_kernel[(M, triton.cdiv(k, GT))](x, sel, offsets, cand, V, k, ncand, CHUNK=CHUNK, KT=KT, G=GT, num_warps=GROUP_WARPS)
     logp = torch.empty(M, k, **f32)
     ids = torch.empty(M, k, device=device, dtype=torch.long)
     n, src = ncand, cand
     while True:
-        seg = max(KC, min(SEGMENT, triton.next_power_of_2(n)))
+        seg = max(KC, min(max(SEGMENT, 4 * KC), triton.next_power_of_2(n)))
         S = triton.cdiv(n, seg)
         final = S == 1
         dst = src if final else torch.empty(M, S * KC, device=device, dtype=torch.int64)
         _segment_topk_kernel[(M, S)](
             src, dst, n, src.shape[1], dst.shape[1], lse, logp, ids, k, LOGP_FLOOR,
-            SEG=seg, KK=KC, FINAL=final, num_warps=8,
+            SEG=seg, KK=KC, FINAL=final, num_warps=4,
         )
         if final:
             return logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
