@@ -32,7 +32,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
 from sglang_dflash.kernels import vocab  # noqa: E402
-from sglang_dflash.kernels.vocab import draft_topk  # noqa: E402
 from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     accept_greedy,
@@ -113,12 +112,6 @@ def profile(gen: torch.Generator) -> None:
         logp, ids = draft_log_probs(draft, B)
         sweep = {w: graph_us(lambda: tree_build(logp, ids, roots, B, num_warps=w)) for w in (1, 2, 4, 8)}
         print(f"tree build num_warps sweep (us): {sweep}", flush=True)
-        sweep = {}
-        for keys, warps in [(256, 1), (256, 2), (1024, 2), (1024, 4), (2048, 4), (2048, 8)]:
-            draft_topk.GROUP_KEYS, draft_topk.GROUP_WARPS = keys, warps
-            sweep[f"{keys}/{warps}"] = round(graph_us(lambda: draft_log_probs(draft, B)), 1)
-        draft_topk.GROUP_KEYS, draft_topk.GROUP_WARPS = 2048, 4
-        print(f"vocab pass (keys/warps of the chunk top-k) sweep (us): {sweep}", flush=True)
 
 
 def main() -> None:

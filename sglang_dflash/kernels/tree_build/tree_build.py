@@ -2,11 +2,9 @@
 
 Same selection as `naive.select_prefixes_ref` (per-depth beams over the (i + 1)(j + 1) <= B
 corner, then the global top B), with ties broken the same way, and it also writes the tree
-tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling. Keys pack
-the order-preserving float bits with the reversed candidate index (float bits << 32 | index), so
-they are distinct and order by score, then candidate order, like a stable sort. A depth's beam
-ranks its candidates by counting larger keys (tiles of TC columns); the global top B is one
-`tl.topk`.
+tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling. Sorting
+uses packed int64 keys (order-preserving float bits << 32 | reversed candidate index), so one
+`tl.topk` both ranks by score and breaks ties by candidate order, like a stable sort.
 
 Shapes: logp float32 [R, L, K] (sorted descending, <= 0, K <= budget), top_ids long [R, L, K],
 root_tokens long [R]; outputs [R, N] (N = budget + 1) and ancestor_mask bool [R, N, N].
@@ -41,11 +39,11 @@ def _unordered(o):
 @triton.jit
 def _tree_build_kernel(
     logp, top_ids, roots, pat_i, pat_j,
-    s_score, s_parent, s_rank, s_node, s_sort, s_key,
+    s_score, s_parent, s_rank, s_node, s_sort,
     token_ids, parents, depths, anc, next_token, next_sibling,
     K, P,
     L: tl.constexpr, B: tl.constexpr, BB: tl.constexpr, PP: tl.constexpr, LB: tl.constexpr, NN: tl.constexpr,
-    RB: tl.constexpr, TC: tl.constexpr,
+    RB: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     N: tl.constexpr = B + 1
@@ -62,31 +60,20 @@ def _tree_build_kernel(
     tl.store(sp + b, tl.full([BB], -1, tl.int32))
     tl.store(sr + b, b)
 
-    for d in range(1, L):  # beam slots past B stay -inf
-        tl.store(sc + d * BB + b, tl.full([BB], float("-inf"), tl.float32), mask=b >= B)
     p = tl.arange(0, PP)
     pm = p < P
     pi = tl.load(pat_i + p, mask=pm, other=0)
     pj = tl.load(pat_j + p, mask=pm, other=0)
     low = (PP - 1 - p).to(tl.int64)
-    tc = tl.arange(0, TC)
-    sk = s_key + r * PP
     for d in range(1, L):
         tl.debug_barrier()
         prev = tl.load(sc + (d - 1) * BB + pi, mask=pm, other=float("-inf"))
         cand = tl.where(pm, prev + tl.load(lp + d * K + pj, mask=pm, other=0.0), float("-inf"))
-        key = (_ordered(cand).to(tl.int64) << 32) | low
-        tl.store(sk + p, key)
-        tl.debug_barrier()
-        # Rank by counting the larger keys (all distinct): cheaper than a sorting network here.
-        rank = tl.zeros([PP], tl.int32)
-        for t0 in range(0, P, TC):
-            col = tl.load(sk + t0 + tc, mask=t0 + tc < P, other=-9187343239835811840)
-            rank += tl.sum((col[None, :] > key[:, None]).to(tl.int32), axis=1)
-        top = pm & (rank < B)
-        tl.store(sc + d * BB + rank, cand, mask=top)
-        tl.store(sp + d * BB + rank, pi + (d - 1) * BB, mask=top)
-        tl.store(sr + d * BB + rank, pj, mask=top)
+        top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
+        src = (PP - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+        tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
+        tl.store(sp + d * BB + b, tl.load(pat_i + src) + (d - 1) * BB)
+        tl.store(sr + d * BB + b, tl.load(pat_j + src))
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
@@ -172,9 +159,9 @@ def tree_build(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int, 
     _tree_build_kernel[(R,)](
         logp.contiguous(), top_ids.contiguous(), root_tokens.to(device=device, dtype=torch.long), pat_i, pat_j,
         torch.empty(R, L, BB, device=device), torch.empty(R, L, BB, **i32), torch.empty(R, L, BB, **i32),
-        torch.empty(R, LB, **i32), torch.empty(R, NN + 1, **i32), torch.empty(R, PP, device=device, dtype=torch.int64),
+        torch.empty(R, LB, **i32), torch.empty(R, NN + 1, **i32),
         out["token_ids"], out["parents"], out["depths"], out["ancestor_mask"].view(torch.int8), out["next_token"], out["next_sibling"],
-        K, P, L=L, B=B, BB=BB, PP=PP, LB=LB, NN=NN, RB=max(1, 4096 // NN), TC=max(4, min(64, 8192 // PP)),
+        K, P, L=L, B=B, BB=BB, PP=PP, LB=LB, NN=NN, RB=max(1, 4096 // NN),
         num_warps=num_warps or (4 if BB < 64 else 8),
     )
     return out

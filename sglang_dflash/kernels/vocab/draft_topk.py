@@ -27,7 +27,7 @@ from .naive import LOGP_FLOOR
 # In the kernels: 2147483647 - token index are a key's low bits (ties go to the smaller index), and
 # -9187343239835811840 = _ordered(-inf) << 32 with low bits 0 is below every real key.
 SEGMENT = 1024  # keys per program in the final merges (at least 4 * next_pow2(k))
-GROUP_KEYS, GROUP_WARPS = 2048, 4  # keys (selected chunks x CHUNK) and warps per chunk top-k program
+GROUP_KEYS = 2048  # keys (selected chunks x CHUNK) per chunk top-k program
 
 
 @triton.jit
@@ -125,7 +125,7 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None) -> tuple[T
     offsets, ncand = _offsets(k, KT, device)
     cand = torch.empty(M, ncand, device=device, dtype=torch.int64)
     GT = max(1, GROUP_KEYS // CHUNK)
-    _chunk_topk_kernel[(M, triton.cdiv(k, GT))](x, sel, offsets, cand, V, k, ncand, CHUNK=CHUNK, KT=KT, G=GT, num_warps=GROUP_WARPS)
+    _chunk_topk_kernel[(M, triton.cdiv(k, GT))](x, sel, offsets, cand, V, k, ncand, CHUNK=CHUNK, KT=KT, G=GT, num_warps=4)
     logp = torch.empty(M, k, **f32)
     ids = torch.empty(M, k, device=device, dtype=torch.long)
     n, src = ncand, cand
