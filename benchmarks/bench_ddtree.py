@@ -31,8 +31,6 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
-from sglang_dflash.kernels import vocab  # noqa: E402
-from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     accept_greedy,
     build_ddtree,
@@ -40,6 +38,8 @@ from sglang_dflash.ddtree import (  # noqa: E402
     draft_log_probs,
     walk_tree,
 )
+from sglang_dflash.kernels import vocab  # noqa: E402
+from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 
 V, L = 248_320, 15
 
@@ -84,7 +84,10 @@ def check_against_cpu(gen: torch.Generator) -> bool:
     roots = torch.arange(8, device="cuda")
     gpu = build_ddtree(logits, roots, 64)
     cpu = build_ddtree(logits.cpu(), roots.cpu(), 64)
-    same = all(torch.equal(getattr(gpu, f).cpu(), getattr(cpu, f)) for f in ("token_ids", "parents", "ancestor_mask", "next_token", "next_sibling"))
+    same = all(
+        torch.equal(getattr(gpu, f).cpu(), getattr(cpu, f))
+        for f in ("token_ids", "parents", "ancestor_mask", "next_token", "next_sibling")
+    )
     a, b = accept_greedy(gpu, target), accept_greedy(cpu, target.cpu())
     return same and torch.equal(a.accepted_nodes.cpu(), b.accepted_nodes) and torch.equal(a.bonus_tokens.cpu(), b.bonus_tokens)
 
@@ -114,12 +117,39 @@ def profile(gen: torch.Generator) -> None:
         print(f"tree build num_warps sweep (us): {sweep}", flush=True)
 
 
+def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
+    """One (R, B) row: every stage graph-timed, the floor, and the heap peer at R = 1."""
+    N = B + 1
+    draft = (torch.randn(R, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
+    target = torch.randn(R, N, V, generator=gen, device="cuda").to(torch.bfloat16)
+    roots = torch.randint(0, V, (R,), generator=gen, device="cuda")
+    logp, ids = draft_log_probs(draft, B)
+    tree = build_ddtree(draft, roots, B)
+    tokens = target.argmax(-1)
+    return dict(
+        R=R,
+        B=B,
+        N=N,
+        vocab_us=graph_us(lambda: draft_log_probs(draft, B)),
+        tree_us=graph_us(lambda: build_ddtree_from_top_k(logp, ids, roots, B)),
+        argmax_us=graph_us(lambda: vocab.argmax(target)),
+        argmax_torch_us=graph_us(lambda: target.argmax(-1)),
+        walk_us=graph_us(lambda: walk_tree(tree, tokens)),
+        total_us=graph_us(lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)),
+        floor_us=(draft.numel() + target.numel()) * 2 / bw * 1e6,
+        peer_r1_us=peer_us(draft, B) if R == 1 else None,
+        max_depth=int(tree.depths.max()),
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=os.environ.get("OUT", "."), help="directory for ddtree_bench.json")
     ap.add_argument("--requests", default="1,8,32")
     ap.add_argument("--budgets", default="16,64,256")
-    ap.add_argument("--profile", action="store_true", help="also print per-kernel times (R=8) and a num_warps sweep of the tree build")
+    ap.add_argument(
+        "--profile", action="store_true", help="also print per-kernel times (R=8) and a num_warps sweep of the tree build"
+    )
     args = ap.parse_args()
     if args.profile:
         profile(torch.Generator(device="cuda").manual_seed(1))
@@ -129,38 +159,28 @@ def main() -> None:
     rows = []
     for R in map(int, args.requests.split(",")):
         for B in map(int, args.budgets.split(",")):
-            N = B + 1
-            draft = (torch.randn(R, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
-            target = torch.randn(R, N, V, generator=gen, device="cuda").to(torch.bfloat16)
-            roots = torch.randint(0, V, (R,), generator=gen, device="cuda")
-            logp, ids = draft_log_probs(draft, B)
-            tree = build_ddtree(draft, roots, B)
-            tokens = target.argmax(-1)
-            row = dict(R=R, B=B, N=N)
-            row["vocab_us"] = graph_us(lambda: draft_log_probs(draft, B))
-            row["tree_us"] = graph_us(lambda: build_ddtree_from_top_k(logp, ids, roots, B))
-            row["argmax_us"] = graph_us(lambda: vocab.argmax(target))
-            row["argmax_torch_us"] = graph_us(lambda: target.argmax(-1))
-            row["walk_us"] = graph_us(lambda: walk_tree(tree, tokens))
-            row["total_us"] = graph_us(lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target))
-            row["floor_us"] = (draft.numel() + target.numel()) * 2 / bw * 1e6
-            row["peer_r1_us"] = peer_us(draft, B) if R == 1 else None
-            row["max_depth"] = int(tree.depths.max())
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-            del draft, target, logp, ids, tree, tokens
+            rows.append(bench_case(R, B, gen, bw))
+            print(json.dumps(rows[-1]), flush=True)
             torch.cuda.empty_cache()
 
-    result = dict(device=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__,
-                  copy_bandwidth_TBps=bw / 1e12, gpu_equals_cpu=gpu_equals_cpu, rows=rows)
+    result = dict(
+        device=torch.cuda.get_device_name(),
+        torch=torch.__version__,
+        triton=triton.__version__,
+        copy_bandwidth_TBps=bw / 1e12,
+        gpu_equals_cpu=gpu_equals_cpu,
+        rows=rows,
+    )
     with open(os.path.join(args.out, "ddtree_bench.json"), "w") as f:
         json.dump(result, f, indent=1)
     print(f"\n{result['device']}, torch {torch.__version__}, copy {bw / 1e12:.2f} TB/s, GPU tree == CPU tree: {gpu_equals_cpu}")
     print("   R     B |  vocab   tree  argmax  walk |  total  floor | peer(R=1 heap)   [us, medians]")
     for r in rows:
         peer = f"{r['peer_r1_us']:9.0f}" if r["peer_r1_us"] is not None else "        -"
-        print(f"{r['R']:4d} {r['B']:5d} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} {r['argmax_us']:6.1f} {r['walk_us']:5.1f} |"
-              f" {r['total_us']:6.1f} {r['floor_us']:6.1f} | {peer}")
+        print(
+            f"{r['R']:4d} {r['B']:5d} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} {r['argmax_us']:6.1f} {r['walk_us']:5.1f} |"
+            f" {r['total_us']:6.1f} {r['floor_us']:6.1f} | {peer}"
+        )
 
 
 if __name__ == "__main__":

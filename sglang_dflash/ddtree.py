@@ -1,8 +1,9 @@
 """Draft trees for DDTree: building, tree tensors, acceptance walks.
 
-Framework-free torch, batched over R requests, on CPU or GPU. Nothing here syncs with the host
-per node; `build_ddtree` and the acceptance walks have a fixed number of kernels for fixed shapes,
-so they capture in a CUDA graph (validation that needs the host is skipped while capturing).
+Batched over R requests. Plain torch on the CPU (the references in `kernels/*/naive.py`); on CUDA
+tensors the hot steps run Triton kernels from `kernels/`. Nothing here syncs with the host per
+node: for fixed shapes `build_ddtree` and the acceptance walks launch a fixed set of kernels, so
+they capture in a CUDA graph (validation that needs the host is skipped while capturing).
 
 Shapes: R requests, L draft depths, V vocabulary, B = budget, N = B + 1 tree nodes (node 0 is the
 root: the bonus / last verified token, depth 0).
@@ -22,6 +23,22 @@ from .kernels import vocab
 from .kernels.tree_build import MAX_TRITON_BUDGET, select_prefixes_ref, tree_build
 from .kernels.tree_walk import tree_walk, walk_tree_ref
 from .kernels.vocab import LOGP_FLOOR, chunk_width
+
+__all__ = [
+    "LOGP_FLOOR",
+    "Acceptance",
+    "DraftTree",
+    "accept_greedy",
+    "accept_sampling",
+    "build_ddtree",
+    "build_ddtree_from_top_k",
+    "count_prefixes",
+    "draft_log_probs",
+    "sample_tokens",
+    "tree_from_parents",
+    "walk_tree",
+]
+
 
 @dataclass(frozen=True)
 class DraftTree:
@@ -139,13 +156,14 @@ def build_ddtree(draft_logits: Tensor, root_tokens: Tensor, budget: int, *, vali
     Algorithm (vectorised form of the reference's best-first heap): for each depth d, the top-B
     prefixes of length d are among the top-B length-(d-1) prefixes extended by the top-B tokens of
     depth d, and of those pairs only the (i + 1)(j + 1) <= B corner can make the cut
-    (`kernels.tree_build.naive.merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates give per-depth beams, and
-    one sort of the L * B beam entries gives the global top B.
+    (`kernels.tree_build.naive.merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates
+    give per-depth beams, and one sort of the L * B beam entries gives the global top B.
 
     Order and ties: nodes are numbered by descending score, ties by shallower depth first, then by
     the beam order (candidate pairs are sorted stably in (parent rank, token rank) order), so the
     numbering is topological and deterministic for a given input. Which of several equal-scoring
-    tokens torch.topk keeps at the edge of the top-B of one depth is up to the backend.
+    tokens makes the top-B of one depth at its edge: the smallest token ids on the GPU (Triton
+    vocabulary pass), torch.topk's choice on the CPU.
 
     With validate=True (the default) bad input raises ValueError; the NaN check reads one flag
     back to the host, and is skipped while a CUDA graph is being captured.
@@ -189,7 +207,8 @@ def _check_target_logits(tree: DraftTree, target_logits: Tensor) -> None:
     R, N = tree.token_ids.shape
     if target_logits.dim() != 3 or target_logits.shape[:2] != (R, N) or not target_logits.is_floating_point():
         raise ValueError(
-            f"target_logits must be a float tensor [R, N, V] = [{R}, {N}, V], got {target_logits.dtype} {list(target_logits.shape)}"
+            f"target_logits must be a float tensor [R, N, V] = [{R}, {N}, V], "
+            f"got {target_logits.dtype} {list(target_logits.shape)}"
         )
 
 

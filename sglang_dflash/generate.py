@@ -58,7 +58,12 @@ def self_check(args: argparse.Namespace) -> dict:
     target = torch.randn(1, tree.num_nodes, 248_320, generator=gen, device=args.device)
     acc = accept_greedy(tree, target)
     ms = (time.perf_counter() - start) * 1e3
-    return {"nodes": tree.num_nodes, "max_depth": int(tree.depths.max()), "accept_len": int(acc.accept_len[0]), "ms": round(ms, 1)}
+    return {
+        "nodes": tree.num_nodes,
+        "max_depth": int(tree.depths.max()),
+        "accept_len": int(acc.accept_len[0]),
+        "ms": round(ms, 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,10 +1,10 @@
 """build_ddtree against brute-force enumeration; tree invariants; greedy walks; chains; bad input."""
 
-import itertools
 import math
 
 import pytest
 import torch
+from reference_heap import heap_reference
 
 from sglang_dflash.ddtree import (
     LOGP_FLOOR,
@@ -16,7 +16,6 @@ from sglang_dflash.ddtree import (
     tree_from_parents,
 )
 from sglang_dflash.dflash import chain_tree, greedy_chain
-from reference_heap import heap_reference
 
 
 def brute_force_prefixes(logits: torch.Tensor) -> list[tuple[float, tuple[int, ...]]]:
@@ -203,7 +202,11 @@ def test_chain_accepts_dflash_cumprod_rule(seed):
     gen = torch.Generator().manual_seed(seed)
     R, L, V = 6, 15, 5  # small vocabulary: long runs of agreement happen
     draft = torch.randint(0, V, (R, L), generator=gen)
-    target_tokens = torch.where(torch.rand(R, L + 1, generator=gen) < 0.8, torch.cat([draft, draft[:, :1]], 1), torch.randint(0, V, (R, L + 1), generator=gen))
+    target_tokens = torch.where(
+        torch.rand(R, L + 1, generator=gen) < 0.8,
+        torch.cat([draft, draft[:, :1]], 1),
+        torch.randint(0, V, (R, L + 1), generator=gen),
+    )
     target = torch.nn.functional.one_hot(target_tokens, V).float() + 0.01 * torch.randn(R, L + 1, V, generator=gen)
     roots = torch.randint(0, V, (R,), generator=gen)
     acc = accept_greedy(chain_tree(draft, roots), target)

@@ -29,8 +29,14 @@ def root_path(parents: torch.Tensor, r: int, i: int) -> list[int]:
 def gdn_inputs(R, N, H, HV, K, V, pool_size, gen, dtype=torch.float64):
     rnd = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)
     return dict(
-        q=rnd(R, N, H, K), k=rnd(R, N, H, K), v=rnd(R, N, HV, V), a=rnd(R, N, HV), b=rnd(R, N, HV),
-        A_log=rnd(HV) * 0.5, dt_bias=rnd(HV) * 0.5, state_pool=rnd(pool_size, HV, V, K) * 0.3,
+        q=rnd(R, N, H, K),
+        k=rnd(R, N, H, K),
+        v=rnd(R, N, HV, V),
+        a=rnd(R, N, HV),
+        b=rnd(R, N, HV),
+        A_log=rnd(HV) * 0.5,
+        dt_bias=rnd(HV) * 0.5,
+        state_pool=rnd(pool_size, HV, V, K) * 0.3,
     )
 
 
@@ -94,7 +100,10 @@ def test_gdn_negative_slot_starts_from_zero_state():
     torch.testing.assert_close(o_pad, o_zero)
 
 
-@pytest.mark.parametrize("R,N,D,W,chain,bias", [(1, 1, 4, 4, False, True), (3, 11, 6, 4, False, False), (2, 8, 5, 4, True, True), (2, 6, 3, 2, False, True)])
+@pytest.mark.parametrize(
+    "R,N,D,W,chain,bias",
+    [(1, 1, 4, 4, False, True), (3, 11, 6, 4, False, False), (2, 8, 5, 4, True, True), (2, 6, 3, 2, False, True)],
+)
 def test_tree_conv_matches_transformers_along_root_paths(R, N, D, W, chain, bias):
     gen = torch.Generator().manual_seed(N * 7 + D)
     x = torch.randn(R, N, D, generator=gen, dtype=torch.float64)
@@ -119,6 +128,6 @@ def test_tree_conv_matches_transformers_along_root_paths(R, N, D, W, chain, bias
             torch.testing.assert_close(y[r, i], out[0, :, -1])
         path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())
         accepted[r, : len(path)] = torch.tensor(path)
-        expected[slots[r]] = torch.cat([conv_state[slots[r]], x[r, path].T], dim=-1)[:, -(W - 1):]
+        expected[slots[r]] = torch.cat([conv_state[slots[r]], x[r, path].T], dim=-1)[:, -(W - 1) :]
     tree_conv_commit_ref(conv_state, slots, x, accepted)
     torch.testing.assert_close(conv_state, expected)

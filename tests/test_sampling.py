@@ -112,7 +112,9 @@ def test_temperature_zero_is_greedy_and_per_request_settings():
     tree = tree_from_parents(torch.tensor(TOKENS).expand(R, N), torch.tensor(PARENTS).expand(R, N), max_depth=2)
     logits = torch.randn(R, N, V, generator=gen)
     temps = torch.tensor([0.0, 0.0, 1.0, 0.0])
-    acc = accept_sampling(tree, logits, temps, top_p=torch.tensor([1.0, 0.5, 0.9, 1.0]), top_k=torch.tensor([-1, 2, 3, 1]), generator=gen)
+    acc = accept_sampling(
+        tree, logits, temps, top_p=torch.tensor([1.0, 0.5, 0.9, 1.0]), top_k=torch.tensor([-1, 2, 3, 1]), generator=gen
+    )
     greedy = ddtree.accept_greedy(tree, logits)
     for r in (0, 1, 3):
         assert acc.bonus_tokens[r] == greedy.bonus_tokens[r]

@@ -38,7 +38,15 @@ def random_top_k(R, L, V, K, gen, ties=False):
 
 @pytest.mark.parametrize(
     "R,L,V,B,ties",
-    [(1, 1, 5, 3, False), (2, 4, 3, 30, False), (3, 5, 40, 17, False), (1, 15, 50, 64, False), (2, 6, 7, 100, True), (1, 4, 300, 130, False), (4, 3, 9, 1, True)],
+    [
+        (1, 1, 5, 3, False),
+        (2, 4, 3, 30, False),
+        (3, 5, 40, 17, False),
+        (1, 15, 50, 64, False),
+        (2, 6, 7, 100, True),
+        (1, 4, 300, 130, False),
+        (4, 3, 9, 1, True),
+    ],
 )
 def test_tree_build_matches_torch(R, L, V, B, ties):
     gen = torch.Generator().manual_seed(R * 100 + B)
@@ -72,7 +80,10 @@ def test_tree_walk_matches_torch(R, L, V, B):
         assert ref[0].max() > 0
 
 
-@pytest.mark.parametrize("shape,dtype", [((3, 5, 20000), torch.float32), ((7, 8193), torch.bfloat16), ((1, 1, 3), torch.float32), ((6, 40000), torch.bfloat16)])
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((3, 5, 20000), torch.float32), ((7, 8193), torch.bfloat16), ((1, 1, 3), torch.float32), ((6, 40000), torch.bfloat16)],
+)
 def test_argmax_matches_torch(shape, dtype):
     gen = torch.Generator().manual_seed(shape[-1])
     x = torch.randn(*shape, generator=gen).to(dtype)
@@ -88,7 +99,14 @@ def test_argmax_matches_torch(shape, dtype):
 
 @pytest.mark.parametrize(
     "M,V,k,chunk,ties",
-    [(3, 5003, 16, None, False), (2, 4096 + 17, 64, None, False), (4, 999, 5, 16, False), (2, 3000, 1, None, False), (3, 2500, 20, 32, True), (1, 6500, 100, 64, False)],
+    [
+        (3, 5003, 16, None, False),
+        (2, 4096 + 17, 64, None, False),
+        (4, 999, 5, 16, False),
+        (2, 3000, 1, None, False),
+        (3, 2500, 20, 32, True),
+        (1, 6500, 100, 64, False),
+    ],
 )
 def test_draft_top_k_matches_torch(M, V, k, chunk, ties):
     gen = torch.Generator().manual_seed(V + k)

@@ -40,7 +40,9 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
     pad = torch.full((R, B - K), -math.inf, device=device)
     beam = torch.cat([logp[:, 0], pad], dim=1)
     scores, parent_entry, token_rank = [beam], [torch.full((R, B), -1, device=device, dtype=torch.long)], []
-    token_rank.append(torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B))
+    token_rank.append(
+        torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B)
+    )
     pi, pj = merge_pattern(B, K, device)
     for d in range(1, L):
         cand = beam[:, pi] + logp[:, d, pj]

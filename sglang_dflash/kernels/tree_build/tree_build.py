@@ -38,11 +38,30 @@ def _unordered(o):
 
 @triton.jit
 def _tree_build_kernel(
-    logp, top_ids, roots, pat_i, pat_j,
-    s_score, s_parent, s_rank, s_node, s_sort,
-    token_ids, parents, depths, anc, next_token, next_sibling,
-    K, P,
-    L: tl.constexpr, B: tl.constexpr, BB: tl.constexpr, PP: tl.constexpr, LB: tl.constexpr, NN: tl.constexpr,
+    logp,
+    top_ids,
+    roots,
+    pat_i,
+    pat_j,
+    s_score,
+    s_parent,
+    s_rank,
+    s_node,
+    s_sort,
+    token_ids,
+    parents,
+    depths,
+    anc,
+    next_token,
+    next_sibling,
+    K,
+    P,
+    L: tl.constexpr,
+    B: tl.constexpr,
+    BB: tl.constexpr,
+    PP: tl.constexpr,
+    LB: tl.constexpr,
+    NN: tl.constexpr,
     RB: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
@@ -136,7 +155,9 @@ def _pattern_i32(budget: int, width: int, device: torch.device) -> tuple[Tensor,
     return tuple(t.to(torch.int32) for t in merge_pattern(budget, width, device))
 
 
-def tree_build(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int, num_warps: int | None = None) -> dict[str, Tensor]:
+def tree_build(
+    logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int, num_warps: int | None = None
+) -> dict[str, Tensor]:
     """The DraftTree fields (token_ids, parents, depths, ancestor_mask, next_token, next_sibling) of
     the top-`budget` prefixes. logp float32 [R, L, K] (K <= budget), top_ids long [R, L, K]."""
     R, L, K = logp.shape
@@ -157,11 +178,31 @@ def tree_build(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int, 
         next_sibling=torch.empty(R, N, device=device, dtype=torch.long),
     )
     _tree_build_kernel[(R,)](
-        logp.contiguous(), top_ids.contiguous(), root_tokens.to(device=device, dtype=torch.long), pat_i, pat_j,
-        torch.empty(R, L, BB, device=device), torch.empty(R, L, BB, **i32), torch.empty(R, L, BB, **i32),
-        torch.empty(R, LB, **i32), torch.empty(R, NN + 1, **i32),
-        out["token_ids"], out["parents"], out["depths"], out["ancestor_mask"].view(torch.int8), out["next_token"], out["next_sibling"],
-        K, P, L=L, B=B, BB=BB, PP=PP, LB=LB, NN=NN, RB=max(1, 4096 // NN),
+        logp.contiguous(),
+        top_ids.contiguous(),
+        root_tokens.to(device=device, dtype=torch.long),
+        pat_i,
+        pat_j,
+        torch.empty(R, L, BB, device=device),
+        torch.empty(R, L, BB, **i32),
+        torch.empty(R, L, BB, **i32),
+        torch.empty(R, LB, **i32),
+        torch.empty(R, NN + 1, **i32),
+        out["token_ids"],
+        out["parents"],
+        out["depths"],
+        out["ancestor_mask"].view(torch.int8),
+        out["next_token"],
+        out["next_sibling"],
+        K,
+        P,
+        L=L,
+        B=B,
+        BB=BB,
+        PP=PP,
+        LB=LB,
+        NN=NN,
+        RB=max(1, 4096 // NN),
         num_warps=num_warps or (4 if BB < 64 else 8),
     )
     return out

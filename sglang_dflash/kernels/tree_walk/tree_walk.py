@@ -14,8 +14,18 @@ from torch import Tensor
 
 @triton.jit
 def _tree_walk_kernel(
-    token_ids, parents, depths, target, s_acc, accept_len, accepted_nodes, bonus, N,
-    L: tl.constexpr, NN: tl.constexpr, LP: tl.constexpr,
+    token_ids,
+    parents,
+    depths,
+    target,
+    s_acc,
+    accept_len,
+    accepted_nodes,
+    bonus,
+    N,
+    L: tl.constexpr,
+    NN: tl.constexpr,
+    LP: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, NN)
@@ -42,7 +52,9 @@ def _tree_walk_kernel(
     tl.store(accepted_nodes + r * (L + 1) + dep, i.to(tl.int64), mask=acc)
 
 
-def tree_walk(token_ids: Tensor, parents: Tensor, depths: Tensor, target_tokens: Tensor, max_depth: int) -> tuple[Tensor, Tensor, Tensor]:
+def tree_walk(
+    token_ids: Tensor, parents: Tensor, depths: Tensor, target_tokens: Tensor, max_depth: int
+) -> tuple[Tensor, Tensor, Tensor]:
     """(accept_len [R], accepted_nodes [R, max_depth + 1], bonus_tokens [R]); inputs long [R, N]."""
     R, N = parents.shape
     device = parents.device
@@ -51,8 +63,18 @@ def tree_walk(token_ids: Tensor, parents: Tensor, depths: Tensor, target_tokens:
     bonus = torch.empty(R, device=device, dtype=torch.long)
     NN = triton.next_power_of_2(N)
     _tree_walk_kernel[(R,)](
-        token_ids.contiguous(), parents.contiguous(), depths.contiguous(), target_tokens.contiguous(),
-        torch.empty(R, NN, device=device, dtype=torch.int8), accept_len, accepted_nodes, bonus, N,
-        L=max_depth, NN=NN, LP=triton.next_power_of_2(max_depth + 1), num_warps=4 if NN <= 256 else 8,
+        token_ids.contiguous(),
+        parents.contiguous(),
+        depths.contiguous(),
+        target_tokens.contiguous(),
+        torch.empty(R, NN, device=device, dtype=torch.int8),
+        accept_len,
+        accepted_nodes,
+        bonus,
+        N,
+        L=max_depth,
+        NN=NN,
+        LP=triton.next_power_of_2(max_depth + 1),
+        num_warps=4 if NN <= 256 else 8,
     )
     return accept_len, accepted_nodes, bonus

@@ -76,8 +76,19 @@ def _chunk_topk_kernel(x, sel, offsets, cand, V, K, NCAND, CHUNK: tl.constexpr, 
 
 @triton.jit
 def _segment_topk_kernel(
-    src, dst, n, SRC_STRIDE, DST_STRIDE, lse, logp, ids, K, FLOOR,
-    SEG: tl.constexpr, KK: tl.constexpr, FINAL: tl.constexpr,
+    src,
+    dst,
+    n,
+    SRC_STRIDE,
+    DST_STRIDE,
+    lse,
+    logp,
+    ids,
+    K,
+    FLOOR,
+    SEG: tl.constexpr,
+    KK: tl.constexpr,
+    FINAL: tl.constexpr,
 ):
     m, s = tl.program_id(0).to(tl.int64), tl.program_id(1)
     o = s * SEG + tl.arange(0, SEG)
@@ -135,8 +146,20 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None) -> tuple[T
         final = S == 1
         dst = src if final else torch.empty(M, S * KC, device=device, dtype=torch.int64)
         _segment_topk_kernel[(M, S)](
-            src, dst, n, src.shape[1], dst.shape[1], lse, logp, ids, k, LOGP_FLOOR,
-            SEG=seg, KK=KC, FINAL=final, num_warps=4,
+            src,
+            dst,
+            n,
+            src.shape[1],
+            dst.shape[1],
+            lse,
+            logp,
+            ids,
+            k,
+            LOGP_FLOOR,
+            SEG=seg,
+            KK=KC,
+            FINAL=final,
+            num_warps=4,
         )
         if final:
             return logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
