@@ -12,7 +12,6 @@ root: the bonus / last verified token, depth 0).
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -20,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .kernels import vocab
-from .kernels.tree_build import MAX_TRITON_BUDGET, select_prefixes_ref, tree_build
+from .kernels.tree_build import MAX_TRITON_BUDGET, ancestors, select_prefixes_ref, tree_build
 from .kernels.tree_walk import tree_walk, walk_tree_ref
 from .kernels.vocab import LOGP_FLOOR, chunk_width
 
@@ -95,15 +94,7 @@ def tree_from_parents(token_ids: Tensor, parents: Tensor, max_depth: int) -> Dra
     R, N = parents.shape
     device = parents.device
     idx = torch.arange(N, device=device).expand(R, N)
-    # Pointer doubling: seen[i] = ancestors of i at distance < 2^s, jump[i] = the one at 2^s.
-    # Index N is a sentinel "above the root" with an empty row.
-    jump = torch.cat([torch.where(parents < 0, N, parents), torch.full((R, 1), N, device=device)], dim=1)
-    seen = torch.eye(N + 1, dtype=torch.bool, device=device).expand(R, N + 1, N + 1).clone()
-    seen[:, N, N] = False
-    for _ in range(math.ceil(math.log2(max_depth + 1))):
-        seen |= seen.gather(1, jump[:, :, None].expand(R, N + 1, N + 1))
-        jump = jump.gather(1, jump)
-    ancestor_mask = seen[:, :N, :N]
+    ancestor_mask = ancestors(parents, max_depth)
     depths = ancestor_mask.sum(-1) - 1
 
     # First child: the smallest child index. Next sibling: the next node in (parent, index) order

@@ -5,12 +5,14 @@ function's docstring.
 """
 
 from .tree_conv.naive import tree_causal_conv1d_ref, tree_conv_commit_ref
-from .tree_gdn.naive import TreeGDNContext, tree_gdn_commit_ref, tree_gdn_verify_ref
+from .tree_gdn import TreeGDNContext, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify, tree_gdn_verify_ref
 
 __all__ = [
     "TreeGDNContext",
     "tree_causal_conv1d_ref",
     "tree_conv_commit_ref",
+    "tree_gdn_commit",
     "tree_gdn_commit_ref",
+    "tree_gdn_verify",
     "tree_gdn_verify_ref",
 ]

@@ -67,3 +67,19 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
     token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
     parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
     return token_ids, parents
+
+
+def ancestors(parents: Tensor, max_depth: int) -> Tensor:
+    """Ancestor mask bool [R, N, N] (row i: the ancestors of i and i itself) of trees given by
+    parents long [R, N] (topological, -1 at the root), no node deeper than max_depth."""
+    R, N = parents.shape
+    device = parents.device
+    # Pointer doubling: seen[i] = ancestors of i at distance < 2^s, jump[i] = the one at 2^s.
+    # Index N is a sentinel "above the root" with an empty row.
+    jump = torch.cat([torch.where(parents < 0, N, parents), torch.full((R, 1), N, device=device)], dim=1)
+    seen = torch.eye(N + 1, dtype=torch.bool, device=device).expand(R, N + 1, N + 1).clone()
+    seen[:, N, N] = False
+    for _ in range(math.ceil(math.log2(max_depth + 1))):
+        seen |= seen.gather(1, jump[:, :, None].expand(R, N + 1, N + 1))
+        jump = jump.gather(1, jump)
+    return seen[:, :N, :N]

@@ -1,0 +1,33 @@
+"""Gated DeltaNet along draft trees: `tree_gdn_verify` / `tree_gdn_commit` run the Triton kernels on
+CUDA tensors and the pure-torch references otherwise; a context from one goes to its own commit."""
+
+from torch import Tensor
+
+from .naive import TreeGDNContext, tree_gdn_commit_ref, tree_gdn_verify_ref
+from .tree_gdn import TreeGDNTritonContext, tree_gdn_commit_triton, tree_gdn_verify_triton
+
+
+def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, **kwargs):
+    """Outputs [R, N, HV, V] of every node of R trees and a context for `tree_gdn_commit`; the
+    pool is not modified. Shapes: `naive.tree_gdn_verify_ref`."""
+    if q.is_cuda:
+        return tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale, **kwargs)
+    return tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale)
+
+
+def tree_gdn_commit(state_pool: Tensor, slots: Tensor, ctx, accepted_nodes: Tensor) -> None:
+    """state_pool[slots[r]] <- the state after request r's accepted path."""
+    commit = tree_gdn_commit_triton if isinstance(ctx, TreeGDNTritonContext) else tree_gdn_commit_ref
+    commit(state_pool, slots, ctx, accepted_nodes)
+
+
+__all__ = [
+    "TreeGDNContext",
+    "TreeGDNTritonContext",
+    "tree_gdn_commit",
+    "tree_gdn_commit_ref",
+    "tree_gdn_commit_triton",
+    "tree_gdn_verify",
+    "tree_gdn_verify_ref",
+    "tree_gdn_verify_triton",
+]

@@ -1,0 +1,160 @@
+"""Tree-GDN verify + commit per layer against SGLang 0.5.10.post1's own GDN verify kernel, same run.
+
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core*.whl
+    PYTHONPATH=$PWD:/tmp/site python3 benchmarks/kernels/bench_tree_gdn.py .whl/sglang-0.5.10.post1-py3-none-any.whl
+
+Qwen3.6-27B at TP=2 per GPU: HV = 24 V-heads, H = 8 QK heads, K = V = 128, fp32 state pool,
+bf16 q/k/v/a/b. R requests x N draft nodes; trees shaped as DDTree builds them (depth <= 15),
+chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i)); the kernel's
+level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree mode (one fp32 state per
+node cached, parents reloaded), loaded straight from the wheel as in shared/gpu/peer_gdn_verify.py.
+Each timed as 10 calls in one CUDA graph, median replay / 10. Ours = verify + commit (path of 8).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import zipfile
+
+import torch
+import triton
+
+from sglang_dflash.ddtree import build_ddtree
+from sglang_dflash.kernels.tree_build import ancestors
+from sglang_dflash.kernels.tree_gdn import tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
+
+HV, H, K, V = 24, 8, 128, 128
+
+
+def load_sglang_kernel(whl: str):
+    d = os.path.join(tempfile.gettempdir(), "sglsrc")
+    if not os.path.isdir(d):
+        zipfile.ZipFile(whl).extractall(d)
+    path = f"{d}/sglang/srt/layers/attention/fla/fused_sigmoid_gating_recurrent.py"
+    spec = importlib.util.spec_from_file_location("sgl_fsg", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.fused_sigmoid_gating_delta_rule_update
+
+
+def bench(fn, reps: int = 10) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
+
+
+def tree_parents(R: int, N: int, kind: str, gen: torch.Generator, dev: str) -> torch.Tensor:
+    """DDTree-shaped (top N - 1 prefixes of random peaked 15-depth marginals), a chain, or uniform random."""
+    if kind == "ddtree":
+        logits = torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5
+        return build_ddtree(logits, torch.zeros(R, dtype=torch.long, device=dev), N - 1).parents
+    if kind == "chain":
+        return (torch.arange(N, device=dev) - 1).expand(R, N).contiguous()
+    parents = torch.full((R, N), -1, device=dev, dtype=torch.long)
+    for i in range(1, N):
+        parents[:, i] = torch.randint(0, i, (R,), generator=gen, device=dev)
+    return parents
+
+
+def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
+    gen = torch.Generator(device=dev).manual_seed(R * 1000 + N)
+    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev)
+    T = R * N
+    q, k = rnd(R, N, H, K).bfloat16(), rnd(R, N, H, K).bfloat16()
+    v, a, b = rnd(R, N, HV, V).bfloat16(), rnd(R, N, HV).bfloat16(), rnd(R, N, HV).bfloat16()
+    A_log, dt_bias = torch.rand(HV, device=dev, generator=gen) * 2 - 3, rnd(HV)
+    pool = rnd(R + 1, HV, V, K) * 0.1
+    slots = torch.arange(R, device=dev, dtype=torch.int32)
+    parents = tree_parents(R, N, kind, gen, dev)
+    max_depth = int(ancestors(parents, N - 1).sum(-1).max()) - 1
+    anc = ancestors(parents, max_depth)
+    accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
+    accepted[:, 0] = 0
+
+    row = {"R": R, "N": N, "kind": kind, "depth": max_depth}
+    o, ctx = tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth)
+    ref, _ = tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, pool.double(), slots, parents, dtype=torch.float64)
+    row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
+    row["ours_verify"] = bench(
+        lambda: tree_gdn_verify_triton(
+            q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth
+        )
+    )
+    pool_copy = pool.clone()
+    row["ours_commit"] = bench(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted))
+    row["ours_total"] = row["ours_verify"] + row["ours_commit"]
+
+    inter = torch.empty(R + 1, N, HV, V, K, device=dev, dtype=torch.float32)
+    cu = torch.arange(0, T + 1, N, device=dev, dtype=torch.int32)
+    common = dict(
+        A_log=A_log,
+        a=a.view(T, HV),
+        dt_bias=dt_bias,
+        softplus_beta=1.0,
+        softplus_threshold=20.0,
+        q=q.view(1, T, H, K),
+        k=k.view(1, T, H, K),
+        v=v.view(1, T, HV, V),
+        b=b.view(T, HV),
+        initial_state_source=pool,
+        initial_state_indices=slots,
+        use_qk_l2norm_in_kernel=True,
+        cu_seqlens=cu,
+    )
+    par32 = parents.clamp_min(0).to(torch.int32)
+    row["sgl_tree"] = bench(
+        lambda: sgl(
+            **common,
+            disable_state_update=True,
+            intermediate_states_buffer=inter,
+            intermediate_state_indices=slots,
+            cache_steps=N,
+            retrieve_parent_token=par32,
+        )
+    )
+    row["extra_mem_MiB_ours"] = (ctx.u.numel() * 4 + ctx.G.numel() * 4) / 2**20 / R
+    row["extra_mem_MiB_sgl"] = N * HV * V * K * 4 / 2**20
+    return row
+
+
+def main() -> None:
+    sgl = load_sglang_kernel(sys.argv[1])
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    rows = []
+    for R, N, kind in [
+        (1, 16, "chain"),
+        (1, 16, "ddtree"),
+        (1, 64, "ddtree"),
+        (1, 64, "random"),
+        (1, 64, "chain"),
+        (1, 128, "ddtree"),
+        (8, 16, "ddtree"),
+        (8, 64, "ddtree"),
+    ]:
+        rows.append(case(R, N, kind, sgl))
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
+    if os.environ.get("OUT"):
+        json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
+    print("\n R    N kind   depth | ours verify commit total | sglang tree | rel err | extra MiB/req ours, sglang  [us/layer]")
+    for r in rows:
+        ours = f"{r['ours_verify']:11.1f} {r['ours_commit']:6.1f} {r['ours_total']:5.1f}"
+        mem = f"{r['extra_mem_MiB_ours']:.2f}, {r['extra_mem_MiB_sgl']:.1f}"
+        shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
+        print(f"{shape} | {ours} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The Triton tree-GDN verify/commit against the float64 reference (on CPU through TRITON_INTERPRET=1,
+see conftest.py): random trees, chains, one node, H != HV, R > 1, non-power-of-two N, bf16
+inputs; outputs poisoned first; the pool untouched by verify; commit equal to the reference."""
+
+import pytest
+import torch
+from test_kernel_refs import gdn_inputs, random_parents, root_path
+from test_triton_tree_kernels import DEVICE, poisoned_outputs
+
+from sglang_dflash.kernels.tree_gdn import tree_gdn_commit_ref, tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
+
+
+def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
+    return ((x.double() - ref).norm() / ref.norm()).item()
+
+
+CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned
+    (1, 1, 1, 1, 16, 16, False, torch.float32, False),
+    (3, 7, 2, 6, 16, 32, False, torch.float32, False),
+    (2, 17, 1, 3, 32, 32, True, torch.float32, False),
+    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False),
+    (1, 65, 1, 2, 16, 16, False, torch.float32, True),
+    (1, 40, 1, 1, 16, 16, True, torch.float32, True),
+]
+
+
+@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned", CASES)
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned):
+    gen = torch.Generator().manual_seed(N * 13 + HV)
+    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
+    if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
+        x["k"] = torch.randn(1, 1, H, K, generator=gen) + 0.05 * x["k"]
+        x["b"], x["a"] = x["b"] + 6, x["a"] - 8
+    for name in ("q", "k", "v", "a", "b"):
+        x[name] = x[name].to(dtype)
+    slots = torch.randperm(R + 2, generator=gen)[:R]
+    parents = random_parents(R, N, gen, chain)
+    ref_o, ref_ctx = tree_gdn_verify_ref(
+        **{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents, dtype=torch.float64
+    )
+
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    pool_before = dev["state_pool"].clone()
+    with poisoned_outputs():
+        o, ctx = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
+    assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
+    assert o.dtype == dtype
+    tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16 outputs round to 8 bits
+    assert rel_err(o.cpu(), ref_o.double()) <= tol
+
+    # Commit a random root path; the last request is padding (slot -1) when R > 1.
+    accepted = torch.full((R, 16), -1)
+    for r in range(R):
+        path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())[:16]
+        accepted[r, : len(path)] = torch.tensor(path)
+    live = slots.clone()
+    if R > 1:
+        live[-1] = -1
+    expected = x["state_pool"].double().clone()
+    tree_gdn_commit_ref(expected, live, ref_ctx, accepted)
+    tree_gdn_commit_triton(dev["state_pool"], live.to(DEVICE), ctx, accepted.to(DEVICE), BV=16)
+    got = dev["state_pool"].cpu()
+    if R > 1:
+        assert torch.equal(got[slots[-1]], x["state_pool"][slots[-1]]), "a slot < 0 request was written"
+    touched = live[live >= 0]
+    assert rel_err(got[touched], expected[touched]) <= 1e-5
+    untouched = [s for s in range(R + 2) if s not in touched.tolist()]
+    assert torch.equal(got[untouched], x["state_pool"][untouched])
