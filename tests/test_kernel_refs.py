@@ -5,39 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 from transformers.models.qwen3_5.modeling_qwen3_5 import torch_causal_conv1d_update, torch_recurrent_gated_delta_rule
+from tree_helpers import gdn_inputs, random_parents, root_path
 
 from sglang_dflash.kernels import tree_causal_conv1d_ref, tree_conv_commit_ref, tree_gdn_commit_ref, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.naive import gdn_gates
-
-
-def random_parents(R: int, N: int, gen: torch.Generator, chain: bool = False) -> torch.Tensor:
-    if chain:
-        return (torch.arange(N) - 1).expand(R, N).clone()
-    parents = torch.full((R, N), -1)
-    for i in range(1, N):
-        parents[:, i] = torch.randint(0, i, (R,), generator=gen)
-    return parents
-
-
-def root_path(parents: torch.Tensor, r: int, i: int) -> list[int]:
-    path = [i]
-    while parents[r, path[-1]] > 0:
-        path.append(parents[r, path[-1]].item())
-    return ([0] if i != 0 else []) + path[::-1]
-
-
-def gdn_inputs(R, N, H, HV, K, V, pool_size, gen, dtype=torch.float64):
-    rnd = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)
-    return dict(
-        q=rnd(R, N, H, K),
-        k=rnd(R, N, H, K),
-        v=rnd(R, N, HV, V),
-        a=rnd(R, N, HV),
-        b=rnd(R, N, HV),
-        A_log=rnd(HV) * 0.5,
-        dt_bias=rnd(HV) * 0.5,
-        state_pool=rnd(pool_size, HV, V, K) * 0.3,
-    )
 
 
 def hf_gdn_path(x, slot, r, path):

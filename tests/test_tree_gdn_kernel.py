@@ -4,8 +4,7 @@ inputs; outputs poisoned first; the pool untouched by verify; commit equal to th
 
 import pytest
 import torch
-from test_kernel_refs import gdn_inputs, random_parents, root_path
-from test_triton_tree_kernels import DEVICE, poisoned_outputs
+from tree_helpers import DEVICE, gdn_inputs, poisoned_outputs, random_parents, root_path
 
 from sglang_dflash.kernels.tree_gdn import tree_gdn_commit_ref, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton

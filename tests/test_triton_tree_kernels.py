@@ -1,34 +1,16 @@
 """The Triton kernels behind build_ddtree / walk_tree / accept_greedy against their torch references
 (on CPU through TRITON_INTERPRET=1, see conftest.py), outputs poisoned before each run."""
 
-import contextlib
 import math
 
 import pytest
 import torch
+from tree_helpers import DEVICE, poisoned_outputs
 
 from sglang_dflash.ddtree import tree_from_parents
 from sglang_dflash.kernels.tree_build import select_prefixes_ref, tree_build
 from sglang_dflash.kernels.tree_walk import tree_walk, walk_tree_ref
 from sglang_dflash.kernels.vocab import argmax, draft_log_probs, draft_log_probs_ref
-
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-
-
-@contextlib.contextmanager
-def poisoned_outputs():
-    """torch.empty returns garbage that no correct output equals (e.g. -7 for a parent index)."""
-    real = torch.empty
-
-    def empty(*size, dtype=None, device=None, **kw):
-        t = real(*size, dtype=dtype, device=device, **kw)
-        return t.fill_(True if t.dtype == torch.bool else -7)
-
-    torch.empty = empty
-    try:
-        yield
-    finally:
-        torch.empty = real
 
 
 def random_top_k(R, L, V, K, gen, ties=False):

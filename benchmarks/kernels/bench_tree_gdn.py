@@ -130,7 +130,33 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     return row
 
 
+def sweep(dev: str = "cuda") -> None:
+    """Verify time at R = 1, N = 64 (DDTree-shaped) across dot precision, warps and V tile."""
+    gen = torch.Generator(device=dev).manual_seed(5)
+    q, k = (torch.randn(1, 64, H, K, generator=gen, device=dev).bfloat16() for _ in range(2))
+    v = torch.randn(1, 64, HV, V, generator=gen, device=dev).bfloat16()
+    a, b = (torch.randn(1, 64, HV, generator=gen, device=dev).bfloat16() for _ in range(2))
+    A_log, dt_bias = torch.rand(HV, device=dev) * 2 - 3, torch.randn(HV, device=dev)
+    pool = torch.randn(2, HV, V, K, device=dev) * 0.1
+    slots = torch.zeros(1, device=dev, dtype=torch.int32)
+    parents = tree_parents(1, 64, "ddtree", gen, dev)
+    depth = int(ancestors(parents, 63).sum(-1).max()) - 1
+    anc = ancestors(parents, depth)
+    inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
+    for precision in ("ieee", "tf32x3", "tf32"):
+        for warps, BV in ((4, 32), (8, 32), (4, 16), (4, 64)):
+            t = bench(
+                lambda: tree_gdn_verify_triton(
+                    *inputs, ancestor_mask=anc, max_depth=depth, BV=BV, precision=precision, num_warps=warps
+                )
+            )
+            print(f"sweep N=64 depth {depth}: precision={precision:6s} warps={warps} BV={BV:3d}: {t:8.1f} us", flush=True)
+
+
 def main() -> None:
+    if "--sweep" in sys.argv:
+        sweep()
+        return
     sgl = load_sglang_kernel(sys.argv[1])
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
     rows = []

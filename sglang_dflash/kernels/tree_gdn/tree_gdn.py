@@ -77,6 +77,7 @@ def _tree_gdn_verify_kernel(
     D,
     NN: tl.constexpr,
     BV: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = rh // HV, rh % HV
@@ -104,17 +105,17 @@ def _tree_gdn_verify_kernel(
 
     slot = tl.load(slots + r)
     S0 = tl.load(pool + ((slot.to(tl.int64) * HV + hv) * V + vv[:, None]) * K + kk[None, :], mask=slot >= 0, other=0.0)
-    kS = tl.dot(kn, tl.trans(S0), input_precision="ieee")  # [NN, BV]: S0 k_i
-    qS = tl.dot(qn, tl.trans(S0), input_precision="ieee")
+    kS = tl.dot(kn, tl.trans(S0), input_precision=PRECISION)  # [NN, BV]: S0 k_i
+    qS = tl.dot(qn, tl.trans(S0), input_precision=PRECISION)
     eG = tl.exp(G)
-    A = tl.where(strict, beta[:, None] * decay * tl.dot(kn, tl.trans(kn), input_precision="ieee"), 0.0)
+    A = tl.where(strict, beta[:, None] * decay * tl.dot(kn, tl.trans(kn), input_precision=PRECISION), 0.0)
     Rm = beta[:, None] * (vt - eG[:, None] * kS)
     depth = tl.sum(am.to(tl.int32), axis=1) - 1
     U = Rm  # final for the root
     for level in range(1, D + 1):
-        U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision="ieee"), U)
-    W = decay * tl.dot(qn, tl.trans(kn), input_precision="ieee")
-    out = eG[:, None] * qS + tl.dot(W, U, input_precision="ieee")
+        U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
+    W = decay * tl.dot(qn, tl.trans(kn), input_precision=PRECISION)
+    out = eG[:, None] * qS + tl.dot(W, U, input_precision=PRECISION)
 
     tile = (row[:, None] * HV + hv) * V + vv[None, :]
     tl.store(o + tile, out.to(o.dtype.element_ty), mask=nm[:, None])
@@ -138,6 +139,7 @@ def _tree_gdn_commit_kernel(
     V: tl.constexpr,
     LP: tl.constexpr,
     BV: tl.constexpr,
+    PRECISION: tl.constexpr,
 ):
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = rh // HV, rh % HV
@@ -157,7 +159,7 @@ def _tree_gdn_commit_kernel(
         kn = _l2norm_rows(tl.load(k + (row[:, None] * H + h) * K + kk[None, :], mask=on[:, None], other=0.0).to(tl.float32))
         up = tl.load(u + (row[:, None] * HV + hv) * V + vv[None, :], mask=on[:, None], other=0.0) * w[:, None]
         ptr = pool + ((slot.to(tl.int64) * HV + hv) * V + vv[:, None]) * K + kk[None, :]
-        S = tl.exp(G_last) * tl.load(ptr) + tl.dot(tl.trans(up), kn, input_precision="ieee")
+        S = tl.exp(G_last) * tl.load(ptr) + tl.dot(tl.trans(up), kn, input_precision=PRECISION)
         tl.store(ptr, S)
 
 
@@ -176,12 +178,15 @@ def tree_gdn_verify_triton(
     ancestor_mask: Tensor | None = None,
     max_depth: int | None = None,
     BV: int = 32,
+    precision: str = "ieee",
+    num_warps: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
     Shapes as `naive.tree_gdn_verify_ref`. ancestor_mask bool [R, N, N] and max_depth (a bound on
     tree depth) can be passed once per step and shared by all layers; otherwise they are
-    derived from parents (max_depth = N - 1).
+    derived from parents (max_depth = N - 1). precision: tl.dot's input_precision ("ieee" keeps
+    fp32 accuracy; "tf32x3" / "tf32" trade it for tensor cores).
     """
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -219,7 +224,8 @@ def tree_gdn_verify_triton(
         D=max_depth,
         NN=max(16, triton.next_power_of_2(N)),
         BV=BV,
-        num_warps=4 if N <= 64 else 8,
+        PRECISION=precision,
+        num_warps=num_warps or (4 if N <= 64 else 8),
     )
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
 
@@ -247,5 +253,6 @@ def tree_gdn_commit_triton(
         V=V,
         LP=max(16, triton.next_power_of_2(LA)),
         BV=BV,
+        PRECISION="ieee",
         num_warps=4,
     )
