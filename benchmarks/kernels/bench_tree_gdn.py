@@ -143,8 +143,15 @@ def sweep(dev: str = "cuda") -> None:
     depth = int(ancestors(parents, 63).sum(-1).max()) - 1
     anc = ancestors(parents, depth)
     inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
+    x32 = [t.float() if t.dtype == torch.bfloat16 else t for t in inputs]
+    ref, _ = tree_gdn_verify_ref(*x32[:7], pool.double(), slots, parents, dtype=torch.float64)
     for precision in ("ieee", "tf32x3", "tf32"):
-        for warps, BV in ((4, 32), (8, 32), (4, 16), (4, 64)):
+        o, _ = tree_gdn_verify_triton(*x32, ancestor_mask=anc, max_depth=depth, precision=precision)
+        print(
+            f"fp32 inputs, precision={precision}: relative error vs float64 {((o.double() - ref).norm() / ref.norm()).item():.2e}"
+        )
+    for precision in ("tf32x3",):
+        for warps, BV in ((4, 32), (2, 32), (4, 16)):
             t = bench(
                 lambda: tree_gdn_verify_triton(
                     *inputs, ancestor_mask=anc, max_depth=depth, BV=BV, precision=precision, num_warps=warps
