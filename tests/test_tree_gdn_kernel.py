@@ -19,7 +19,7 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned
     (3, 7, 2, 6, 16, 32, False, torch.float32, False),
     (2, 17, 1, 3, 32, 32, True, torch.float32, False),
     (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False),
-    (1, 65, 1, 2, 16, 16, False, torch.float32, True),
+    (1, 64, 1, 2, 16, 16, False, torch.float32, True),
     (1, 40, 1, 1, 16, 16, True, torch.float32, True),
 ]
 
@@ -66,3 +66,10 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     assert rel_err(got[touched], expected[touched]) <= 1e-5
     untouched = [s for s in range(R + 2) if s not in touched.tolist()]
     assert torch.equal(got[untouched], x["state_pool"][untouched])
+
+
+def test_tree_gdn_triton_refuses_trees_over_one_block():
+    gen = torch.Generator().manual_seed(0)
+    x = gdn_inputs(1, 65, 1, 1, 16, 16, pool_size=1, gen=gen, dtype=torch.float32)
+    with pytest.raises(ValueError, match="up to 64 nodes"):
+        tree_gdn_verify_triton(**x, slots=torch.zeros(1, dtype=torch.long), parents=random_parents(1, 65, gen))

@@ -16,7 +16,8 @@ verify: one program per (V tile of BV, request x V-head): reads S0 once, writes 
 fp32, N * HV * V floats per request: at most 2 states for N <= 256 at K = 128) and G. Nothing is
 written to the pool. commit: S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T
 (l its last node), a rank-(path length) update of each request's slot, in place.
-All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16. N <= 128 nodes per tree (one block).
+All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16. N <= 64 nodes
+per tree (one block; larger trees need the node dimension tiled).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from torch import Tensor
 
 from ..tree_build.naive import ancestors
 
-MAX_NODES = 128
+MAX_NODES = 64  # one block of nodes; N = 128 needs 384 KB of shared memory (H200 has 227 KB)
 
 
 @dataclass(frozen=True)
