@@ -1,0 +1,31 @@
+"""Causal conv1d along draft trees: `tree_causal_conv1d` / `tree_conv_commit` run the Triton kernels
+on CUDA tensors and the pure-torch references otherwise."""
+
+from torch import Tensor
+
+from .naive import tree_causal_conv1d_ref, tree_conv_commit_ref
+from .tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
+
+
+def tree_causal_conv1d(
+    x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None, slots: Tensor, parents: Tensor
+) -> Tensor:
+    """x [R, N, D] (pre-conv) -> SiLU(conv) [R, N, D]; conv_state [S, D, W - 1] is not modified."""
+    conv = tree_causal_conv1d_triton if x.is_cuda else tree_causal_conv1d_ref
+    return conv(x, conv_state, weight, bias, slots, parents)
+
+
+def tree_conv_commit(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
+    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, request r's accepted path)."""
+    commit = tree_conv_commit_triton if x.is_cuda else tree_conv_commit_ref
+    commit(conv_state, slots, x, accepted_nodes)
+
+
+__all__ = [
+    "tree_causal_conv1d",
+    "tree_causal_conv1d_ref",
+    "tree_causal_conv1d_triton",
+    "tree_conv_commit",
+    "tree_conv_commit_ref",
+    "tree_conv_commit_triton",
+]

@@ -1,0 +1,101 @@
+"""Triton: depthwise causal conv1d (+ SiLU) over draft trees, and its commit.
+
+verify: one program per (channel tile of BD, request), all N nodes at once. Node i's window is
+itself and its W - 1 nearest ancestors, walked up the parent pointers; above the root the walk
+continues into conv_state[slots[r]] (last column = newest input). conv_state is only read.
+commit: conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path), read fully
+before it is written, by the program that owns that tile. Shapes as in `naive.py`.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+
+@triton.jit
+def _tree_conv_kernel(
+    x, conv_state, weight, bias, slots, parents, y, N, D,
+    W: tl.constexpr, NN: tl.constexpr, BD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+):  # fmt: skip
+    idt, r = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    n = tl.arange(0, NN)
+    nm = n < N
+    d = idt * BD + tl.arange(0, BD)
+    dm = d < D
+    both = nm[:, None] & dm[None, :]
+    slot = tl.load(slots + r).to(tl.int64)
+    state = conv_state + slot * D * (W - 1)
+
+    acc = tl.load(x + (r * N + n[:, None]) * D + d[None, :], mask=both, other=0.0).to(tl.float32)
+    acc = acc * tl.load(weight + d * W + (W - 1), mask=dm, other=0.0).to(tl.float32)[None, :]
+    cur = n.to(tl.int64)  # node on the walk up, -1 once above the root
+    col = tl.full([NN], W - 1, tl.int64)  # state column once above the root
+    for m in tl.static_range(1, W):
+        up = tl.load(parents + r * N + tl.maximum(cur, 0), mask=nm & (cur >= 0), other=-1)
+        col = tl.where(cur >= 0, W - 2, col - 1)
+        cur = tl.where(cur >= 0, up, -1)
+        from_x = tl.load(x + (r * N + cur[:, None]) * D + d[None, :], mask=both & (cur >= 0)[:, None], other=0.0)
+        from_state = tl.load(state + d[None, :] * (W - 1) + col[:, None], mask=both & (cur < 0)[:, None] & (slot >= 0), other=0.0)
+        value = tl.where((cur >= 0)[:, None], from_x.to(tl.float32), from_state.to(tl.float32))
+        acc += value * tl.load(weight + d * W + (W - 1 - m), mask=dm, other=0.0).to(tl.float32)[None, :]
+    if HAS_BIAS:
+        acc += tl.load(bias + d, mask=dm, other=0.0).to(tl.float32)[None, :]
+    if SILU:
+        acc = acc / (1.0 + tl.exp(-acc))
+    tl.store(y + (r * N + n[:, None]) * D + d[None, :], acc.to(y.dtype.element_ty), mask=both)
+
+
+@triton.jit
+def _tree_conv_commit_kernel(
+    conv_state, slots, x, accepted, N, D, LA, W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr
+):  # fmt: skip
+    idt, r = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    slot = tl.load(slots + r).to(tl.int64)
+    if slot >= 0:
+        d = idt * BD + tl.arange(0, BD)
+        dm = d < D
+        j = tl.arange(0, LP)
+        path = tl.load(accepted + r * LA + j, mask=j < LA, other=-1)
+        P = tl.sum((path >= 0).to(tl.int32), axis=0)
+        state = conv_state + slot * D * (W - 1)
+        cols = tl.arange(0, WP)
+        old = tl.load(state + d[:, None] * (W - 1) + cols[None, :], mask=dm[:, None] & (cols < W - 1)[None, :], other=0.0)
+        tl.debug_barrier()  # every column is read before any is written
+        for c in tl.static_range(W - 1):
+            back = W - 2 - c  # 0: the newest input
+            node = tl.sum(tl.where(j == P - 1 - back, path, 0), axis=0)
+            from_x = tl.load(x + (r * N + node) * D + d, mask=dm & (back < P), other=0.0).to(tl.float32)
+            from_old = tl.sum(tl.where(cols[None, :] == c + P, old.to(tl.float32), 0.0), axis=1)  # old column c + P
+            value = tl.where(back < P, from_x, from_old)
+            tl.store(state + d * (W - 1) + c, value.to(conv_state.dtype.element_ty), mask=dm)
+
+
+def tree_causal_conv1d_triton(
+    x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None, slots: Tensor, parents: Tensor, activation: bool = True
+) -> Tensor:
+    """x [R, N, D] (pre-conv) -> y [R, N, D], conv_state [S, D, W - 1] untouched."""
+    R, N, D = x.shape
+    W = weight.shape[1]
+    y = torch.empty_like(x)
+    BD = min(64, triton.next_power_of_2(D))
+    _tree_conv_kernel[(triton.cdiv(D, BD), R)](
+        x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots.to(torch.int32),
+        parents.contiguous(), y, N, D,
+        W=W, NN=triton.next_power_of_2(N), BD=BD, HAS_BIAS=bias is not None, SILU=activation,
+    )  # fmt: skip
+    return y
+
+
+def tree_conv_commit_triton(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
+    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path); slots < 0 untouched."""
+    R, N, D = x.shape
+    W = conv_state.shape[2] + 1
+    LA = accepted_nodes.shape[1]
+    BD = min(256, triton.next_power_of_2(D))
+    _tree_conv_commit_kernel[(triton.cdiv(D, BD), R)](
+        conv_state, slots.to(torch.int32), x.contiguous(), accepted_nodes.contiguous(), N, D, LA,
+        W=W, WP=triton.next_power_of_2(W - 1), LP=triton.next_power_of_2(LA), BD=BD,
+    )  # fmt: skip

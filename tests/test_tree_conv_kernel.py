@@ -1,0 +1,53 @@
+"""The Triton tree conv1d and its commit against the reference (on CPU through TRITON_INTERPRET=1,
+see conftest.py): random trees, chains, one node, widths 2-4, channels not a multiple of the
+tile, bf16, padding requests; outputs poisoned first; conv_state untouched by verify."""
+
+import pytest
+import torch
+from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
+
+from sglang_dflash.kernels.tree_conv import tree_causal_conv1d_ref, tree_conv_commit_ref
+from sglang_dflash.kernels.tree_conv.tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
+
+
+@pytest.mark.parametrize(
+    "R,N,D,W,chain,bias,dtype",
+    [
+        (1, 1, 8, 4, False, True, torch.float32),
+        (3, 11, 37, 4, False, False, torch.float32),
+        (2, 16, 70, 4, True, True, torch.float32),
+        (2, 9, 5, 2, False, True, torch.float32),
+        (4, 13, 96, 3, False, True, torch.bfloat16),
+        (1, 64, 130, 4, False, False, torch.float32),
+    ],
+)
+def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype):
+    gen = torch.Generator().manual_seed(N * 7 + D)
+    x = torch.randn(R, N, D, generator=gen).to(dtype)
+    conv_state = torch.randn(R + 2, D, W - 1, generator=gen).to(dtype)
+    weight = torch.randn(D, W, generator=gen).to(dtype)
+    b = torch.randn(D, generator=gen).to(dtype) if bias else None
+    slots = torch.randperm(R + 2, generator=gen)[:R]
+    if R > 1:
+        slots[-1] = -1  # a padding request: zero history, never committed
+    parents = random_parents(R, N, gen, chain)
+    ref = tree_causal_conv1d_ref(
+        x.double(), conv_state.double(), weight.double(), None if b is None else b.double(), slots, parents
+    )
+
+    dev = lambda t: None if t is None else t.to(DEVICE)  # noqa: E731
+    state = dev(conv_state)
+    with poisoned_outputs():
+        y = tree_causal_conv1d_triton(dev(x), state, dev(weight), dev(b), dev(slots), dev(parents))
+    assert torch.equal(state.cpu(), conv_state), "verify modified conv_state"
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(y.cpu().double(), ref, **tol)
+
+    accepted = torch.full((R, 17), -1)
+    for r in range(R):
+        path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())[:17]
+        accepted[r, : len(path)] = torch.tensor(path)
+    expected = conv_state.clone()
+    tree_conv_commit_ref(expected, slots, x, accepted)
+    tree_conv_commit_triton(state, dev(slots), dev(x), dev(accepted))
+    assert torch.equal(state.cpu(), expected)
