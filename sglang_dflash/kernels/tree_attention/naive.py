@@ -1,0 +1,35 @@
+"""Pure-torch reference: attention of N draft-tree tokens over a cached prefix plus the tree.
+
+Every tree token sees the whole prefix of its request and, inside the tree, its ancestors and
+itself (ancestor_mask). GQA: query head h reads KV head h // (HQ // HKV). Softmax in float32 (float64 inputs stay float64).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def tree_attention_ref(
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    prefix_lens: Tensor,
+    k_tree: Tensor,
+    v_tree: Tensor,
+    ancestor_mask: Tensor,
+    scale: float | None = None,
+) -> Tensor:
+    """q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] with prefix_lens[r] <= T valid tokens;
+    k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N] -> out [R, N, HQ, Dh] (q's dtype)."""
+    R, N, HQ, Dh = q.shape
+    T, HKV = k_cache.shape[1], k_cache.shape[2]
+    scale = Dh**-0.5 if scale is None else scale
+    dtype = torch.promote_types(q.dtype, torch.float32)  # float32 at least, float64 stays
+    keys = torch.cat([k_cache, k_tree], dim=1).to(dtype).repeat_interleave(HQ // HKV, dim=2)  # [R, T + N, HQ, Dh]
+    values = torch.cat([v_cache, v_tree], dim=1).to(dtype).repeat_interleave(HQ // HKV, dim=2)
+    in_prefix = (torch.arange(T, device=q.device) < prefix_lens[:, None])[:, None, :].expand(R, N, T)
+    visible = torch.cat([in_prefix, ancestor_mask], dim=2)
+    scores = torch.einsum("rnhd,rthd->rhnt", q.to(dtype), keys) * scale
+    probs = torch.softmax(scores.masked_fill(~visible[:, None], float("-inf")), dim=-1)
+    return torch.einsum("rhnt,rthd->rnhd", probs, values).to(q.dtype)
