@@ -1,0 +1,63 @@
+"""Tree causal conv1d verify + commit per layer (issue 3's target: <= 5 us at N = 64).
+
+    PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_conv.py
+
+Qwen3.6-27B GDN layer at TP=2 per GPU: D = (2 * 16 * 128 + 48 * 128) / 2 = 5120 conv channels,
+width 4, bf16 activations and conv state, DDTree-shaped trees. Each timed as 10 calls in one CUDA
+graph, median replay / 10. Floor: x and y once, the window rows re-read from L2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import triton
+
+from sglang_dflash.ddtree import build_ddtree
+from sglang_dflash.kernels.tree_conv.tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
+
+D, W = 5120, 4
+
+
+def bench(fn, reps: int = 10) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
+
+
+def main() -> None:
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(0)
+    rows = []
+    for R, N in [(1, 16), (1, 64), (8, 64), (32, 64)]:
+        x = torch.randn(R, N, D, generator=gen, device=dev).bfloat16()
+        state = torch.randn(R + 1, D, W - 1, generator=gen, device=dev).bfloat16()
+        weight = torch.randn(D, W, generator=gen, device=dev).bfloat16()
+        slots = torch.arange(R, device=dev)
+        tree = build_ddtree(
+            torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
+        )
+        accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
+        accepted[:, 0] = 0
+        row = dict(R=R, N=N)
+        row["verify_us"] = bench(lambda: tree_causal_conv1d_triton(x, state, weight, None, slots, tree.parents))
+        row["commit_us"] = bench(lambda: tree_conv_commit_triton(state, slots, x, accepted))
+        row["floor_us"] = 2 * x.numel() * 2 / 4.2e12 * 1e6
+        rows.append(row)
+        print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    if os.environ.get("OUT"):
+        json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_conv_bench.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
