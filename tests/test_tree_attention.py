@@ -1,9 +1,10 @@
 """Tree attention reference and the SGLang mask format."""
 
+import pytest
 import torch
-from tree_helpers import random_parents, root_path
+from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
 
-from sglang_dflash.kernels.tree_attention import sglang_custom_mask, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import sglang_custom_mask, tree_attention, tree_attention_ref
 from sglang_dflash.kernels.tree_build import ancestors
 
 
@@ -39,3 +40,28 @@ def test_sglang_custom_mask_layout():
             expected += [True] * s + anc[r, i].tolist()
     assert mask.tolist() == expected
     assert indptr.tolist() == [0, 5 * 9, 5 * 9 + 5 * 5, 5 * 9 + 5 * 5 + 5 * 14]
+
+
+@pytest.mark.parametrize(
+    "R,N,HQ,HKV,Dh,T,splits,dtype",
+    [
+        (1, 1, 1, 1, 16, 5, None, torch.float32),
+        (2, 9, 6, 2, 16, 40, 3, torch.float32),
+        (3, 17, 4, 4, 32, 70, None, torch.float32),
+        (2, 13, 6, 1, 16, 33, 2, torch.bfloat16),
+    ],
+)
+def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, dtype):
+    gen = torch.Generator().manual_seed(N + T)
+    q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
+    k_cache, v_cache = (torch.randn(R, T, HKV, Dh, generator=gen).to(dtype) for _ in range(2))
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen).to(dtype) for _ in range(2))
+    prefix_lens = torch.randint(0, T + 1, (R,), generator=gen)
+    prefix_lens[0] = T  # one full cache, others shorter (possibly empty)
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(), v_tree.double(), anc)
+    args = [t.to(DEVICE) for t in (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)]
+    with poisoned_outputs():
+        out = tree_attention(*args, splits=splits, BM=16, BN=16)
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    torch.testing.assert_close(out.cpu().double(), ref, **tol)
