@@ -1,0 +1,68 @@
+"""Tree attention per layer over a 4096-token prefix (issue 3's target: <= 15 us at N = 64).
+
+    PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_attention.py
+
+Qwen3.6-27B full-attention layer at TP=2 per GPU: 12 query heads, 2 KV heads, head dim 256,
+bf16. Peer in the same run: torch's scaled_dot_product_attention with the boolean tree mask
+over prefix + tree (the generic masked path). Each timed as 10 calls in one CUDA graph, median
+replay / 10, plus the relative error of ours against the float64 reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+import torch.nn.functional as F
+import triton
+
+from sglang_dflash.ddtree import build_ddtree
+from sglang_dflash.kernels.tree_attention import tree_attention, tree_attention_ref
+
+HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
+
+
+def bench(fn, reps: int = 10) -> float:
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
+
+
+def main() -> None:
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(0)
+    rows = []
+    for R, N in [(1, 16), (1, 64), (8, 64)]:
+        rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
+        q, k_tree, v_tree = rnd(R, N, HQ, DH), rnd(R, N, HKV, DH), rnd(R, N, HKV, DH)
+        k_cache, v_cache = rnd(R, PREFIX, HKV, DH), rnd(R, PREFIX, HKV, DH)
+        prefix_lens = torch.full((R,), PREFIX, device=dev)
+        tree = build_ddtree(
+            torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
+        )
+        anc = tree.ancestor_mask
+        args = (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)
+        ref = tree_attention_ref(*(t.double() if t.is_floating_point() else t for t in args))
+        row = dict(R=R, N=N, rel_err=((tree_attention(*args).double() - ref).norm() / ref.norm()).item())
+        row["ours_us"] = bench(lambda: tree_attention(*args))
+        keys = torch.cat([k_cache, k_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
+        values = torch.cat([v_cache, v_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
+        mask = torch.cat([torch.ones(R, N, PREFIX, dtype=torch.bool, device=dev), anc], 2)[:, None]
+        row["sdpa_masked_us"] = bench(lambda: F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask))
+        rows.append(row)
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    if os.environ.get("OUT"):
+        json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_attention_bench.json"), "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
