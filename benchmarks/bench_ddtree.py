@@ -31,6 +31,7 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
+from benchmarks.timing import graph_us  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     accept_greedy,
     build_ddtree,
@@ -42,20 +43,6 @@ from sglang_dflash.kernels import vocab  # noqa: E402
 from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 
 V, L = 248_320, 15
-
-
-def graph_us(fn) -> float:
-    """Median replay time in microseconds of fn captured in a CUDA graph (warmed up first)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return triton.testing.do_bench(graph.replay, warmup=50, rep=300, return_mode="median") * 1e3
 
 
 def copy_bandwidth() -> float:

@@ -15,26 +15,12 @@ import os
 
 import torch
 import torch.nn.functional as F
-import triton
 
+from benchmarks.timing import graph_us
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_attention import tree_attention, tree_attention_ref
 
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
-
-
-def bench(fn, reps: int = 10) -> float:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
 
 
 def main() -> None:
@@ -53,11 +39,14 @@ def main() -> None:
         args = (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)
         ref = tree_attention_ref(*(t.double() if t.is_floating_point() else t for t in args))
         row = dict(R=R, N=N, rel_err=((tree_attention(*args).double() - ref).norm() / ref.norm()).item())
-        row["ours_us"] = bench(lambda: tree_attention(*args))
+        row["ours_us"] = graph_us(lambda: tree_attention(*args), reps=10)
         keys = torch.cat([k_cache, k_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         values = torch.cat([v_cache, v_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         mask = torch.cat([torch.ones(R, N, PREFIX, dtype=torch.bool, device=dev), anc], 2)[:, None]
-        row["sdpa_masked_us"] = bench(lambda: F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask))
+        row["sdpa_masked_us"] = graph_us(
+            lambda: F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask),
+            reps=10,
+        )
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     if os.environ.get("OUT"):

@@ -13,26 +13,12 @@ import json
 import os
 
 import torch
-import triton
 
+from benchmarks.timing import graph_us
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_conv.tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
 
 D, W = 5120, 4
-
-
-def bench(fn, reps: int = 10) -> float:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
 
 
 def main() -> None:
@@ -50,8 +36,8 @@ def main() -> None:
         accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
         accepted[:, 0] = 0
         row = dict(R=R, N=N)
-        row["verify_us"] = bench(lambda: tree_causal_conv1d_triton(x, state, weight, None, slots, tree.parents))
-        row["commit_us"] = bench(lambda: tree_conv_commit_triton(state, slots, x, accepted))
+        row["verify_us"] = graph_us(lambda: tree_causal_conv1d_triton(x, state, weight, None, slots, tree.parents), reps=10)
+        row["commit_us"] = graph_us(lambda: tree_conv_commit_triton(state, slots, x, accepted), reps=10)
         row["floor_us"] = 2 * x.numel() * 2 / 4.2e12 * 1e6
         rows.append(row)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)

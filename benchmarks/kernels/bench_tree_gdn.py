@@ -8,7 +8,7 @@ bf16 q/k/v/a/b. R requests x N draft nodes; trees shaped as DDTree builds them (
 chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i)); the kernel's
 level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree mode (one fp32 state per
 node cached, parents reloaded), loaded straight from the wheel as in shared/gpu/peer_gdn_verify.py.
-Each timed as 10 calls in one CUDA graph, median replay / 10. Ours = verify + commit (path of 8).
+Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify + commit (path of 8).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import zipfile
 import torch
 import triton
 
+from benchmarks.timing import graph_us
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import tree_gdn_verify_ref
@@ -40,20 +41,6 @@ def load_sglang_kernel(whl: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.fused_sigmoid_gating_delta_rule_update
-
-
-def bench(fn, reps: int = 10) -> float:
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(reps):
-            fn()
-    return triton.testing.do_bench(graph.replay, warmup=10, rep=100, return_mode="median") * 1e3 / reps
 
 
 def tree_parents(R: int, N: int, kind: str, gen: torch.Generator, dev: str) -> torch.Tensor:
@@ -88,13 +75,10 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     o, ctx = tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth)
     ref, _ = tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, pool.double(), slots, parents, dtype=torch.float64)
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
-    row["ours_verify"] = bench(
-        lambda: tree_gdn_verify_triton(
-            q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth
-        )
-    )
+    inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
+    row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
     pool_copy = pool.clone()
-    row["ours_commit"] = bench(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted))
+    row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     row["ours_total"] = row["ours_verify"] + row["ours_commit"]
 
     inter = torch.empty(R + 1, N, HV, V, K, device=dev, dtype=torch.float32)
@@ -115,7 +99,7 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
         cu_seqlens=cu,
     )
     par32 = parents.clamp_min(0).to(torch.int32)
-    row["sgl_tree"] = bench(
+    row["sgl_tree"] = graph_us(
         lambda: sgl(
             **common,
             disable_state_update=True,
@@ -123,7 +107,8 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
             intermediate_state_indices=slots,
             cache_steps=N,
             retrieve_parent_token=par32,
-        )
+        ),
+        reps=10,
     )
     row["extra_mem_MiB_ours"] = (ctx.u.numel() * 4 + ctx.G.numel() * 4) / 2**20 / R
     row["extra_mem_MiB_sgl"] = N * HV * V * K * 4 / 2**20
@@ -152,10 +137,11 @@ def sweep(dev: str = "cuda") -> None:
         )
     for precision in ("tf32x3",):
         for warps, BV in ((4, 32), (2, 32), (4, 16)):
-            t = bench(
+            t = graph_us(
                 lambda: tree_gdn_verify_triton(
                     *inputs, ancestor_mask=anc, max_depth=depth, BV=BV, precision=precision, num_warps=warps
-                )
+                ),
+                reps=10,
             )
             print(f"sweep N=64 depth {depth}: precision={precision:6s} warps={warps} BV={BV:3d}: {t:8.1f} us", flush=True)
 

@@ -1,0 +1,22 @@
+"""CUDA-graph timing shared by the benchmarks."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+
+def graph_us(fn, reps: int = 1, warmup_ms: int = 50, rep_ms: int = 300) -> float:
+    """Microseconds per call of fn: warmed up on a side stream, `reps` calls captured in one CUDA
+    graph, median graph replay (triton.testing.do_bench) divided by reps."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(reps):
+            fn()
+    return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3 / reps
