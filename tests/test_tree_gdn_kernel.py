@@ -14,18 +14,21 @@ def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
     return ((x.double() - ref).norm() / ref.norm()).item()
 
 
-CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned
-    (1, 1, 1, 1, 16, 16, False, torch.float32, False),
-    (3, 7, 2, 6, 16, 32, False, torch.float32, False),
-    (2, 17, 1, 3, 32, 32, True, torch.float32, False),
-    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False),
-    (1, 64, 1, 2, 16, 16, False, torch.float32, True),
-    (1, 40, 1, 1, 16, 16, True, torch.float32, True),
+CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: the default)
+    (1, 1, 1, 1, 16, 16, False, torch.float32, False, None),
+    (3, 7, 2, 6, 16, 32, False, torch.float32, False, None),
+    (2, 17, 1, 3, 32, 32, True, torch.float32, False, None),
+    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, None),
+    (1, 64, 1, 2, 16, 16, False, torch.float32, True, None),
+    (1, 40, 1, 1, 16, 16, True, torch.float32, True, None),
+    (2, 37, 1, 2, 16, 16, False, torch.float32, False, 16),  # three blocks, the last partial
+    (1, 40, 1, 1, 16, 16, True, torch.float32, True, 16),  # a chain across blocks, aligned keys
+    (1, 70, 1, 1, 16, 16, False, torch.float32, True, None),  # two blocks of 64
 ]
 
 
-@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned", CASES)
-def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned):
+@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block):
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -42,7 +45,7 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
+        o, ctx = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block)
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype
     tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16 outputs round to 8 bits
@@ -66,10 +69,3 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     assert rel_err(got[touched], expected[touched]) <= 1e-5
     untouched = [s for s in range(R + 2) if s not in touched.tolist()]
     assert torch.equal(got[untouched], x["state_pool"][untouched])
-
-
-def test_tree_gdn_triton_refuses_trees_over_one_block():
-    gen = torch.Generator().manual_seed(0)
-    x = gdn_inputs(1, 65, 1, 1, 16, 16, pool_size=1, gen=gen, dtype=torch.float32)
-    with pytest.raises(ValueError, match="up to 64 nodes"):
-        tree_gdn_verify_triton(**x, slots=torch.zeros(1, dtype=torch.long), parents=random_parents(1, 65, gen))

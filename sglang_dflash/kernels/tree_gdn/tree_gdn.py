@@ -12,12 +12,14 @@ of depth D, each u computed once from final ancestors. (The nilpotent product fo
 (I - A)(I + A^2)(I + A^4)... needs only log2 D products but cancels catastrophically when keys
 align: relative error 7.8e2 on a 40-node chain in the tests.)
 
-verify: one program per (V tile of BV, request x V-head): reads S0 once, writes o and U (per node,
-fp32, N * HV * V floats per request: at most 2 states for N <= 256 at K = 128) and G. Nothing is
-written to the pool. commit: S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T
-(l its last node), a rank-(path length) update of each request's slot, in place.
-All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16. N <= 64 nodes
-per tree (one block; larger trees need the node dimension tiled).
+verify: one program per (V tile of BV, request x V-head), nodes in blocks of NB (64): pass 1
+writes G; pass 2 walks the blocks in node order, with S0 read once: a block's ancestors lie in it
+or in earlier blocks, whose u are final, so they enter its right-hand side and its outputs as
+dots; inside the block, level-by-level substitution. Writes o and U (per node, fp32, N * HV * V
+floats per request: at most 2 states for N <= 256 at K = 128) and G; nothing is written to the
+pool. commit: S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last
+node), a rank-(path length) update of each request's slot, in place.
+All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from torch import Tensor
 
 from ..tree_build.naive import ancestors
 
-MAX_NODES = 64  # one block of nodes; N = 128 needs 384 KB of shared memory (H200 has 227 KB)
+BLOCK_NODES = 64  # nodes per block; one 128-node block needed 384 KB of shared memory (H200: 227 KB)
 
 
 @dataclass(frozen=True)
@@ -55,73 +57,96 @@ def _l2norm_rows(x):
 
 
 @triton.jit
+def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr):
+    """(g, beta) [NB] of the nodes at token indices row (ok = real nodes)."""
+    av = tl.load(a + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
+    bv = tl.load(b + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
+    g = -tl.exp(tl.load(A_log + hv).to(tl.float32)) * _softplus(av + tl.load(dt_bias + hv).to(tl.float32))
+    return tl.where(ok, g, 0.0), tl.where(ok, 1.0 / (1.0 + tl.exp(-bv)), 0.0)
+
+
+@triton.jit
+def _unit_rows(x, row, ok, h, H: tl.constexpr, K: tl.constexpr):
+    """L2-normalised rows [NB, K] of q or k for the nodes at token indices row."""
+    kk = tl.arange(0, K)
+    return _l2norm_rows(tl.load(x + (row[:, None] * H + h) * K + kk[None, :], mask=ok[:, None], other=0.0).to(tl.float32))
+
+
+@triton.jit
 def _tree_gdn_verify_kernel(
-    q,
-    k,
-    v,
-    a,
-    b,
-    A_log,
-    dt_bias,
-    pool,
-    slots,
-    anc,
-    o,
-    u_out,
-    G_out,
-    N,
-    scale,
-    H: tl.constexpr,
-    HV: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    D,
-    NN: tl.constexpr,
-    BV: tl.constexpr,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, o, u_out, G_out, N, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr,
-):
+):  # fmt: skip
     iv, rh = tl.program_id(0), tl.program_id(1)
-    r, hv = rh // HV, rh % HV
+    r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
-    n = tl.arange(0, NN)
-    nm = n < N
+    i = tl.arange(0, NB)
     kk = tl.arange(0, K)
     vv = iv * BV + tl.arange(0, BV)
-    row = r.to(tl.int64) * N + n  # token index of each node
+    tree = anc + r * N * N
 
-    kn = _l2norm_rows(tl.load(k + (row[:, None] * H + h) * K + kk[None, :], mask=nm[:, None], other=0.0).to(tl.float32))
-    qn = _l2norm_rows(tl.load(q + (row[:, None] * H + h) * K + kk[None, :], mask=nm[:, None], other=0.0).to(tl.float32))
-    qn = qn * scale
-    vt = tl.load(v + (row[:, None] * HV + hv) * V + vv[None, :], mask=nm[:, None], other=0.0).to(tl.float32)
-    av = tl.load(a + row * HV + hv, mask=nm, other=0.0).to(tl.float32)
-    bv = tl.load(b + row * HV + hv, mask=nm, other=0.0).to(tl.float32)
-    g = tl.where(nm, -tl.exp(tl.load(A_log + hv).to(tl.float32)) * _softplus(av + tl.load(dt_bias + hv).to(tl.float32)), 0.0)
-    beta = tl.where(nm, 1.0 / (1.0 + tl.exp(-bv)), 0.0)
+    # Pass 1, by blocks of NB nodes: path sums of the gates, G = ancestor_mask @ g. Every V-tile
+    # program writes the same values; each reads back only what it wrote itself.
+    for b0 in range(0, N, NB):
+        ni = b0 + i
+        oki = ni < N
+        G = tl.zeros([NB], tl.float32)
+        for c0 in range(0, b0 + NB, NB):  # ancestors sit in this block or earlier ones
+            nj = c0 + i
+            okj = nj < N
+            g, _ = _gates(a, b, A_log, dt_bias, r * N + nj, okj, hv, HV)
+            am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
+            G += tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
+        tl.store(G_out + (r * N + ni) * HV + hv, G, mask=oki)
+    tl.debug_barrier()
 
-    both = nm[:, None] & nm[None, :]
-    am = tl.load(anc + r.to(tl.int64) * N * N + n[:, None] * N + n[None, :], mask=both, other=0) != 0
-    G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
-    decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # ancestors: G_i - G_j <= 0
-    strict = am & (n[:, None] != n[None, :])
-
-    slot = tl.load(slots + r)
-    S0 = tl.load(pool + ((slot.to(tl.int64) * HV + hv) * V + vv[:, None]) * K + kk[None, :], mask=slot >= 0, other=0.0)
-    kS = tl.dot(kn, tl.trans(S0), input_precision=PRECISION)  # [NN, BV]: S0 k_i
-    qS = tl.dot(qn, tl.trans(S0), input_precision=PRECISION)
-    eG = tl.exp(G)
-    A = tl.where(strict, beta[:, None] * decay * tl.dot(kn, tl.trans(kn), input_precision=PRECISION), 0.0)
-    Rm = beta[:, None] * (vt - eG[:, None] * kS)
-    depth = tl.sum(am.to(tl.int32), axis=1) - 1
-    U = Rm  # final for the root
-    for level in range(1, D + 1):
-        U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
-    W = decay * tl.dot(qn, tl.trans(kn), input_precision=PRECISION)
-    out = eG[:, None] * qS + tl.dot(W, U, input_precision=PRECISION)
-
-    tile = (row[:, None] * HV + hv) * V + vv[None, :]
-    tl.store(o + tile, out.to(o.dtype.element_ty), mask=nm[:, None])
-    tl.store(u_out + tile, U, mask=nm[:, None])
-    tl.store(G_out + row * HV + hv, G, mask=nm & (iv == 0))
+    slot = tl.load(slots + r).to(tl.int64)
+    S0 = tl.load(pool + ((slot * HV + hv) * V + vv[:, None]) * K + kk[None, :], mask=slot >= 0, other=0.0)
+    # Pass 2, block by block in node order: earlier blocks' u are final, so they enter the
+    # right-hand side and the output by dots; inside the block, level-by-level substitution.
+    for b0 in range(0, N, NB):
+        ni = b0 + i
+        oki = ni < N
+        rowi = r * N + ni
+        ki = _unit_rows(k, rowi, oki, h, H, K)
+        qi = _unit_rows(q, rowi, oki, h, H, K) * scale
+        vt = tl.load(v + (rowi[:, None] * HV + hv) * V + vv[None, :], mask=oki[:, None], other=0.0).to(tl.float32)
+        _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
+        Gi = tl.load(G_out + rowi * HV + hv, mask=oki, other=0.0)
+        eG = tl.exp(Gi)
+        Rm = beta[:, None] * (vt - eG[:, None] * tl.dot(ki, tl.trans(S0), input_precision=PRECISION))
+        out = eG[:, None] * tl.dot(qi, tl.trans(S0), input_precision=PRECISION)
+        depth = tl.full([NB], -1, tl.int32)
+        for c0 in range(0, b0, NB):  # earlier blocks
+            nj = c0 + i
+            okj = nj < N
+            rowj = r * N + nj
+            am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
+            depth += tl.sum(am.to(tl.int32), axis=1)
+            kj = _unit_rows(k, rowj, okj, h, H, K)
+            Gj = tl.load(G_out + rowj * HV + hv, mask=okj, other=0.0)
+            decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+            uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
+            Aij = beta[:, None] * decay * tl.dot(ki, tl.trans(kj), input_precision=PRECISION)
+            Rm -= tl.dot(Aij, uj, input_precision=PRECISION)
+            out += tl.dot(decay * tl.dot(qi, tl.trans(kj), input_precision=PRECISION), uj, input_precision=PRECISION)
+        am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=oki[:, None] & oki[None, :], other=0) != 0
+        depth += tl.sum(am.to(tl.int32), axis=1)
+        decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gi[None, :], 0.0)), 0.0)
+        kik = tl.dot(ki, tl.trans(ki), input_precision=PRECISION)
+        A = tl.where(i[:, None] != i[None, :], beta[:, None] * decay * kik, 0.0)
+        W = decay * tl.dot(qi, tl.trans(ki), input_precision=PRECISION)
+        U = Rm  # final for the block's shallowest nodes: their ancestors are all in earlier blocks
+        lo = tl.min(tl.where(oki, depth, 2147483647), axis=0)
+        hi = tl.max(depth, axis=0)
+        for level in range(lo + 1, hi + 1):
+            U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
+        out += tl.dot(W, U, input_precision=PRECISION)
+        tile = (rowi[:, None] * HV + hv) * V + vv[None, :]
+        tl.store(o + tile, out.to(o.dtype.element_ty), mask=oki[:, None])
+        tl.store(u_out + tile, U, mask=oki[:, None])
+        tl.debug_barrier()
 
 
 @triton.jit
@@ -181,6 +206,7 @@ def tree_gdn_verify_triton(
     BV: int = 32,
     precision: str = "tf32x3",
     num_warps: int | None = None,
+    block_nodes: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -192,8 +218,6 @@ def tree_gdn_verify_triton(
     """
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    if N > MAX_NODES:
-        raise ValueError(f"tree_gdn_verify handles up to {MAX_NODES} nodes per tree, got N={N}")
     if V % BV or HV % H:
         raise ValueError(f"need V % BV == 0 and HV % H == 0, got V={V}, BV={BV}, H={H}, HV={HV}")
     max_depth = N - 1 if max_depth is None else max_depth
@@ -223,8 +247,7 @@ def tree_gdn_verify_triton(
         HV=HV,
         K=K,
         V=V,
-        D=max_depth,
-        NN=max(16, triton.next_power_of_2(N)),
+        NB=block_nodes or min(BLOCK_NODES, max(16, triton.next_power_of_2(N))),
         BV=BV,
         PRECISION=precision,
         num_warps=num_warps or (4 if N <= 64 else 8),
