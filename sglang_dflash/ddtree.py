@@ -274,6 +274,7 @@ def sample_tokens(
     R, N, V = logits.shape
     device = logits.device
     no_filter = isinstance(top_k, int) and not 0 < top_k < V and isinstance(top_p, (int, float)) and top_p >= 1
+    all_sampled = isinstance(temperature, (int, float)) and temperature > 0  # no greedy row: skip its argmax
     temperature = _per_request(temperature, R, device, torch.float32, "temperature")
     top_p = _per_request(top_p, R, device, torch.float32, "top_p")
     top_k = _per_request(top_k, R, device, torch.long, "top_k")
@@ -291,4 +292,4 @@ def sample_tokens(
         kept = torch.zeros_like(probs).scatter_(-1, order, sorted_probs.masked_fill(drop, 0.0))
     race = torch.empty_like(kept).exponential_(generator=generator)
     sampled = (kept / race).argmax(-1)
-    return torch.where(greedy[:, None], logits.argmax(-1), sampled)
+    return sampled if all_sampled else torch.where(greedy[:, None], logits.argmax(-1), sampled)
