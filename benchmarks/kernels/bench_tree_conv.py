@@ -39,6 +39,7 @@ def main() -> None:
         row["verify_us"] = graph_us(lambda: tree_causal_conv1d_triton(x, state, weight, None, slots, tree.parents), reps=10)
         row["commit_us"] = graph_us(lambda: tree_conv_commit_triton(state, slots, x, accepted), reps=10)
         row["floor_us"] = 2 * x.numel() * 2 / 4.2e12 * 1e6
+        row["verify_TBps"] = 2 * x.numel() * 2 / row["verify_us"] / 1e6
         rows.append(row)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     if os.environ.get("OUT"):

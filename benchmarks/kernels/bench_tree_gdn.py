@@ -9,6 +9,7 @@ chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i));
 level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree mode (one fp32 state per
 node cached, parents reloaded), loaded straight from the wheel as in shared/gpu/peer_gdn_verify.py.
 Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify + commit (path of 8).
+Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     row["ours_total"] = row["ours_verify"] + row["ours_commit"]
+    # Floor: the R fp32 states read by the verify and read + written by the commit, plus q, k, v
+    # read and o (bf16), u (fp32) written, at the 4.2 TB/s copy ceiling.
+    state_bytes = R * HV * V * K * 4
+    io_bytes = (q.numel() + k.numel() + v.numel() + v.numel()) * 2 + v.numel() * 4 * 2
+    row["floor_us"] = (3 * state_bytes + io_bytes) / 4.2e12 * 1e6
+    row["ours_TBps"] = (3 * state_bytes + io_bytes) / row["ours_total"] / 1e6
 
     inter = torch.empty(R + 1, N, HV, V, K, device=dev, dtype=torch.float32)
     cu = torch.arange(0, T + 1, N, device=dev, dtype=torch.int32)
@@ -160,6 +167,7 @@ def main() -> None:
         (1, 64, "random"),
         (1, 64, "chain"),
         (1, 128, "ddtree"),
+        (1, 256, "ddtree"),
         (8, 16, "ddtree"),
         (8, 64, "ddtree"),
     ]:
@@ -167,12 +175,16 @@ def main() -> None:
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
-    print("\n R    N kind   depth | ours verify commit total | sglang tree | rel err | extra MiB/req ours, sglang  [us/layer]")
+    print(
+        "\n R    N kind   depth | ours verify commit total | floor TB/s | sglang tree | rel err"
+        " | extra MiB/req ours, sglang  [us/layer]"
+    )
     for r in rows:
         ours = f"{r['ours_verify']:11.1f} {r['ours_commit']:6.1f} {r['ours_total']:5.1f}"
         mem = f"{r['extra_mem_MiB_ours']:.2f}, {r['extra_mem_MiB_sgl']:.1f}"
         shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
-        print(f"{shape} | {ours} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
+        bw = f"{r['floor_us']:5.1f} {r['ours_TBps']:4.2f}"
+        print(f"{shape} | {ours} | {bw} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
 
 
 if __name__ == "__main__":
