@@ -47,7 +47,7 @@ def _tree_attention_kernel(
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
     if split < S:  # a slice of the prefix: every row sees all of it
-        stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r))
+        stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32))  # int32 like the tree branch
         for n0 in range(split * CHUNK, stop, BN):
             keys = n0 + tl.arange(0, BN)
             ok = keys < stop
