@@ -1,0 +1,152 @@
+"""The whole generate loop: AR, DFLASH and DDTREE are one loop over draft trees.
+
+Each step: the drafter proposes a tree rooted at every request's last token (AR: the root alone,
+DFLASH: a chain of block_size - 1, DDTREE: the best `budget` prefixes), the target verifies it in
+one pass without touching its caches, the walk accepts a path, and commit writes that path into
+the target's caches and the drafter's context. A prompt is prefilled the same way, as chains
+whose every node is accepted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from ..ddtree import DraftTree, accept_greedy, accept_sampling, build_ddtree, sample_tokens, tree_from_parents
+from ..dflash import chain_tree, greedy_chain
+
+ALGOS = ("ar", "dflash", "ddtree")
+PREFILL_CHUNK = 64
+
+
+@dataclass
+class GenerationResult:
+    """output_ids: the new tokens of each request; accept_lens: accepted draft tokens per step, per request."""
+
+    output_ids: list[list[int]]
+    accept_lens: list[list[int]] = field(default_factory=list)
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(o) for o in self.output_ids)
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.num_tokens / self.decode_s if self.decode_s > 0 else float("nan")
+
+    @property
+    def mean_accept_len(self) -> float:
+        """Tokens emitted per verify pass (accepted drafts + the bonus token), over all steps and requests."""
+        steps = [a for per_request in self.accept_lens for a in per_request]
+        return sum(a + 1 for a in steps) / len(steps) if steps else float("nan")
+
+
+def root_only(roots: Tensor) -> DraftTree:
+    return tree_from_parents(roots[:, None], torch.full_like(roots[:, None], -1), max_depth=0)
+
+
+def _sync(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+@torch.no_grad()
+def generate(
+    target,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    algo: str = "ar",
+    drafter=None,
+    budget: int = 64,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = -1,
+    eos_token_ids: tuple[int, ...] = (),
+    seed: int = 0,
+    progress: bool = False,
+) -> GenerationResult:
+    """Generate up to max_new_tokens after each prompt (batched). Greedy output is the target's own for
+    every algo; with temperature > 0 it is distributed as the target's own sampling."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+    if algo != "ar" and drafter is None:
+        raise ValueError(f"algo {algo!r} needs a drafter")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("prompts must be non-empty token lists")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    drafter = drafter if algo != "ar" else None
+    device = target.embed_tokens.weight.device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    R = len(prompts)
+    block = drafter.config.block_size if drafter is not None else 1
+    max_len = max(map(len, prompts)) + max_new_tokens + max(block, budget + 1) + 1
+    tcache = target.new_cache(R, max_len)
+    dcache = drafter.new_cache(R, max_len) if drafter is not None else None
+    seq_lens = torch.zeros(R, dtype=torch.long, device=device)
+
+    def pick(logits: Tensor) -> Tensor:  # [R, N, V] -> [R, N]
+        return logits.argmax(-1) if temperature <= 0 else sample_tokens(logits, temperature, top_p, top_k, gen)
+
+    def commit(out, slots: Tensor, nodes: Tensor) -> None:
+        """Accepted paths (node indices [R, P], padded -1) into the target's caches and the drafter's context."""
+        target.commit(tcache, out, slots, seq_lens[slots], nodes)
+        if dcache is not None:
+            taps = out.taps.gather(1, nodes.clamp(min=0)[..., None].expand(-1, -1, out.taps.shape[-1]))
+            positions = torch.where(nodes >= 0, seq_lens[slots, None] + torch.arange(nodes.shape[1], device=device), -1)
+            drafter.append_context(dcache, taps, slots, positions)
+        seq_lens[slots] += (nodes >= 0).sum(1)
+
+    start = _sync(device)
+    last = torch.empty(R, dtype=torch.long, device=device)
+    for r, prompt in enumerate(prompts):
+        slot = torch.tensor([r], device=device)
+        for chunk in torch.tensor(prompt, dtype=torch.long, device=device).split(PREFILL_CHUNK):
+            out = target.verify(tcache, chain_tree(chunk[None, 1:], chunk[:1]), slot, seq_lens[slot])
+            commit(out, slot, torch.arange(len(chunk), device=device)[None])
+        last[r] = pick(target.logits(out.hidden[:, -1:]))[0, 0]
+    prefill_s = _sync(device) - start
+
+    outputs = [[int(t)] for t in last.tolist()]
+    accept_lens: list[list[int]] = [[] for _ in range(R)]
+    done = [max_new_tokens <= 1 or int(last[r]) in eos_token_ids for r in range(R)]
+    bar = tqdm(total=R * max_new_tokens, initial=R, disable=not progress, unit="tok", desc=f"generate ({algo})")
+    start = _sync(device)
+    while not all(done):
+        active = [r for r in range(R) if not done[r]]
+        slots = torch.tensor(active, device=device)
+        roots = last[slots]
+        if drafter is None:
+            tree = root_only(roots)
+        else:
+            draft_logits = drafter(dcache, roots, slots, seq_lens[slots], target.embed_tokens, target.lm_head)
+            tree = greedy_chain(draft_logits, roots) if algo == "dflash" else build_ddtree(draft_logits, roots, budget)
+        out = target.verify(tcache, tree, slots, seq_lens[slots])
+        logits = target.logits(out.hidden)
+        if temperature <= 0:
+            acc = accept_greedy(tree, logits)
+        else:
+            acc = accept_sampling(tree, logits, temperature, top_p, top_k, gen)
+        commit(out, slots, acc.accepted_nodes)
+        path_tokens = tree.token_ids.gather(1, acc.accepted_nodes.clamp(min=0))
+        for i, r in enumerate(active):
+            n = int(acc.accept_len[i])
+            new = path_tokens[i, 1 : n + 1].tolist() + [int(acc.bonus_tokens[i])]
+            accept_lens[r].append(n)
+            for t in new:
+                outputs[r].append(t)
+                bar.update(1)
+                if len(outputs[r]) >= max_new_tokens or t in eos_token_ids:
+                    done[r] = True
+                    break
+            last[r] = acc.bonus_tokens[i]
+    decode_s = _sync(device) - start
+    bar.close()
+    return GenerationResult(outputs, accept_lens, prefill_s, decode_s)

@@ -1,0 +1,117 @@
+"""python -m sglang_dflash.init_draft: a randomly initialised DFlash drafter for a target, in the z-lab format.
+
+The drafter copies the target's hidden size, vocabulary, attention heads and MLP width, taps
+`--layers` target layers spread as z-lab spreads them (layer 1 to N - 3), and is written as
+config.json + model.safetensors: a start for training, or a stand-in for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+import torch
+
+from .models.config import DraftConfig, TargetConfig, check_pair, default_target_layer_ids, read_config
+from .models.dflash_draft import DFlashDrafter
+from .models.layers import save_checkpoint
+
+
+def draft_config_dict(
+    target: TargetConfig, num_layers: int, block_size: int, mask_token_id: int, taps: int = 5, sliding_window: int | None = None
+) -> dict:
+    """z-lab config.json for a drafter of `target`; with sliding_window, all layers but the last slide (Qwen3.6's pattern)."""
+    types = ["sliding_attention"] * (num_layers - 1) + ["full_attention"] if sliding_window else ["full_attention"] * num_layers
+    return {
+        "architectures": ["DFlashDraftModel"],
+        "model_type": "qwen3",
+        "hidden_size": target.hidden_size,
+        "intermediate_size": target.intermediate_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": target.num_attention_heads,
+        "num_key_value_heads": target.num_key_value_heads,
+        "head_dim": target.head_dim,
+        "vocab_size": target.vocab_size,
+        "rms_norm_eps": target.rms_norm_eps,
+        "rope_theta": target.rope_theta,
+        "attention_bias": False,
+        "hidden_act": "silu",
+        "tie_word_embeddings": False,
+        "layer_types": types,
+        "sliding_window": sliding_window,
+        "block_size": block_size,
+        "num_target_layers": target.num_hidden_layers,
+        "dflash_config": {
+            "target_layer_ids": default_target_layer_ids(target.num_hidden_layers, taps),
+            "mask_token_id": mask_token_id,
+            "block_size": block_size,
+        },
+    }
+
+
+@torch.no_grad()
+def init_draft(
+    target_dir: str | Path,
+    out_dir: str | Path,
+    num_layers: int = 5,
+    block_size: int = 16,
+    seed: int = 0,
+    mask_token_id: int | None = None,
+    taps: int = 5,
+    sliding_window: int | None = None,
+) -> DFlashDrafter:
+    """Write a random drafter for the target at target_dir into out_dir; returns it."""
+    target = TargetConfig.from_dict(read_config(target_dir))
+    mask = target.vocab_size - 1 if mask_token_id is None else mask_token_id
+    cfg = draft_config_dict(target, num_layers, block_size, mask, taps, sliding_window)
+    draft = DraftConfig.from_dict(cfg)
+    check_pair(target, draft)
+    torch.manual_seed(seed)
+    model = DFlashDrafter(draft)
+    for name, p in model.named_parameters():
+        if p.dim() == 2:  # linears: transformers' normal(0, 0.02) would start the drafter blind to its inputs
+            p.normal_(0.0, 1.0 / math.sqrt(p.shape[1]))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    save_checkpoint(model, out)
+    return model
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m sglang_dflash.init_draft", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--target", required=True, help="target checkpoint directory (Hugging Face Qwen3.5/3.6 format)")
+    p.add_argument("--out", required=True, help="directory to write config.json + model.safetensors into")
+    p.add_argument("--layers", type=int, default=5, help="drafter decoder layers (default: 5, as z-lab's)")
+    p.add_argument("--block-size", type=int, default=16, help="tokens per drafted block, anchor included (default: 16)")
+    p.add_argument("--taps", type=int, default=5, help="target layers whose hidden states condition the drafter (default: 5)")
+    p.add_argument(
+        "--sliding-window",
+        type=int,
+        default=None,
+        help="make all layers but the last sliding-window layers of this width (z-lab's Qwen3.6 pattern)",
+    )
+    p.add_argument("--mask-token-id", type=int, default=None, help="block filler token (default: the last vocabulary id)")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    if args.layers < 1:
+        p.error(f"--layers must be >= 1, got {args.layers}")
+    if args.block_size < 2:
+        p.error(f"--block-size must be >= 2, got {args.block_size}")
+    model = init_draft(
+        args.target, args.out, args.layers, args.block_size, args.seed, args.mask_token_id, args.taps, args.sliding_window
+    )
+    n = sum(p.numel() for p in model.parameters())
+    print(
+        f"wrote a random {args.layers}-layer DFlash drafter ({n / 1e6:.2f} M parameters, block {args.block_size}, "
+        f"taps {list(model.config.target_layer_ids)}) to {args.out}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

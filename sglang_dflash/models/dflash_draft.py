@@ -1,0 +1,133 @@
+"""z-lab DFlash drafter: one forward pass drafts a block of `block_size` tokens.
+
+The block is [anchor (last verified token), MASK x (block_size - 1)] at positions seq_len ..
+seq_len + block_size - 1. Queries come from the block only; keys and values from the context
+(the committed tokens' target features, `hidden_norm(fc(taps))`, projected by each layer's own
+k/v projections, k-normed and rotated at their positions, cached incrementally) and from the
+block. Full-attention layers see the whole block, sliding layers the block causally and the last
+`sliding_window` positions. Embedding and LM head are the target's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+from .config import DraftConfig, read_config
+from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into, masked_attention
+
+
+@dataclass
+class DraftCache:
+    """Context K/V per drafter layer, [S, T, HKV, Dh] (position p of slot s at [s, p])."""
+
+    k: list[Tensor]
+    v: list[Tensor]
+
+
+class DraftAttention(nn.Module):
+    def __init__(self, c: DraftConfig, layer: int, rotary: Rotary):
+        super().__init__()
+        self.rotary, self.head_dim = rotary, c.head_dim
+        self.causal, self.window = c.causal[layer], c.sliding_window if c.layer_types[layer] == "sliding_attention" else None
+        HQ, HKV, Dh, bias = c.num_attention_heads, c.num_key_value_heads, c.head_dim, c.attention_bias
+        self.q_proj = nn.Linear(c.hidden_size, HQ * Dh, bias=bias)
+        self.k_proj = nn.Linear(c.hidden_size, HKV * Dh, bias=bias)
+        self.v_proj = nn.Linear(c.hidden_size, HKV * Dh, bias=bias)
+        self.o_proj = nn.Linear(HQ * Dh, c.hidden_size, bias=bias)
+        self.q_norm = RMSNorm(Dh, c.rms_norm_eps, zero_centred=False)
+        self.k_norm = RMSNorm(Dh, c.rms_norm_eps, zero_centred=False)
+
+    def kv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """x [R, T, D] at positions [R, T] -> rotated k, v [R, T, HKV, Dh]."""
+        R, T, _ = x.shape
+        k = self.rotary(self.k_norm(self.k_proj(x).view(R, T, -1, self.head_dim)), positions)
+        return k, self.v_proj(x).view(R, T, -1, self.head_dim)
+
+    def visible(self, q_pos: Tensor, k_pos: Tensor, in_block: bool) -> Tensor:
+        """bool [R, Q, T]: which keys (at k_pos [R, T]) each block query (at q_pos [R, Q]) sees."""
+        d = q_pos[:, :, None] - k_pos[:, None, :]
+        see = d >= 0 if (self.causal or not in_block) else torch.ones_like(d, dtype=torch.bool)
+        if self.window is not None:
+            see = see & (d < self.window) & (-d < self.window)
+        return see
+
+    def forward(self, x: Tensor, positions: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_lens: Tensor) -> Tensor:
+        R, B, _ = x.shape
+        q = self.rotary(self.q_norm(self.q_proj(x).view(R, B, -1, self.head_dim)), positions)
+        k, v = self.kv(x, positions)
+        ctx_pos = torch.arange(k_ctx.shape[1], device=x.device).expand(R, -1)
+        ctx_see = self.visible(positions, ctx_pos, in_block=False) & (ctx_pos < ctx_lens[:, None])[:, None, :]
+        see = torch.cat([ctx_see, self.visible(positions, positions, in_block=True)], dim=2)
+        o = masked_attention(q, torch.cat([k_ctx, k], 1), torch.cat([v_ctx, v], 1), see, self.head_dim**-0.5)
+        return self.o_proj(o.reshape(R, B, -1))
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, c: DraftConfig, layer: int, rotary: Rotary):
+        super().__init__()
+        self.self_attn = DraftAttention(c, layer, rotary)
+        self.mlp = MLP(c.hidden_size, c.intermediate_size)
+        self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+        self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+
+    def forward(self, h: Tensor, positions: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_lens: Tensor) -> Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), positions, k_ctx, v_ctx, ctx_lens)
+        return h + self.mlp(self.post_attention_layernorm(h))
+
+
+class DFlashDrafter(nn.Module):
+    def __init__(self, config: DraftConfig):
+        super().__init__()
+        c = self.config = config
+        rotary = Rotary(c.head_dim, c.rope_theta)
+        self.layers = nn.ModuleList(DraftLayer(c, i, rotary) for i in range(c.num_hidden_layers))
+        self.fc = nn.Linear(len(c.target_layer_ids) * c.hidden_size, c.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+        self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device="cpu", dtype=torch.float32) -> DFlashDrafter:
+        config = DraftConfig.from_dict(read_config(path))
+        with torch.device("meta"):
+            model = cls(config)
+        model = model.to_empty(device=device)
+        load_into(model, load_checkpoint(path, {"model.": ""}), f"drafter {path}")
+        return model.to(dtype).eval()
+
+    def new_cache(self, num_slots: int, max_len: int) -> DraftCache:
+        c, p = self.config, self.fc.weight
+        kv = lambda: torch.zeros(num_slots, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
+        return DraftCache([kv() for _ in self.layers], [kv() for _ in self.layers])
+
+    @torch.no_grad()
+    def append_context(self, cache: DraftCache, taps: Tensor, slots: Tensor, positions: Tensor) -> None:
+        """Context K/V of committed tokens: taps [R, P, n_taps * D] (the target's tapped hidden states) at
+        positions [R, P]; entries with position < 0 or slot < 0 are skipped."""
+        features = self.hidden_norm(self.fc(taps))
+        r, j = ((positions >= 0) & (slots[:, None] >= 0)).nonzero(as_tuple=True)
+        for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
+            k, v = layer.self_attn.kv(features, positions.clamp(min=0))
+            k_cache[slots[r], positions[r, j]] = k[r, j]
+            v_cache[slots[r], positions[r, j]] = v[r, j]
+
+    @torch.no_grad()
+    def forward(
+        self, cache: DraftCache, anchors: Tensor, slots: Tensor, seq_lens: Tensor, embed: nn.Embedding, lm_head
+    ) -> Tensor:
+        """Logits [R, block_size - 1, V] for depths 1 .. block_size - 1 after anchors [R] at positions seq_lens [R]
+        (the context holds positions 0 .. seq_lens - 1)."""
+        c, R = self.config, anchors.shape[0]
+        block = torch.full((R, c.block_size), c.mask_token_id, device=anchors.device, dtype=torch.long)
+        block[:, 0] = anchors
+        h = embed(block) * c.input_embedding_scale if c.input_embedding_scale != 1.0 else embed(block)
+        positions = seq_lens[:, None] + torch.arange(c.block_size, device=anchors.device)
+        for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
+            h = layer(h, positions, k_cache[slots], v_cache[slots], seq_lens)
+        logits = lm_head(self.norm(h[:, 1:])).float() * c.output_multiplier
+        if c.final_logit_softcapping:
+            logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping
+        return logits

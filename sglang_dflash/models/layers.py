@@ -1,0 +1,113 @@
+"""Building blocks shared by the target and the drafter: norms, RoPE, MLP, attention, checkpoint I/O."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm in float32. `zero_centred`: Qwen3.5's `x * (1 + w)` (weights stored as offsets from 1);
+    otherwise Qwen3's `w * x` (the drafter's layers)."""
+
+    def __init__(self, dim: int, eps: float, zero_centred: bool):
+        super().__init__()
+        self.eps, self.zero_centred = eps, zero_centred
+        self.weight = nn.Parameter(torch.zeros(dim) if zero_centred else torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.zero_centred:
+            return (y * (1.0 + self.weight.float())).type_as(x)
+        return self.weight * y.type_as(x)
+
+
+def gated_rms_norm(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """Gated DeltaNet output norm: `w * rmsnorm(x) * silu(gate)` over the last dim (plain weight, not zero-centred)."""
+    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    return (weight * y.to(x.dtype) * F.silu(gate.float())).to(x.dtype)
+
+
+class Rotary(nn.Module):
+    """RoPE on the first `dim` channels of each head (Qwen3.5: partial, a quarter of head_dim;
+    text positions make its interleaved M-RoPE the plain one)."""
+
+    def __init__(self, dim: int, theta: float):
+        super().__init__()
+        self.dim, self.theta = dim, theta
+
+    def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+        """x [..., T, heads, head_dim]; positions long [..., T]. Angles in float32 whatever x's dtype."""
+        inv_freq = 1.0 / self.theta ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim)
+        freqs = positions[..., None].float() * inv_freq
+        emb = torch.cat([freqs, freqs], dim=-1)[..., None, :]  # [..., T, 1, dim]
+        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        rot, rest = x[..., : self.dim], x[..., self.dim :]
+        half = self.dim // 2
+        rotated = torch.cat([-rot[..., half:], rot[..., :half]], dim=-1)
+        return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
+
+
+class MLP(nn.Module):
+    def __init__(self, hidden: int, intermediate: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.up_proj = nn.Linear(hidden, intermediate, bias=False)
+        self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+def masked_attention(q: Tensor, k: Tensor, v: Tensor, visible: Tensor, scale: float) -> Tensor:
+    """q [R, Q, HQ, D], k and v [R, T, HKV, D], visible bool [R, Q, T] -> [R, Q, HQ, D] (GQA by repetition).
+
+    Rows with nothing visible return zeros instead of NaN."""
+    group = q.shape[2] // k.shape[2]
+    k, v = (t.repeat_interleave(group, dim=2).transpose(1, 2) for t in (k, v))
+    out = F.scaled_dot_product_attention(q.transpose(1, 2), k, v, attn_mask=visible[:, None], scale=scale)
+    return out.transpose(1, 2).nan_to_num(0.0)
+
+
+def load_checkpoint(path: str | Path, prefix_map: dict[str, str], skip: tuple[str, ...] = ()) -> dict[str, Tensor]:
+    """All tensors of the *.safetensors files in `path`, renamed by the first matching prefix of
+    `prefix_map` (old -> new); names starting with one of `skip` are dropped, others kept as they are."""
+    files = sorted(Path(path).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors in {path}")
+    out = {}
+    for file in files:
+        for name, tensor in load_file(str(file)).items():
+            if name.startswith(skip):
+                continue
+            for old, new in prefix_map.items():
+                if name.startswith(old):
+                    name = new + name[len(old) :]
+                    break
+            out[name] = tensor
+    return out
+
+
+def load_into(module: nn.Module, tensors: dict[str, Tensor], what: str) -> None:
+    """Copy tensors into module's parameters; missing or unexpected names (or shapes) raise with the names."""
+    own = module.state_dict()
+    missing = sorted(set(own) - set(tensors))
+    unexpected = sorted(set(tensors) - set(own))
+    if missing or unexpected:
+        raise ValueError(f"{what}: missing tensors {missing[:8]}, unexpected tensors {unexpected[:8]}")
+    bad = [f"{n} {list(t.shape)} != {list(own[n].shape)}" for n, t in tensors.items() if t.shape != own[n].shape]
+    if bad:
+        raise ValueError(f"{what}: shape mismatch: {bad[:8]}")
+    module.load_state_dict(tensors)
+
+
+def save_checkpoint(module: nn.Module, path: str | Path, prefix: str = "", dtype: torch.dtype | None = None) -> None:
+    """module's state dict as `path`/model.safetensors (names prefixed)."""
+    tensors = {
+        prefix + n: (t.to(dtype) if dtype and t.is_floating_point() else t).contiguous() for n, t in module.state_dict().items()
+    }
+    save_file(tensors, str(Path(path) / "model.safetensors"))
