@@ -1,8 +1,8 @@
 """python -m sglang_dflash.generate: the standalone engine's command line (AR / DFLASH / DDTREE).
 
-With no arguments it runs on its embedded default. The engine and the tiny trained pair it
-defaults to are not built yet (issue 4); until then this entry point checks the installation by
-building and verifying one draft tree with the package's algorithms, and says so.
+Without --target / --draft it runs the tiny trained pair shipped in the package. Greedy output
+is identical for all three algorithms (the target's own); with --temperature > 0 it is
+distributed as the target's own sampling.
 """
 
 from __future__ import annotations
@@ -10,29 +10,33 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 
 import torch
 
-from . import __version__
-from .ddtree import accept_greedy, build_ddtree
+from .engine import ALGOS, generate, load_pair, load_tokenizer, tiny_pair
+from .models import PairError
+
+DEFAULT_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m sglang_dflash.generate",
         description="Generate with a Qwen3.5/3.6 target alone (ar), with a DFlash drafter verified as a chain (dflash), "
-        "or as a draft tree (ddtree). Greedy output is identical for all three.",
+        "or as a draft tree (ddtree). Without --target/--draft: the tiny pair shipped in the package.",
     )
-    p.add_argument("--target", help="target checkpoint directory (Hugging Face Qwen3.5 format)")
-    p.add_argument("--draft", help="DFlash drafter checkpoint directory (z-lab format)")
-    p.add_argument("--algo", choices=["ar", "dflash", "ddtree"], default="ddtree", help="decoding algorithm (default: ddtree)")
-    p.add_argument("--budget", type=int, default=64, help="DDTREE: draft nodes per step, root excluded (default: 64)")
+    p.add_argument("--target", help="target checkpoint directory (Hugging Face Qwen3.5/3.6 format)")
+    p.add_argument("--draft", help="DFlash drafter checkpoint directory (z-lab format); needed for dflash and ddtree")
+    p.add_argument("--algo", choices=ALGOS, default="ddtree", help="decoding algorithm (default: ddtree)")
+    p.add_argument("--budget", type=int, default=32, help="DDTREE: draft nodes per step, root excluded (default: 32)")
     prompt = p.add_mutually_exclusive_group()
-    prompt.add_argument("--prompt", help="prompt text (needs a tokenizer beside the target)")
+    prompt.add_argument("--prompt", help="prompt text (needs a tokenizer beside the target; default: a Python def)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids, e.g. 1,2,3")
-    p.add_argument("--max-new-tokens", type=int, default=64, help="tokens to generate (default: 64)")
-    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default), > 0 samples losslessly")
+    p.add_argument("--max-new-tokens", type=int, default=128, help="tokens to generate (default: 128)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default); > 0 samples losslessly")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (default: 1, off)")
+    p.add_argument("--top-k", type=int, default=-1, help="sample among the k most likely tokens (default: -1, off)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default: 0)")
     p.add_argument("--device", choices=["cpu", "cuda"], default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--json", action="store_true", help="print one JSON object: output_ids, accept_lens, tokens_per_s")
@@ -41,48 +45,68 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--budget must be >= 1, got {args.budget}")
     if args.max_new_tokens < 1:
         p.error(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
+    if args.temperature < 0 or not 0 < args.top_p <= 1:
+        p.error("--temperature must be >= 0 and --top-p in (0, 1]")
     if args.prompt_ids is not None:
         try:
             args.prompt_ids = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
         except ValueError:
             p.error(f"--prompt-ids must be comma-separated integers, got {args.prompt_ids!r}")
+        if not args.prompt_ids:
+            p.error("--prompt-ids is empty")
+    if args.draft is not None and args.target is None:
+        p.error("--draft without --target: give both, or neither for the shipped tiny pair")
+    if args.algo != "ar" and args.target is not None and args.draft is None:
+        p.error(f"--algo {args.algo} needs --draft")
     return args
-
-
-def self_check(args: argparse.Namespace) -> dict:
-    """Build one DDTree over random peaked marginals (Qwen3.6 vocabulary, 15 depths) and walk it."""
-    gen = torch.Generator(device=args.device).manual_seed(0)
-    logits = torch.randn(1, 15, 248_320, generator=gen, device=args.device) * 4
-    start = time.perf_counter()
-    tree = build_ddtree(logits, torch.zeros(1, dtype=torch.long, device=args.device), args.budget)
-    target = torch.randn(1, tree.num_nodes, 248_320, generator=gen, device=args.device)
-    acc = accept_greedy(tree, target)
-    ms = (time.perf_counter() - start) * 1e3
-    return {
-        "nodes": tree.num_nodes,
-        "max_depth": int(tree.depths.max()),
-        "accept_len": int(acc.accept_len[0]),
-        "ms": round(ms, 1),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    check = self_check(args)
-    status = {
-        "version": __version__,
-        "status": "engine not built yet (issue 4): no model was run; ddtree self-check passed",
-        "ddtree_self_check": check,
-        "device": args.device,
-    }
-    if args.json:
-        print(json.dumps(status))
+    try:
+        target_dir, draft_dir = (args.target, args.draft) if args.target else tiny_pair()
+        target, drafter = load_pair(target_dir, draft_dir, args.device, getattr(torch, args.dtype))
+    except (PairError, FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    tokenizer = load_tokenizer(target_dir)
+    if args.prompt_ids is not None:
+        prompt_ids = args.prompt_ids
+    elif tokenizer is None:
+        print(f"error: no tokenizer in {target_dir}: pass --prompt-ids", file=sys.stderr)
+        return 2
     else:
-        print(f"sglang-dflash {__version__}: the standalone engine is not built yet (issue 4), so no model was run.")
-        print(
-            f"self-check on {args.device}: DDTree of {check['nodes']} nodes (depth {check['max_depth']}) over a "
-            f"248,320-token vocabulary built and verified in {check['ms']} ms"
-        )
+        prompt_ids = tokenizer.encode(args.prompt if args.prompt is not None else DEFAULT_PROMPT)
+    bad = [t for t in prompt_ids if not 0 <= t < target.config.vocab_size]
+    if bad:
+        print(f"error: prompt token ids {bad[:5]} outside the vocabulary of {target.config.vocab_size}", file=sys.stderr)
+        return 2
+    res = generate(
+        target,
+        [prompt_ids],
+        args.max_new_tokens,
+        args.algo,
+        drafter,
+        budget=args.budget,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        eos_token_ids=target.config.eos_token_ids,
+        seed=args.seed,
+        progress=not args.json,
+    )
+    if args.json:
+        print(json.dumps({"output_ids": res.output_ids[0], "accept_lens": res.accept_lens[0], "tokens_per_s": res.tokens_per_s}))
+        return 0
+    if tokenizer is not None:
+        print(tokenizer.decode(prompt_ids) + tokenizer.decode(res.output_ids[0]))
+    else:
+        print(res.output_ids[0])
+    print(
+        f"--- {args.algo}: {res.num_tokens} tokens in {res.decode_s:.2f} s ({res.tokens_per_s:.1f} tokens/s), "
+        f"{len(res.accept_lens[0])} target passes, {res.mean_accept_len:.2f} tokens per pass",
+        file=sys.stderr,
+    )
     return 0
 
 
