@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
-from scipy.stats import chisquare
 
 from sglang_dflash.engine import generate
 from sglang_dflash.init_draft import init_draft
@@ -88,7 +87,7 @@ class OracleDrafter:
                 right = n + 1 + d < len(seq) and torch.rand(1, generator=self.gen).item() < self.right
                 token = seq[n + 1 + d] if right else int(torch.randint(self.vocab, (1,), generator=self.gen))
                 logits[i, d, token] += 6.0
-        return logits
+        return logits.to(anchors.device)
 
 
 @pytest.mark.parametrize("algo,budget", [("ar", 0), ("dflash", 0), ("ddtree", 3), ("ddtree", 24)])
@@ -113,6 +112,8 @@ def test_greedy_with_a_drafter_forced_right(pair, algo, budget):
 def test_sampling_follows_the_target_end_to_end(tmp_path):
     """Joint distribution of the first two sampled tokens (the second comes from a verify pass: an
     accepted draft or the bonus) against transformers' probabilities, 3000 requests in one batch."""
+    from scipy.stats import chisquare
+
     V = 7
     hf = save_tiny_target(tmp_path / "t", tiny_target_config(layer_types=(LIN, FULL), vocab=V), seed=3)
     init_draft(tmp_path / "t", tmp_path / "d", num_layers=1, block_size=4, taps=2, seed=2)
@@ -160,3 +161,21 @@ def test_conditional_generation_config_reads_the_text_part():
         {"architectures": ["Qwen3_5ForConditionalGeneration"], "text_config": text, "tie_word_embeddings": True}
     )
     assert c.layer_types == (LIN, FULL) and c.tie_word_embeddings and c.rotary_dim == 8
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: runs the models through the Triton kernels")
+def test_cuda_generate_equals_transformers(tmp_path):
+    """Head dims of 16/32 so that every Triton kernel (not a reference fallback) runs inside the models."""
+    cfg = tiny_target_config(layer_types=(LIN, FULL, LIN, LIN), hidden=64, head_dim=32, gdn_heads=(2, 4), gdn_dims=(16, 32))
+    hf = save_tiny_target(tmp_path / "t", cfg, seed=11)
+    init_draft(tmp_path / "t", tmp_path / "d", num_layers=2, block_size=16, taps=3, seed=3)
+    drafter = DFlashDrafter.from_pretrained(tmp_path / "d", device="cuda")
+    target = Qwen3_5Target.from_pretrained(tmp_path / "t", tap_layers=drafter.config.target_layer_ids, device="cuda")
+    refs = [
+        hf.generate(torch.tensor([p]), max_new_tokens=48, min_new_tokens=48, do_sample=False)[0, len(p) :].tolist()
+        for p in PROMPTS
+    ]
+    sequences = [p + r for p, r in zip(PROMPTS, refs)]
+    for algo, budget, draft in [("ar", 0, drafter), ("dflash", 0, drafter), ("ddtree", 24, drafter),
+                                ("ddtree", 40, OracleDrafter(sequences, cfg.vocab_size, 16, right=0.85))]:  # fmt: skip
+        assert generate(target, PROMPTS, 48, algo, draft, budget=budget).output_ids == refs, (algo, budget)

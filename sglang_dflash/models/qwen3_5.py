@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
-from ..kernels.tree_attention import tree_attention, tree_attention_ref
+from ..kernels.tree_attention import attend_tree
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
 
@@ -118,8 +118,7 @@ class GatedAttention(nn.Module):
         q = self.rotary(self.q_norm(q), step.positions)
         k = self.rotary(self.k_norm(self.k_proj(x).view(R, N, c.num_key_value_heads, -1)), step.positions)
         v = self.v_proj(x).view(R, N, c.num_key_value_heads, -1)
-        attend = tree_attention if x.is_cuda else tree_attention_ref
-        o = attend(q, k_cache[step.slots], v_cache[step.slots], step.seq_lens, k, v, step.tree.ancestor_mask)
+        o = attend_tree(q, k_cache[step.slots], v_cache[step.slots], step.seq_lens, k, v, step.tree.ancestor_mask)
         o = o.reshape(R, N, -1) * torch.sigmoid(gate.reshape(R, N, -1))
         return self.o_proj(o), (k, v)
 

@@ -1,5 +1,21 @@
+"""Tree attention: `tree_attention` runs the Triton kernel (CUDA; tested on CPU under the
+interpreter), `tree_attention_ref` is its reference; `attend_tree` picks the kernel for CUDA
+tensors whose head dim is a power of two >= 16 (Qwen3.5/3.6: 256), the reference otherwise."""
+
+from torch import Tensor
+
 from .masks import sglang_custom_mask
 from .naive import tree_attention_ref
 from .tree_attention import tree_attention
 
-__all__ = ["sglang_custom_mask", "tree_attention", "tree_attention_ref"]
+
+def attend_tree(
+    q: Tensor, k_cache: Tensor, v_cache: Tensor, prefix_lens: Tensor, k_tree: Tensor, v_tree: Tensor, ancestor_mask: Tensor
+) -> Tensor:
+    """Shapes as `tree_attention_ref`."""
+    dh = q.shape[-1]
+    attend = tree_attention if q.is_cuda and dh >= 16 and dh & (dh - 1) == 0 else tree_attention_ref
+    return attend(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask)
+
+
+__all__ = ["attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]

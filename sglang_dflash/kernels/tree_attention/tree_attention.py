@@ -5,26 +5,39 @@ is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split).
 (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes (acc, max, sum); the tree split
 masks keys with the ancestor mask. The partials are merged in torch (a few small kernels).
-Tiles are converted to float32 before the dots (tf32 on the GPU): Triton's interpreter cannot
-check bf16 dots, so bf16 tensor-core dots wait for a GPU run that validates them.
+Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
+dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
+interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
+A second small kernel merges the partials straight into the [R, N, HQ, Dh] output.
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
 
 @triton.jit
-def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale):
-    s = tl.where(valid, tl.dot(qv, tl.trans(kt.to(qv.dtype))) * scale, float("-inf"))
+def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.constexpr):
+    if FP32_DOTS:  # three tf32 products: fp32 accuracy (plain tf32 is ~1e-3 off)
+        s = tl.dot(qv, tl.trans(kt.to(tl.float32)), input_precision="tf32x3")
+    else:
+        s = tl.dot(qv, tl.trans(kt))
+    s = tl.where(valid, s * scale, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
     p = tl.exp(s - m_safe[:, None])
     alpha = tl.exp(m_i - m_safe)
-    acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32))
+    if FP32_DOTS:
+        acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32), input_precision="tf32x3")
+    else:
+        acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
     return m_new, l_i * alpha + tl.sum(p, axis=1), acc
 
 
@@ -33,6 +46,7 @@ def _tree_attention_kernel(
     q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc, acc_out, m_out, l_out,
     N, T, CHUNK, scale,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+    FP32_DOTS: tl.constexpr,
 ):  # fmt: skip
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
@@ -42,7 +56,8 @@ def _tree_attention_kernel(
     node, head = rows // G, hkv * G + rows % G
     dd = tl.arange(0, DH)
     qv = tl.load(q + ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :], mask=live[:, None], other=0.0)
-    qv = qv.to(tl.float32)
+    if FP32_DOTS:
+        qv = qv.to(tl.float32)
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
@@ -54,7 +69,7 @@ def _tree_attention_kernel(
             kv = ((r * T + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
             kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
             vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
-            m_i, l_i, acc = _online_update(qv, kt, vt, live[:, None] & ok[None, :], m_i, l_i, acc, scale)
+            m_i, l_i, acc = _online_update(qv, kt, vt, live[:, None] & ok[None, :], m_i, l_i, acc, scale, FP32_DOTS)
     else:  # the tree block: ancestors and itself
         for n0 in range(0, N, BN):
             keys = n0 + tl.arange(0, BN)
@@ -63,11 +78,41 @@ def _tree_attention_kernel(
             kt = tl.load(k_tree + kv, mask=ok[:, None], other=0.0)
             vt = tl.load(v_tree + kv, mask=ok[:, None], other=0.0)
             seen = tl.load(anc + (r * N + node[:, None]) * N + keys[None, :], mask=live[:, None] & ok[None, :], other=0) != 0
-            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale)
+            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     tl.store(acc_out + part[:, None] * DH + dd[None, :], acc, mask=live[:, None])
     tl.store(m_out + part, m_i, mask=live)
     tl.store(l_out + part, l_i, mask=live)
+
+
+@triton.jit
+def _merge_kernel(
+    acc, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, BR: tl.constexpr
+):
+    """NS = S + 1 partials [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power of two); the tree
+    split always has a key (the node), so every row has a finite maximum."""
+    blk, rh = tl.program_id(0), tl.program_id(1)
+    G: tl.constexpr = HQ // HKV
+    r, hkv = (rh // HKV).to(tl.int64), rh % HKV
+    rows = blk * BR + tl.arange(0, BR)
+    live = rows < N * G
+    dd = tl.arange(0, DH)
+    split = tl.arange(0, S1)
+    part = (split[:, None] * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows[None, :]  # [S1, BR]
+    have = (split[:, None] < NS) & live[None, :]
+    ms = tl.load(m + part, mask=have, other=float("-inf"))
+    mx = tl.max(ms, axis=0)
+    w = tl.where(ms == float("-inf"), 0.0, tl.exp(ms - mx[None, :]))
+    den = tl.sum(w * tl.load(l + part, mask=have, other=0.0), axis=0)
+    num = tl.zeros([BR, DH], tl.float32)
+    for sp in range(NS):
+        ws = tl.sum(tl.where(split[:, None] == sp, w, 0.0), axis=0)
+        p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
+        num += ws[:, None] * tl.load(acc + p[:, None] * DH + dd[None, :], mask=live[:, None], other=0.0)
+    node, head = rows // G, hkv * G + rows % G
+    dst = ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :]
+    den = tl.where(live, den, 1.0)  # dead rows: nothing stored
+    tl.store(out + dst, (num / den[:, None]).to(out.dtype.element_ty), mask=live[:, None])
 
 
 def tree_attention(
@@ -102,9 +147,12 @@ def tree_attention(
         q.contiguous(), k_cache, v_cache, prefix_lens, k_tree.contiguous(), v_tree.contiguous(),
         ancestor_mask.contiguous().view(torch.int8), acc, m, l,
         N, T, chunk, DH**-0.5 if scale is None else scale,
-        HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, num_warps=8 if DH >= 128 else 4,
+        HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
+        num_warps=8 if DH >= 128 else 4,
     )  # fmt: skip
-    # Merge the splits: weights exp(m_s - max_s m); the tree split always has a key (the node).
-    weight = torch.exp(m - m.amax(0))
-    out = (acc * weight[..., None]).sum(0) / (l * weight).sum(0)[..., None]  # [R * HKV, N * G, DH]
-    return out.view(R, HKV, N, G, DH).permute(0, 2, 1, 3, 4).reshape(R, N, HQ, DH).to(q.dtype)
+    out = torch.empty_like(q)
+    BR = 16
+    _merge_kernel[(triton.cdiv(N * G, BR), R * HKV)](
+        acc, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, num_warps=4
+    )
+    return out

@@ -1,5 +1,6 @@
 """Gated DeltaNet along draft trees: `tree_gdn_verify` / `tree_gdn_commit` run the Triton kernels on
-CUDA tensors and the pure-torch references otherwise; a context from one goes to its own commit."""
+CUDA tensors whose head dims are powers of two >= 16 (Qwen3.5/3.6: 128), the pure-torch references
+otherwise; a context from one goes to its own commit."""
 
 from torch import Tensor
 
@@ -10,7 +11,9 @@ from .tree_gdn import TreeGDNTritonContext, tree_gdn_commit_triton, tree_gdn_ver
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, **kwargs):
     """Outputs [R, N, HV, V] of every node of R trees and a context for `tree_gdn_commit`; the
     pool is not modified. Shapes: `naive.tree_gdn_verify_ref`."""
-    if q.is_cuda:
+    K, V = q.shape[-1], v.shape[-1]
+    if q.is_cuda and all(d >= 16 and d & (d - 1) == 0 for d in (K, V)):
+        kwargs.setdefault("BV", min(32, V))
         return tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale, **kwargs)
     return tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale)
 

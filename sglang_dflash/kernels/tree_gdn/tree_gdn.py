@@ -12,13 +12,17 @@ of depth D, each u computed once from final ancestors. (The nilpotent product fo
 (I - A)(I + A^2)(I + A^4)... needs only log2 D products but cancels catastrophically when keys
 align: relative error 7.8e2 on a 40-node chain in the tests.)
 
-verify: one program per (V tile of BV, request x V-head), nodes in blocks of NB (64): pass 1
-writes G; pass 2 walks the blocks in node order, with S0 read once: a block's ancestors lie in it
-or in earlier blocks, whose u are final, so they enter its right-hand side and its outputs as
-dots; inside the block, level-by-level substitution. Writes o and U (per node, fp32, N * HV * V
-floats per request: at most 2 states for N <= 256 at K = 128) and G; nothing is written to the
-pool. commit: S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last
-node), a rank-(path length) update of each request's slot, in place.
+verify, in two launches. prepare: one program per (block of NB = 64 nodes, request x V-head),
+independent of V: G, and the block's diagonal factors T_bb = (I + A_bb)^-1 (level-by-level
+substitution on the identity, the only sequential loop, done once per head rather than once per
+V tile) and W_bb (q.k products times decays on ancestors-or-self). verify: one program per
+(V tile of BV, request x V-head), blocks in node order with S0 read once: a block's ancestors
+lie in it or in earlier blocks, whose u are final and enter its right-hand side and outputs by
+dots; then U_b = T_bb R_b and o_b += W_bb U_b, plain matrix products. Writes o and U (per node,
+fp32, N * HV * V floats per request: at most 2 states for N <= 256 at K = 128; T and W, 2 * N *
+NB * HV floats, live only during the call) and G; nothing is written to the pool. commit:
+S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
+rank-(path length) update of each request's slot, in place.
 All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16.
 """
 
@@ -73,11 +77,57 @@ def _unit_rows(x, row, ok, h, H: tl.constexpr, K: tl.constexpr):
 
 
 @triton.jit
+def _tree_gdn_prepare_kernel(
+    q, k, a, b, A_log, dt_bias, anc, G_out, T_out, W_out, N, NP, scale,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, PRECISION: tl.constexpr,
+):  # fmt: skip
+    """Per (block of NB nodes, request x V-head), independent of V: path sums G of the gates, and
+    the block's diagonal factors T = (I + A_bb)^-1 (level-by-level substitution on the identity)
+    and W_bb = decay * (q k^T) on ancestors-or-self."""
+    blk, rh = tl.program_id(0), tl.program_id(1)
+    r, hv = (rh // HV).to(tl.int64), rh % HV
+    h = hv // (HV // H)
+    i = tl.arange(0, NB)
+    b0 = blk * NB
+    ni = b0 + i
+    oki = ni < N
+    rowi = r * N + ni
+    tree = anc + r * N * N
+    G = tl.zeros([NB], tl.float32)
+    for c0 in range(0, b0 + NB, NB):  # ancestors sit in this block or earlier ones
+        nj = c0 + i
+        okj = nj < N
+        g, _ = _gates(a, b, A_log, dt_bias, r * N + nj, okj, hv, HV)
+        am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
+        G += tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
+    tl.store(G_out + rowi * HV + hv, G, mask=oki)
+
+    ki = _unit_rows(k, rowi, oki, h, H, K)
+    qi = _unit_rows(q, rowi, oki, h, H, K) * scale
+    _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
+    am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=oki[:, None] & oki[None, :], other=0) != 0
+    depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
+    decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+    eye = i[:, None] == i[None, :]
+    A = tl.where(eye, 0.0, beta[:, None] * decay * tl.dot(ki, tl.trans(ki), input_precision=PRECISION))
+    W = decay * tl.dot(qi, tl.trans(ki), input_precision=PRECISION)
+    T = tl.where(eye, 1.0, 0.0)  # rows of the block's shallowest nodes are final
+    for level in range(1, tl.max(depth, axis=0) + 1):
+        T = tl.where((depth == level)[:, None], tl.where(eye, 1.0, 0.0) - tl.dot(A, T, input_precision=PRECISION), T)
+    tile = (rh.to(tl.int64) * NP + ni[:, None]) * NB + i[None, :]
+    tl.store(T_out + tile, T)
+    tl.store(W_out + tile, W)
+
+
+@triton.jit
 def _tree_gdn_verify_kernel(
-    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, o, u_out, G_out, N, scale,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G, T, W, o, u_out, N, NP, scale,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
+    """Per (V tile, request x V-head): blocks in node order, S0 read once. A block's right-hand side
+    R = beta (v - e^G S0 k) minus its earlier-block ancestors' terms (final u, by dots); then
+    U = T R and o = e^G S0 q + (earlier-block terms) + W_bb U. No sequential loop here."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
@@ -85,26 +135,8 @@ def _tree_gdn_verify_kernel(
     kk = tl.arange(0, K)
     vv = iv * BV + tl.arange(0, BV)
     tree = anc + r * N * N
-
-    # Pass 1, by blocks of NB nodes: path sums of the gates, G = ancestor_mask @ g. Every V-tile
-    # program writes the same values; each reads back only what it wrote itself.
-    for b0 in range(0, N, NB):
-        ni = b0 + i
-        oki = ni < N
-        G = tl.zeros([NB], tl.float32)
-        for c0 in range(0, b0 + NB, NB):  # ancestors sit in this block or earlier ones
-            nj = c0 + i
-            okj = nj < N
-            g, _ = _gates(a, b, A_log, dt_bias, r * N + nj, okj, hv, HV)
-            am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
-            G += tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
-        tl.store(G_out + (r * N + ni) * HV + hv, G, mask=oki)
-    tl.debug_barrier()
-
     slot = tl.load(slots + r).to(tl.int64)
     S0 = tl.load(pool + ((slot * HV + hv) * V + vv[:, None]) * K + kk[None, :], mask=slot >= 0, other=0.0)
-    # Pass 2, block by block in node order: earlier blocks' u are final, so they enter the
-    # right-hand side and the output by dots; inside the block, level-by-level substitution.
     for b0 in range(0, N, NB):
         ni = b0 + i
         oki = ni < N
@@ -113,40 +145,30 @@ def _tree_gdn_verify_kernel(
         qi = _unit_rows(q, rowi, oki, h, H, K) * scale
         vt = tl.load(v + (rowi[:, None] * HV + hv) * V + vv[None, :], mask=oki[:, None], other=0.0).to(tl.float32)
         _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
-        Gi = tl.load(G_out + rowi * HV + hv, mask=oki, other=0.0)
+        Gi = tl.load(G + rowi * HV + hv, mask=oki, other=0.0)
         eG = tl.exp(Gi)
         Rm = beta[:, None] * (vt - eG[:, None] * tl.dot(ki, tl.trans(S0), input_precision=PRECISION))
         out = eG[:, None] * tl.dot(qi, tl.trans(S0), input_precision=PRECISION)
-        depth = tl.full([NB], -1, tl.int32)
-        for c0 in range(0, b0, NB):  # earlier blocks
+        for c0 in range(0, b0, NB):  # earlier blocks (only when N > NB)
             nj = c0 + i
             okj = nj < N
             rowj = r * N + nj
             am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
-            depth += tl.sum(am.to(tl.int32), axis=1)
             kj = _unit_rows(k, rowj, okj, h, H, K)
-            Gj = tl.load(G_out + rowj * HV + hv, mask=okj, other=0.0)
-            decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+            Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
+            decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0)
             uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
-            Aij = beta[:, None] * decay * tl.dot(ki, tl.trans(kj), input_precision=PRECISION)
-            Rm -= tl.dot(Aij, uj, input_precision=PRECISION)
+            Rm -= tl.dot(
+                beta[:, None] * decay * tl.dot(ki, tl.trans(kj), input_precision=PRECISION), uj, input_precision=PRECISION
+            )
             out += tl.dot(decay * tl.dot(qi, tl.trans(kj), input_precision=PRECISION), uj, input_precision=PRECISION)
-        am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=oki[:, None] & oki[None, :], other=0) != 0
-        depth += tl.sum(am.to(tl.int32), axis=1)
-        decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gi[None, :], 0.0)), 0.0)
-        kik = tl.dot(ki, tl.trans(ki), input_precision=PRECISION)
-        A = tl.where(i[:, None] != i[None, :], beta[:, None] * decay * kik, 0.0)
-        W = decay * tl.dot(qi, tl.trans(ki), input_precision=PRECISION)
-        U = Rm  # final for the block's shallowest nodes: their ancestors are all in earlier blocks
-        lo = tl.min(tl.where(oki, depth, 2147483647), axis=0)
-        hi = tl.max(depth, axis=0)
-        for level in range(lo + 1, hi + 1):
-            U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
-        out += tl.dot(W, U, input_precision=PRECISION)
-        tile = (rowi[:, None] * HV + hv) * V + vv[None, :]
-        tl.store(o + tile, out.to(o.dtype.element_ty), mask=oki[:, None])
-        tl.store(u_out + tile, U, mask=oki[:, None])
-        tl.debug_barrier()
+        tile = (rh.to(tl.int64) * NP + ni[:, None]) * NB + i[None, :]
+        U = tl.dot(tl.load(T + tile), Rm, input_precision=PRECISION)
+        out += tl.dot(tl.load(W + tile), U, input_precision=PRECISION)
+        otile = (rowi[:, None] * HV + hv) * V + vv[None, :]
+        tl.store(o + otile, out.to(o.dtype.element_ty), mask=oki[:, None])
+        tl.store(u_out + otile, U, mask=oki[:, None])
+        tl.debug_barrier()  # later blocks read these u back
 
 
 @triton.jit
@@ -224,34 +246,24 @@ def tree_gdn_verify_triton(
     if ancestor_mask is None:
         ancestor_mask = ancestors(parents, max_depth)
     device = q.device
+    NB = block_nodes or min(BLOCK_NODES, max(16, triton.next_power_of_2(N)))
+    NP = triton.cdiv(N, NB) * NB
+    warps = num_warps or 4
+    q, k, v, a, b = (t.contiguous() for t in (q, k, v, a, b))
+    anc = ancestor_mask.contiguous().view(torch.int8)
+    scale = K**-0.5 if scale is None else scale
+    G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
+    T = torch.empty(R * HV, NP, NB, device=device, dtype=torch.float32)
+    W = torch.empty_like(T)
+    _tree_gdn_prepare_kernel[(NP // NB, R * HV)](
+        q, k, a, b, A_log, dt_bias, anc, G, T, W, N, NP, scale, H=H, HV=HV, K=K, NB=NB, PRECISION=precision, num_warps=warps
+    )
     o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
     u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
-    G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
     _tree_gdn_verify_kernel[(V // BV, R * HV)](
-        q.contiguous(),
-        k.contiguous(),
-        v.contiguous(),
-        a.contiguous(),
-        b.contiguous(),
-        A_log,
-        dt_bias,
-        state_pool,
-        slots.to(torch.int32),
-        ancestor_mask.contiguous().view(torch.int8),
-        o,
-        u,
-        G,
-        N,
-        K**-0.5 if scale is None else scale,
-        H=H,
-        HV=HV,
-        K=K,
-        V=V,
-        NB=block_nodes or min(BLOCK_NODES, max(16, triton.next_power_of_2(N))),
-        BV=BV,
-        PRECISION=precision,
-        num_warps=num_warps or (4 if N <= 64 else 8),
-    )
+        q, k, v, a, b, A_log, dt_bias, state_pool, slots.to(torch.int32), anc, G, T, W, o, u, N, NP, scale,
+        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, num_warps=warps, num_stages=1,
+    )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
 
 
