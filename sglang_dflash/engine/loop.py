@@ -99,9 +99,7 @@ def generate(
         """Accepted paths (node indices [R, P], padded -1) into the target's caches and the drafter's context."""
         target.commit(tcache, out, slots, seq_lens[slots], nodes)
         if dcache is not None:
-            taps = out.taps.gather(1, nodes.clamp(min=0)[..., None].expand(-1, -1, out.taps.shape[-1]))
-            positions = torch.where(nodes >= 0, seq_lens[slots, None] + torch.arange(nodes.shape[1], device=device), -1)
-            drafter.append_context(dcache, taps, slots, positions)
+            drafter.append_context(dcache, out.taps, slots, seq_lens[slots], nodes)
         seq_lens[slots] += (nodes >= 0).sum(1)
 
     start = _sync(device)

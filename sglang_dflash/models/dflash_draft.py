@@ -18,11 +18,12 @@ from torch import Tensor, nn
 
 from .config import DraftConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into, masked_attention
+from .qwen3_5 import scatter_rows
 
 
 @dataclass
 class DraftCache:
-    """Context K/V per drafter layer, [S, T, HKV, Dh] (position p of slot s at [s, p])."""
+    """Context K/V per drafter layer, [S + 1, T, HKV, Dh] (position p of slot s at [s, p]; row S is scratch)."""
 
     k: list[Tensor]
     v: list[Tensor]
@@ -100,19 +101,21 @@ class DFlashDrafter(nn.Module):
 
     def new_cache(self, num_slots: int, max_len: int) -> DraftCache:
         c, p = self.config, self.fc.weight
-        kv = lambda: torch.zeros(num_slots, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
+        kv = lambda: torch.zeros(num_slots + 1, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
         return DraftCache([kv() for _ in self.layers], [kv() for _ in self.layers])
 
     @torch.no_grad()
-    def append_context(self, cache: DraftCache, taps: Tensor, slots: Tensor, positions: Tensor) -> None:
-        """Context K/V of committed tokens: taps [R, P, n_taps * D] (the target's tapped hidden states) at
-        positions [R, P]; entries with position < 0 or slot < 0 are skipped."""
-        features = self.hidden_norm(self.fc(taps))
-        r, j = ((positions >= 0) & (slots[:, None] >= 0)).nonzero(as_tuple=True)
+    def append_context(self, cache: DraftCache, taps: Tensor, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
+        """Context K/V of committed tokens. taps [R, N, n_taps * D]: the target's tapped hidden states of a verify;
+        nodes [R, P]: the committed nodes (-1: none), node nodes[r, j] being the token at position start[r] + j.
+        Graph-safe (no host sync)."""
+        R, P = nodes.shape
+        j = torch.arange(P, device=nodes.device)
+        features = self.hidden_norm(self.fc(taps[torch.arange(R, device=nodes.device)[:, None], nodes.clamp(min=0)]))
+        positions = start[:, None] + j
+        path = torch.where(nodes >= 0, j, -1)
         for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
-            k, v = layer.self_attn.kv(features, positions.clamp(min=0))
-            k_cache[slots[r], positions[r, j]] = k[r, j]
-            v_cache[slots[r], positions[r, j]] = v[r, j]
+            scatter_rows(layer.self_attn.kv(features, positions), (k_cache, v_cache), slots, start, path)
 
     @torch.no_grad()
     def forward(

@@ -25,21 +25,26 @@ from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_
 
 @dataclass
 class TargetCache:
-    """Static per-slot caches. k, v: per attention layer [S, T, HKV, Dh]; conv: per GDN layer
-    [S, conv_dim, W - 1]; ssm: per GDN layer [S, HV, V, K] float32 (sglang's layouts)."""
+    """Static per-slot caches. k, v: per attention layer [S + 1, T, HKV, Dh] (row S takes the masked-off
+    writes of a commit, so that commit needs no host sync); conv: per GDN layer [S, conv_dim, W - 1];
+    ssm: per GDN layer [S, HV, V, K] float32 (sglang's layouts)."""
 
     k: list[Tensor]
     v: list[Tensor]
     conv: list[Tensor]
     ssm: list[Tensor]
 
-    @property
-    def max_len(self) -> int:
-        return self.k[0].shape[1] if self.k else 1 << 62
 
-    def reset(self, slots: Tensor) -> None:
-        for t in self.conv + self.ssm:
-            t[slots] = 0
+def scatter_rows(src: tuple[Tensor, ...], dst: tuple[Tensor, ...], slots: Tensor, starts: Tensor, nodes: Tensor) -> None:
+    """dst[slots[r], starts[r] + j] = src[r, nodes[r, j]] for every tensor pair (src [R, N, ...], dst [S + 1, T, ...]);
+    entries with nodes < 0 or slots < 0 go to the scratch row S. Graph-safe: no data-dependent shapes."""
+    R, P = nodes.shape
+    ok = (nodes >= 0) & (slots[:, None] >= 0)
+    row = torch.where(ok, slots[:, None], dst[0].shape[0] - 1)
+    pos = torch.where(ok, starts[:, None] + torch.arange(P, device=nodes.device), 0)
+    take = torch.arange(R, device=nodes.device)[:, None], nodes.clamp(min=0)
+    for s, d in zip(src, dst):
+        d[row, pos] = s[take].to(d.dtype)
 
 
 @dataclass
@@ -88,6 +93,8 @@ class GatedDeltaNet(nn.Module):
             ssm_state,
             step.slots,
             parents,
+            ancestor_mask=step.tree.ancestor_mask,  # once per step, not per layer (Triton path)
+            max_depth=step.tree.max_depth,
         )
         z = self.in_proj_z(x).reshape(R, N, HV, -1)
         o = gated_rms_norm(o.to(x.dtype), z, self.norm.weight, c.rms_norm_eps)
@@ -125,12 +132,7 @@ class GatedAttention(nn.Module):
     @staticmethod
     def commit(ctx, k_cache: Tensor, v_cache: Tensor, slots: Tensor, accepted_nodes: Tensor, seq_lens: Tensor) -> None:
         """K/V of accepted node j of request r -> position seq_lens[r] + j of slot slots[r]."""
-        k, v = ctx
-        take = (accepted_nodes >= 0) & (slots[:, None] >= 0)
-        r, j = take.nonzero(as_tuple=True)
-        node = accepted_nodes[r, j]
-        k_cache[slots[r], seq_lens[r] + j] = k[r, node]
-        v_cache[slots[r], seq_lens[r] + j] = v[r, node]
+        scatter_rows(ctx, (k_cache, v_cache), slots, seq_lens, accepted_nodes)
 
 
 class DecoderLayer(nn.Module):
@@ -200,7 +202,7 @@ class Qwen3_5Target(nn.Module):
         c, p = self.config, self.embed_tokens.weight
         attn = [i for i, t in enumerate(c.layer_types) if t == "full_attention"]
         gdn = [i for i, t in enumerate(c.layer_types) if t == "linear_attention"]
-        kv = lambda: torch.zeros(num_slots, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
+        kv = lambda: torch.zeros(num_slots + 1, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
         conv_dim = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim
         return TargetCache(
             k=[kv() for _ in attn],
@@ -219,9 +221,8 @@ class Qwen3_5Target(nn.Module):
 
     @torch.no_grad()
     def verify(self, cache: TargetCache, tree: DraftTree, slots: Tensor, seq_lens: Tensor) -> VerifyOutput:
-        """Run R trees of N nodes (node 0 at position seq_lens[r]) against the caches of `slots`; caches untouched."""
-        if int(seq_lens.max()) + int(tree.depths.max()) + 1 > cache.max_len:
-            raise ValueError(f"cache of {cache.max_len} positions too short for this step")
+        """Run R trees of N nodes (node 0 at position seq_lens[r]) against the caches of `slots`; caches untouched.
+        No host sync (CUDA-graph safe): the caller keeps seq_lens + depth below cache.max_len."""
         step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
