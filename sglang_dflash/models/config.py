@@ -24,6 +24,17 @@ def read_config(path: str | Path) -> dict:
     return json.loads(file.read_text())
 
 
+def text_part(cfg: dict) -> dict:
+    """The text model's config: `text_config` of a Qwen3_5ForConditionalGeneration (with the top level's
+    tie_word_embeddings and eos_token_id), else the config itself."""
+    if "text_config" not in cfg:
+        return cfg
+    text = dict(cfg["text_config"])
+    text["tie_word_embeddings"] = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings", False))
+    text.setdefault("eos_token_id", cfg.get("eos_token_id"))
+    return text
+
+
 @dataclass(frozen=True)
 class TargetConfig:
     """The text model of a Qwen3.5/3.6 checkpoint (`Qwen3_5ForCausalLM` or the text part of
@@ -57,10 +68,7 @@ class TargetConfig:
 
     @classmethod
     def from_dict(cls, cfg: dict) -> TargetConfig:
-        if "text_config" in cfg:  # Qwen3_5ForConditionalGeneration
-            top, cfg = cfg, dict(cfg["text_config"])
-            cfg["tie_word_embeddings"] = top.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
-            cfg.setdefault("eos_token_id", top.get("eos_token_id"))
+        cfg = text_part(cfg)
         if cfg.get("model_type") not in (None, "qwen3_5_text", "qwen3_5", "qwen3_next", "qwen3_5_moe_text"):
             raise PairError(f"target model_type {cfg.get('model_type')!r} is not a Qwen3.5/3.6 hybrid model")
         if any(k in cfg for k in ("num_experts", "moe_intermediate_size")):
@@ -185,7 +193,8 @@ def default_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]
 
 
 def check_pair(target: TargetConfig, draft: DraftConfig) -> None:
-    """Raise PairError naming the mismatch if this drafter cannot run on this target."""
+    """Raise PairError naming the mismatch if this drafter cannot run on this target (any object with
+    hidden_size, vocab_size and num_hidden_layers, e.g. `target_dims` of a config the engine does not run)."""
     if draft.hidden_size != target.hidden_size:
         raise PairError(f"hidden size: drafter {draft.hidden_size} != target {target.hidden_size}")
     if draft.vocab_size != target.vocab_size:
@@ -200,3 +209,13 @@ def check_pair(target: TargetConfig, draft: DraftConfig) -> None:
         raise PairError(f"drafter block_size must be >= 2 (one anchor + at least one draft token), got {draft.block_size}")
     if not 0 <= draft.mask_token_id < target.vocab_size:
         raise PairError(f"drafter mask_token_id {draft.mask_token_id} is outside the target vocabulary of {target.vocab_size}")
+
+
+def target_dims(cfg: dict):
+    """hidden_size, vocab_size, num_hidden_layers of any Hugging Face target config, for `check_pair`."""
+    from types import SimpleNamespace
+
+    cfg = text_part(cfg)
+    return SimpleNamespace(
+        hidden_size=cfg["hidden_size"], vocab_size=cfg["vocab_size"], num_hidden_layers=cfg["num_hidden_layers"]
+    )

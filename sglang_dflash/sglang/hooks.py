@@ -1,0 +1,66 @@
+"""The patches `bootstrap` applies to SGLang's modules, class attributes only (module-level
+`from x import f` bindings would go stale). Each is idempotent and changes nothing for other
+algorithm names, except that `--speculative-algorithm` lists DFLASH and DDTREE among its choices."""
+
+from __future__ import annotations
+
+import functools
+
+from .algorithm import ALGORITHMS, DraftTreeAlgorithm
+
+_MARK = "_sglang_dflash_patched"
+
+
+def patch_module(module) -> None:
+    patch = {"sglang.srt.speculative.spec_info": patch_spec_info, "sglang.srt.server_args": patch_server_args}.get(
+        module.__name__
+    )
+    if patch is not None:
+        patch(module)
+
+
+def patch_spec_info(module) -> None:
+    cls = module.SpeculativeAlgorithm
+    if getattr(cls, _MARK, False):
+        return
+    original = cls.from_string.__func__
+
+    @functools.wraps(original)
+    def from_string(klass, name):
+        if isinstance(name, str) and name.upper() in ALGORITHMS and name.upper() not in klass.__members__:
+            return DraftTreeAlgorithm(name.upper())
+        return original(klass, name)
+
+    cls.from_string = classmethod(from_string)
+    setattr(cls, _MARK, True)
+
+
+def patch_server_args(module) -> None:
+    cls = module.ServerArgs
+    if getattr(cls, _MARK, False):
+        return
+    add_cli_args = cls.add_cli_args
+    handle = cls._handle_speculative_decoding
+
+    @functools.wraps(add_cli_args)
+    def add_cli_args_with_ours(parser):
+        add_cli_args(parser)
+        for action in parser._actions:
+            if "--speculative-algorithm" in action.option_strings and action.choices is not None:
+                action.choices = list(action.choices) + [a for a in ALGORITHMS if a not in action.choices]
+                action.help = (action.help or "Speculative algorithm.") + (
+                    " DFLASH: a DFlash block drafter verified as a chain; DDTREE: its best "
+                    "--speculative-num-draft-tokens - 1 prefixes verified as one tree (both from sglang-dflash)."
+                )
+
+    @functools.wraps(handle)
+    def handle_with_ours(self):
+        from .server_args import is_ours, resolve_speculative_args
+
+        if is_ours(self.speculative_algorithm):
+            resolve_speculative_args(self)
+        return handle(self)
+
+    cls.add_cli_args = staticmethod(add_cli_args_with_ours)
+    cls._handle_speculative_decoding = handle_with_ours
+    setattr(cls, _MARK, True)

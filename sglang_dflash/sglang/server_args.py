@@ -1,0 +1,126 @@
+"""Server arguments for DFLASH and DDTREE: defaults, and refusals with a message before serving starts.
+
+Runs inside `ServerArgs._handle_speculative_decoding` (patched by `hooks`), before SGLang's own
+handling, on the ServerArgs object itself. Defaults: DFLASH verifies the drafter's whole block
+(`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
+`--speculative-num-draft-tokens` (default 33: the root and a budget of 32), tree depth up to
+block size - 1. Both run SGLang's non-overlap scheduler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ..models.config import DraftConfig, PairError, check_pair, target_dims
+from .algorithm import ALGORITHMS
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_SGLANG = ("0.5.10", "0.5.10.post1", "0.5.11")  # whose internals the workers are written against
+DDTREE_DEFAULT_NODES = 33
+DDTREE_TOPK = 8  # > 1 puts SGLang's attention backends in tree-mask mode; no other meaning for DDTREE
+
+
+def is_ours(name) -> bool:
+    return isinstance(name, str) and name.upper() in ALGORITHMS
+
+
+def sglang_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        from sglang.version import __version__
+
+        return __version__
+
+
+def check_sglang_version(found: str | None = None) -> None:
+    found = found or sglang_version()
+    if found not in SUPPORTED_SGLANG:
+        raise ValueError(
+            f"sglang-dflash's DFLASH/DDTREE support SGLang {', '.join(SUPPORTED_SGLANG)}; this is SGLang {found}. "
+            "Install one of those (pip install 'sglang-dflash[sglang]'), or run without --speculative-algorithm DFLASH/DDTREE."
+        )
+
+
+def load_config_dict(path: str, revision: str | None = None) -> dict:
+    """config.json of a local checkpoint directory or of a Hugging Face Hub repository."""
+    local = Path(path)
+    if local.is_dir():
+        file = local / "config.json"
+        if not file.is_file():
+            raise ValueError(f"{path} has no config.json")
+        return json.loads(file.read_text())
+    from huggingface_hub import hf_hub_download
+
+    return json.loads(Path(hf_hub_download(path, "config.json", revision=revision)).read_text())
+
+
+def resolve_speculative_args(args) -> None:
+    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place."""
+    name = args.speculative_algorithm.upper()
+    args.speculative_algorithm = name
+    check_sglang_version()
+    if not args.speculative_draft_model_path:
+        raise ValueError(
+            f"--speculative-algorithm {name} needs --speculative-draft-model-path: a DFlash drafter in the z-lab "
+            "format (e.g. z-lab/Qwen3.6-27B-DFlash)"
+        )
+    try:
+        draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+        check_pair(target_dims(load_config_dict(args.model_path, args.revision)), draft)
+    except (PairError, KeyError) as e:
+        raise ValueError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e
+
+    refused = {
+        "--enable-dp-attention": args.enable_dp_attention,
+        "--pp-size > 1": args.pp_size > 1,
+        "--enable-multi-layer-eagle": getattr(args, "enable_multi_layer_eagle", False),
+    }
+    for flag, on in refused.items():
+        if on:
+            raise ValueError(f"--speculative-algorithm {name} does not support {flag}")
+
+    block, nodes = draft.block_size, args.speculative_num_draft_tokens
+    if name == "DFLASH":
+        nodes = block if nodes is None else nodes
+        if not 2 <= nodes <= block:
+            raise ValueError(
+                f"DFLASH verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
+                f"--speculative-num-draft-tokens must be in [2, {block}], got {nodes}"
+            )
+        steps, topk = nodes - 1, 1
+    else:
+        nodes = DDTREE_DEFAULT_NODES if nodes is None else nodes
+        if nodes < 2:
+            raise ValueError(f"DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1), got {nodes}")
+        if args.page_size not in (None, 1):
+            raise ValueError(
+                f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
+            )
+        steps, topk = block - 1, DDTREE_TOPK
+    for flag, given, wanted in (("--speculative-num-steps", args.speculative_num_steps, steps),
+                                ("--speculative-eagle-topk", args.speculative_eagle_topk, topk)):  # fmt: skip
+        if given is not None and given != wanted:
+            raise ValueError(f"{flag} is set by {name} from the drafter ({wanted}); got {given}: leave it out")
+    args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens = steps, topk, nodes
+
+    if getattr(args, "mamba_scheduler_strategy", None) == "extra_buffer" and args.mamba_track_interval < nodes:
+        raise ValueError(
+            f"--mamba-track-interval ({args.mamba_track_interval}) must be >= --speculative-num-draft-tokens ({nodes})"
+        )
+    if not args.disable_overlap_schedule:
+        logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled.", name)
+        args.disable_overlap_schedule = True
+    if args.enable_mixed_chunk:
+        logger.warning("%s: mixed chunked prefill disabled.", name)
+        args.enable_mixed_chunk = False
+    if args.max_running_requests is None:
+        args.max_running_requests = 48
+        logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)
+    logger.info("%s: drafter block %d, %d verify tokens, tree depth <= %d, taps %s", name, block, nodes, steps,
+                list(draft.target_layer_ids))  # fmt: skip

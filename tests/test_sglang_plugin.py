@@ -1,0 +1,166 @@
+"""The SGLang plugin's registration and server arguments, against the real SGLang 0.5.10.post1.
+
+Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only the
+installed `sglang_dflash.pth` (pip install -e . / a wheel) can have patched SGLang there. SGLang
+is imported on CPU (device="cpu"); nothing here needs its compiled sgl_kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from model_helpers import save_tiny_target, tiny_target_config
+
+from sglang_dflash.init_draft import init_draft
+from sglang_dflash.sglang import bootstrap
+from sglang_dflash.sglang.server_args import SUPPORTED_SGLANG, check_sglang_version
+
+pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
+
+LIN, FULL = "linear_attention", "full_attention"
+
+# One interpreter for all ServerArgs cases (importing SGLang takes ~10 s): each case prints the
+# resolved fields or the error message.
+PROBE = textwrap.dedent(
+    """
+    import dataclasses, json, sys
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    results = {}
+    for name, kw in json.loads(sys.argv[1]).items():
+        try:
+            a = ServerArgs(device="cpu", random_seed=0, **kw)  # the seed is random per process otherwise
+        except Exception as e:
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
+            continue
+        algo = SpeculativeAlgorithm.from_string(a.speculative_algorithm)
+        row = {k: getattr(a, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+               "speculative_num_draft_tokens", "disable_overlap_schedule", "max_running_requests", "enable_mixed_chunk")}
+        row["all_fields"] = {k: repr(v) for k, v in dataclasses.asdict(a).items()}
+        row["algo"] = repr(algo)
+        row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
+        if not algo.is_none() and a.speculative_algorithm in ("DFLASH", "DDTREE"):
+            try:
+                algo.create_worker(a)
+            except Exception as e:
+                row["create_worker"] = f"{type(e).__name__}: {e}"
+        results[name] = row
+    results["_plugin_modules"] = sorted(m for m in sys.modules if m.startswith("sglang_dflash"))
+    print("RESULTS" + json.dumps(results))
+    """
+)
+
+
+def run_fresh(code: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
+                          cwd=Path(__file__).parent, env={**os.environ, **(env or {})})  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("plugin")
+    save_tiny_target(root / "target", tiny_target_config(layer_types=(LIN, LIN, LIN, FULL)))
+    init_draft(root / "target", root / "draft", num_layers=2, block_size=16, taps=3)
+    save_tiny_target(root / "other", tiny_target_config(layer_types=(LIN, FULL), hidden=32))
+    return root
+
+
+@pytest.fixture(scope="module")
+def probe(pair):
+    t, d = str(pair / "target"), str(pair / "draft")
+    ours = dict(model_path=t, speculative_draft_model_path=d)
+    cases = {
+        "plain": dict(model_path=t),
+        "eagle": dict(model_path=t, speculative_algorithm="EAGLE", speculative_draft_model_path=d),
+        "ddtree_cmd": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 33},
+        "ddtree_default": {**ours, "speculative_algorithm": "ddtree"},
+        "dflash_default": {**ours, "speculative_algorithm": "DFLASH"},
+        "dflash_8": {**ours, "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8},
+        "no_draft": dict(model_path=t, speculative_algorithm="DDTREE"),
+        "mismatch": dict(model_path=str(pair / "other"), speculative_draft_model_path=d, speculative_algorithm="DFLASH"),
+        "dp_attention": {**ours, "speculative_algorithm": "DDTREE", "enable_dp_attention": True, "tp_size": 2, "dp_size": 2},
+        "pipeline": {**ours, "speculative_algorithm": "DFLASH", "pp_size": 2},
+        "dflash_too_many": {**ours, "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 20},
+        "ddtree_one": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 1},
+        "ddtree_paged": {**ours, "speculative_algorithm": "DDTREE", "page_size": 16},
+        "ddtree_steps": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_steps": 3},
+    }
+    out = run_fresh(PROBE, json.dumps(cases))
+    assert "RESULTS" in out.stdout, out.stderr[-3000:]
+    with_plugin = json.loads(out.stdout.split("RESULTS", 1)[1])
+    off = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("plain", "eagle")}), env={bootstrap.DISABLE_ENV: "1"})
+    without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
+    return with_plugin, without_plugin
+
+
+def test_launch_server_help_lists_both_algorithms():
+    out = run_fresh(
+        "import runpy, sys; sys.argv = ['launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')"
+    )
+    line = next(line for line in out.stdout.splitlines() if "--speculative-algorithm {" in line)
+    assert "DFLASH" in line and "DDTREE" in line and "EAGLE" in line, line
+
+
+def test_issue_command_resolves_to_our_algorithm(probe):
+    r = probe[0]["ddtree_cmd"]
+    assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is True
+    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 8, 33)
+    assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
+    assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
+    assert "not implemented yet" in r["create_worker"]  # the workers are the next part of issue 5
+
+
+def test_dflash_verifies_the_drafter_block_as_a_chain(probe):
+    r = probe[0]["dflash_default"]
+    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 1, 16)
+    r = probe[0]["dflash_8"]
+    assert (r["speculative_num_steps"], r["speculative_num_draft_tokens"]) == (7, 8)
+
+
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("no_draft", "needs --speculative-draft-model-path"),
+        ("mismatch", "hidden size: drafter 48 != target 32"),
+        ("dp_attention", "does not support --enable-dp-attention"),
+        ("pipeline", "does not support --pp-size > 1"),
+        ("dflash_too_many", "must be in [2, 16], got 20"),
+        ("ddtree_one", "needs --speculative-num-draft-tokens >= 2"),
+        ("ddtree_paged", "DDTREE needs --page-size 1"),
+        ("ddtree_steps", "--speculative-num-steps is set by DDTREE from the drafter (15); got 3"),
+    ],
+)
+def test_refusals_name_the_problem(probe, case, message):
+    assert message in probe[0][case].get("error", ""), probe[0][case]
+
+
+def test_sglang_is_unchanged_without_our_algorithms(probe):
+    with_plugin, without_plugin = probe
+    for case in ("plain", "eagle"):
+        assert with_plugin[case]["all_fields"] == without_plugin[case]["all_fields"]
+        assert with_plugin[case]["algo"] == without_plugin[case]["algo"]
+    assert "sglang_dflash.sglang.hooks" not in without_plugin["_plugin_modules"]  # disabled: only the .pth's bootstrap ran
+    assert "sglang_dflash.sglang.hooks" in with_plugin["_plugin_modules"]
+    assert "sglang_dflash.sglang.worker" in with_plugin["_plugin_modules"]  # create_worker was reached
+
+
+def test_bootstrap_does_nothing_without_sglang(monkeypatch):
+    import importlib.util
+
+    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, bootstrap.SGLangHookFinder)])
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
+    bootstrap.install()
+    assert not any(isinstance(f, bootstrap.SGLangHookFinder) for f in sys.meta_path)
+
+
+def test_unsupported_sglang_version_is_named():
+    check_sglang_version("0.5.10.post1")
+    with pytest.raises(ValueError, match="support SGLang " + ", ".join(SUPPORTED_SGLANG).replace(".", r"\.")):
+        check_sglang_version("0.5.9")
