@@ -164,3 +164,10 @@ def test_unsupported_sglang_version_is_named():
     check_sglang_version("0.5.10.post1")
     with pytest.raises(ValueError, match="support SGLang " + ", ".join(SUPPORTED_SGLANG).replace(".", r"\.")):
         check_sglang_version("0.5.9")
+
+
+def test_entry_point_for_sglang_plugin_loaders():
+    from importlib.metadata import entry_points
+
+    (ep,) = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "sglang_dflash"]
+    assert ep.value == "sglang_dflash.sglang.plugin:load" and callable(ep.load())
