@@ -47,6 +47,37 @@ class GenerationResult:
         return sum(a + 1 for a in steps) / len(steps) if steps else float("nan")
 
 
+class CapturedStep:
+    """fn(roots, slots, lens) captured in a CUDA graph for R requests, replayed on copies of its inputs.
+
+    Warm-up runs with slots = -1, for which every commit goes to scratch (GDN / conv commits skip
+    negative slots, K/V and drafter-context scatters land in the caches' scratch row), so capturing
+    never writes into a live request's caches."""
+
+    def __init__(self, fn, R: int, device: torch.device):
+        start = _sync(device)
+        self.roots = torch.zeros(R, dtype=torch.long, device=device)
+        self.slots = torch.full((R,), -1, dtype=torch.long, device=device)
+        self.lens = torch.zeros(R, dtype=torch.long, device=device)
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                fn(self.roots, self.slots, self.lens)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = fn(self.roots, self.slots, self.lens)
+        self.capture_s = _sync(device) - start  # kept out of the decode time
+
+    def __call__(self, roots: Tensor, slots: Tensor, lens: Tensor):
+        self.roots.copy_(roots)
+        self.slots.copy_(slots)
+        self.lens.copy_(lens)
+        self.graph.replay()
+        return self.out
+
+
 def root_only(roots: Tensor) -> DraftTree:
     return tree_from_parents(roots[:, None], torch.full_like(roots[:, None], -1), max_depth=0)
 
@@ -71,9 +102,11 @@ def generate(
     eos_token_ids: tuple[int, ...] = (),
     seed: int = 0,
     progress: bool = False,
+    cuda_graphs: bool | None = None,
 ) -> GenerationResult:
     """Generate up to max_new_tokens after each prompt (batched). Greedy output is the target's own for
-    every algo; with temperature > 0 it is distributed as the target's own sampling."""
+    every algo; with temperature > 0 it is distributed as the target's own sampling. cuda_graphs (default:
+    on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
     if algo != "ar" and drafter is None:
@@ -95,12 +128,42 @@ def generate(
     def pick(logits: Tensor) -> Tensor:  # [R, N, V] -> [R, N]
         return logits.argmax(-1) if temperature <= 0 else sample_tokens(logits, temperature, top_p, top_k, gen)
 
-    def commit(out, slots: Tensor, nodes: Tensor) -> None:
+    def commit(out, slots: Tensor, lens: Tensor, nodes: Tensor) -> None:
         """Accepted paths (node indices [R, P], padded -1) into the target's caches and the drafter's context."""
-        target.commit(tcache, out, slots, seq_lens[slots], nodes)
+        target.commit(tcache, out, slots, lens, nodes)
         if dcache is not None:
-            drafter.append_context(dcache, out.taps, slots, seq_lens[slots], nodes)
-        seq_lens[slots] += (nodes >= 0).sum(1)
+            drafter.append_context(dcache, out.taps, slots, lens, nodes)
+
+    def decode_step(roots: Tensor, slots: Tensor, lens: Tensor, accept) -> tuple[Tensor, Tensor, Tensor]:
+        """Draft, verify, accept, commit for requests in `slots` (roots, lens [R]) -> (path tokens [R, L + 1],
+        accept_len [R], bonus [R]). No host sync: CUDA-graph capturable when `accept` is greedy."""
+        if drafter is None:
+            tree = root_only(roots)
+        else:
+            draft_logits = drafter(dcache, roots, slots, lens, target.embed_tokens, target.lm_head)
+            tree = (
+                greedy_chain(draft_logits, roots)
+                if algo == "dflash"
+                else build_ddtree(draft_logits, roots, budget, validate=False)
+            )
+        out = target.verify(tcache, tree, slots, lens)
+        acc = accept(tree, target.logits(out.hidden))
+        commit(out, slots, lens, acc.accepted_nodes)
+        return tree.token_ids.gather(1, acc.accepted_nodes.clamp(min=0)), acc.accept_len, acc.bonus_tokens
+
+    if temperature <= 0:
+        accept = accept_greedy
+    else:
+        accept = lambda tree, logits: accept_sampling(tree, logits, temperature, top_p, top_k, gen)  # noqa: E731
+    graphed = temperature <= 0 and (cuda_graphs if cuda_graphs is not None else device.type == "cuda")
+    graphs: dict[int, CapturedStep] = {}  # one captured step per number of active requests
+
+    def step(roots: Tensor, slots: Tensor, lens: Tensor):
+        if not graphed:
+            return decode_step(roots, slots, lens, accept)
+        if len(slots) not in graphs:
+            graphs[len(slots)] = CapturedStep(lambda *a: decode_step(*a, accept), len(slots), device)
+        return graphs[len(slots)](roots, slots, lens)
 
     start = _sync(device)
     last = torch.empty(R, dtype=torch.long, device=device)
@@ -108,7 +171,8 @@ def generate(
         slot = torch.tensor([r], device=device)
         for chunk in torch.tensor(prompt, dtype=torch.long, device=device).split(PREFILL_CHUNK):
             out = target.verify(tcache, chain_tree(chunk[None, 1:], chunk[:1]), slot, seq_lens[slot])
-            commit(out, slot, torch.arange(len(chunk), device=device)[None])
+            commit(out, slot, seq_lens[slot], torch.arange(len(chunk), device=device)[None])
+            seq_lens[slot] += len(chunk)
         last[r] = pick(target.logits(out.hidden[:, -1:]))[0, 0]
     prefill_s = _sync(device) - start
 
@@ -120,23 +184,12 @@ def generate(
     while not all(done):
         active = [r for r in range(R) if not done[r]]
         slots = torch.tensor(active, device=device)
-        roots = last[slots]
-        if drafter is None:
-            tree = root_only(roots)
-        else:
-            draft_logits = drafter(dcache, roots, slots, seq_lens[slots], target.embed_tokens, target.lm_head)
-            tree = greedy_chain(draft_logits, roots) if algo == "dflash" else build_ddtree(draft_logits, roots, budget)
-        out = target.verify(tcache, tree, slots, seq_lens[slots])
-        logits = target.logits(out.hidden)
-        if temperature <= 0:
-            acc = accept_greedy(tree, logits)
-        else:
-            acc = accept_sampling(tree, logits, temperature, top_p, top_k, gen)
-        commit(out, slots, acc.accepted_nodes)
-        path_tokens = tree.token_ids.gather(1, acc.accepted_nodes.clamp(min=0))
+        path_tokens, accept_len, bonus = step(last[slots], slots, seq_lens[slots])
+        seq_lens[slots] += accept_len + 1
+        path_tokens, accept_len, bonus = path_tokens.tolist(), accept_len.tolist(), bonus.tolist()
         for i, r in enumerate(active):
-            n = int(acc.accept_len[i])
-            new = path_tokens[i, 1 : n + 1].tolist() + [int(acc.bonus_tokens[i])]
+            n = accept_len[i]
+            new = path_tokens[i][1 : n + 1] + [bonus[i]]
             accept_lens[r].append(n)
             for t in new:
                 outputs[r].append(t)
@@ -144,7 +197,7 @@ def generate(
                 if len(outputs[r]) >= max_new_tokens or t in eos_token_ids:
                     done[r] = True
                     break
-            last[r] = acc.bonus_tokens[i]
-    decode_s = _sync(device) - start
+            last[r] = bonus[i]
+    decode_s = _sync(device) - start - sum(g.capture_s for g in graphs.values())
     bar.close()
     return GenerationResult(outputs, accept_lens, prefill_s, decode_s)
