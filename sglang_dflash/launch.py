@@ -1,0 +1,60 @@
+"""python -m sglang_dflash.launch: SGLang's own launch_server with the plugin active and presets.
+
+    python -m sglang_dflash.launch --preset a6000x2-qwen3.6-27b [any launch_server arguments]
+
+A preset supplies launch_server arguments; arguments given after it override the preset's.
+The resolved command is printed, then launch_server runs in a fresh interpreter (where the
+installed sglang_dflash.pth patches SGLang). --dry-run prints the command only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shlex
+import sys
+
+PRESETS = {
+    # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
+    # beside it; DDTREE with a budget of 32 by default (override with --speculative-algorithm DFLASH, ...).
+    "a6000x2-qwen3.6-27b": [
+        "--model-path", "Qwen/Qwen3.6-27B",
+        "--tp", "2",
+        "--speculative-algorithm", "DDTREE",
+        "--speculative-draft-model-path", "z-lab/Qwen3.6-27B-DFlash",
+        "--speculative-num-draft-tokens", "33",
+        "--mamba-scheduler-strategy", "extra_buffer",
+        "--mem-fraction-static", "0.85",
+        "--max-running-requests", "32",
+        "--cuda-graph-max-bs", "32",
+        "--attention-backend", "triton",
+    ],
+}  # fmt: skip
+
+
+def resolve(preset: str | None, extra: list[str]) -> list[str]:
+    """launch_server argv: the preset's arguments, then the user's (argparse keeps the last of a repeated flag)."""
+    if preset is not None and preset not in PRESETS:
+        raise SystemExit(f"unknown preset {preset!r}; presets: {', '.join(PRESETS)}")
+    return [*(PRESETS[preset] if preset else []), *extra]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m sglang_dflash.launch", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--preset", choices=sorted(PRESETS), help="launch_server arguments for a known setup")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved command and exit")
+    args, extra = p.parse_known_args(argv)
+    command = [sys.executable, "-m", "sglang.launch_server", *resolve(args.preset, extra)]
+    print("resolved: " + shlex.join(command), flush=True)
+    if args.dry_run:
+        return 0
+    if importlib.util.find_spec("sglang") is None:
+        print("error: SGLang is not installed: pip install 'sglang-dflash[sglang]'", file=sys.stderr)
+        return 2
+    os.execv(sys.executable, command)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
