@@ -20,6 +20,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
+
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -125,7 +127,7 @@ def tree_attention(
     ancestor_mask: Tensor,
     scale: float | None = None,
     splits: int | None = None,
-    BM: int = 64,
+    BM: int | None = None,
     BN: int = 32,
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
@@ -135,6 +137,8 @@ def tree_attention(
     R, N, HQ, DH = q.shape
     T, HKV = k_cache.shape[1], k_cache.shape[2]
     G = HQ // HKV
+    big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED  # SM86 (99 KB): 32-row tiles, no pipelining
+    BM = BM or (64 if big else 32)
     blocks = triton.cdiv(N * G, BM)
     if splits is None:
         splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(264, blocks * R * HKV)))
@@ -148,7 +152,7 @@ def tree_attention(
         ancestor_mask.contiguous().view(torch.int8), acc, m, l,
         N, T, chunk, DH**-0.5 if scale is None else scale,
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
-        num_warps=8 if DH >= 128 else 4,
+        num_warps=8 if DH >= 128 else 4, **({} if big else {"num_stages": 1}),
     )  # fmt: skip
     out = torch.empty_like(q)
     BR = 16

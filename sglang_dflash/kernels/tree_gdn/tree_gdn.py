@@ -35,9 +35,10 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
 from ..tree_build.naive import ancestors
 
-BLOCK_NODES = 64  # nodes per block; one 128-node block needed 384 KB of shared memory (H200: 227 KB)
+BLOCK_NODES = 64  # nodes per block on Hopper (one 128-node block needed 384 KB of shared memory, H200 has 227 KB)
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,8 @@ def tree_gdn_verify_triton(
     if ancestor_mask is None:
         ancestor_mask = ancestors(parents, max_depth)
     device = q.device
-    NB = block_nodes or min(BLOCK_NODES, max(16, triton.next_power_of_2(N)))
+    big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED  # SM86's 99 KB fit blocks of 16 nodes
+    NB = block_nodes or min(BLOCK_NODES if big else 16, max(16, triton.next_power_of_2(N)))
     NP = triton.cdiv(N, NB) * NB
     warps = num_warps or 4
     q, k, v, a, b = (t.contiguous() for t in (q, k, v, a, b))

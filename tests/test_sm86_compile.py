@@ -1,0 +1,183 @@
+"""Every Triton kernel builds for SM86 (RTX A6000: no wgmma/TMA, 99 KB of shared memory per block),
+ahead of time on a machine without a GPU, at the launch configurations our wrappers pick for the
+production shapes (Qwen3.6-27B at TP=2, DDTree budgets 16/64/256 over L = 15 draft depths, and
+DFLASH's 16-node chain), as the wrappers choose them on a device with SM86's shared memory
+(`kernels.device.shared_memory_per_block` patched: tree GDN in 16-node blocks, tree attention in
+32-row tiles without pipelining there).
+
+The wrappers run on CPU tensors with Triton's launch intercepted, so each kernel is built with the
+arguments, constexprs and num_warps its wrapper chose; the package is imported afresh for that with
+Triton's interpreter off, as on a GPU. The builds run in a child process: conftest.py turns the
+interpreter on when there is no GPU, which also makes Triton's own library functions (tl.sum,
+tl.topk, ...) interpreted ones that cannot be compiled. ptxas runs at --opt-level 0: it still
+assembles every instruction for sm_86, faster (the budget-256 tree build: 8 s instead of 60 s),
+and the shared memory is Triton's allocation, fixed before ptxas runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from unittest import mock
+
+import pytest
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import KernelInterface, mangle_type
+
+SM86 = GPUTarget("cuda", 86, 32)
+SM86_SHARED_BYTES = 101376  # 99 KB per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
+SM90_ONLY_PTX = ("wgmma", "cp.async.bulk", "setmaxnreg", "stmatrix")
+VOCAB, DEPTHS, BUDGETS = 248320, 15, (16, 64, 256)
+NODES = (16,) + tuple(b + 1 for b in BUDGETS)  # a DFLASH chain, then DDTree trees
+HV, H, K = 24, 8, 128  # GDN: V heads, QK heads, head dim (= V head dim)
+HQ, HKV, DH, PREFIX = 12, 2, 256, 4096  # full attention: query heads, KV heads, head dim, cached tokens
+CONV_D, CONV_W = 10240 // 2, 4
+
+
+def production_calls(kernels):
+    """(label, wrapper call) for every production shape; the heaviest builds come last (built first)."""
+    e, bf16, long = torch.empty, torch.bfloat16, torch.long
+    slots, accepted = e(1, dtype=long), e(1, DEPTHS + 1, dtype=long)
+    gdn, conv, vocab = kernels.tree_gdn.tree_gdn, kernels.tree_conv.tree_conv, kernels.vocab
+
+    def walk(N):
+        kernels.tree_walk.tree_walk(*(e(1, N, dtype=long) for _ in range(4)), DEPTHS)
+
+    def conv_step(N):
+        x, state = e(1, N, CONV_D, dtype=bf16), e(2, CONV_D, CONV_W - 1, dtype=bf16)
+        conv.tree_causal_conv1d_triton(x, state, e(CONV_D, CONV_W, dtype=bf16), None, slots, e(1, N, dtype=long))
+        conv.tree_conv_commit_triton(state, slots, x, accepted)
+
+    def attention(N):
+        q, kv_cache, kv_tree = e(1, N, HQ, DH, dtype=bf16), e(1, PREFIX, HKV, DH, dtype=bf16), e(1, N, HKV, DH, dtype=bf16)
+        lens, anc = e(1, dtype=long), e(1, N, N, dtype=torch.bool)  # int64 lengths, as SGLang's seq_lens
+        kernels.tree_attention.tree_attention(q, kv_cache, kv_cache, lens, kv_tree, kv_tree, anc)
+
+    def gdn_step(N):
+        q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
+        anc = e(1, N, N, dtype=torch.bool)
+        _, ctx = gdn.tree_gdn_verify_triton(
+            q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, e(1, N, dtype=long), ancestor_mask=anc, max_depth=DEPTHS
+        )
+        gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
+
+    def build_tree(B):
+        kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
+
+    calls = [(f"N{N}", partial(f, N)) for f in (walk, conv_step) for N in NODES]
+    calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
+    calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
+    calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step) for N in NODES]
+    return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
+
+
+def kernel_spec(kernel, args, kwargs):
+    """What `kernel[grid](*args, **kwargs)` compiles: the signature from the example arguments, the
+    constexprs, the multiple-of-16 hints Triton's launcher gives (pointers, ints) and the options."""
+    values = dict(zip(kernel.arg_names, args)) | {k: v for k, v in kwargs.items() if k in kernel.arg_names}
+    signature = {k: "constexpr" if k in kwargs else mangle_type(v) for k, v in values.items()}
+    aligned = [
+        i for i, (k, v) in enumerate(values.items()) if k not in kwargs and (torch.is_tensor(v) or type(v) is int and v % 16 == 0)
+    ]
+    return dict(
+        signature=signature,
+        constexprs={k: v for k, v in kwargs.items() if k in kernel.arg_names},
+        attrs={(i,): [["tt.divisibility", 16]] for i in aligned},
+        options={k: v for k, v in kwargs.items() if k not in kernel.arg_names},
+    )
+
+
+@contextlib.contextmanager
+def fresh_package_without_interpreter():
+    """sglang_dflash imported anew with Triton's interpreter off; the modules and the knob restored after."""
+    ours = lambda: [name for name in sys.modules if name.split(".")[0] == "sglang_dflash"]  # noqa: E731
+    saved = {name: sys.modules.pop(name) for name in ours()}
+    try:
+        with triton.knobs.runtime.scope():
+            triton.knobs.runtime.interpret = False
+            yield importlib.import_module("sglang_dflash.kernels")
+    finally:
+        for name in ours():
+            del sys.modules[name]
+        sys.modules.update(saved)
+
+
+def record_launches():
+    """{test id: (kernel, spec)} for every distinct build; ids are kernel-shape[-2 for a second build]."""
+    seen = []
+    record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
+    with (
+        fresh_package_without_interpreter() as kernels,
+        record,
+        mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
+    ):  # the wrappers choose as on an A6000
+        for name in ("tree_build", "tree_walk", "vocab"):
+            importlib.import_module(f"sglang_dflash.kernels.{name}")
+        for label, call in production_calls(kernels):
+            start = len(seen)
+            call()
+            seen[start:] = [(label, *launch) for launch in seen[start:]]
+    launches = {}
+    for label, kernel, args, kwargs in seen:
+        spec = kernel_spec(kernel, args, kwargs)
+        if any(k is kernel and s == spec for k, s in launches.values()):
+            continue  # the same build as a smaller shape's
+        base = f"{kernel.__name__.strip('_').removesuffix('_kernel')}-{label}"
+        launches[next(t for t in (base, *(f"{base}-{i}" for i in range(2, 100))) if t not in launches)] = (kernel, spec)
+    return launches
+
+
+LAUNCHES = record_launches()
+
+
+def build(test_id):
+    kernel, spec = LAUNCHES[test_id]
+    source = ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"])
+    try:
+        compiled = triton.compile(source, target=SM86, options=spec["options"] | {"ptx_options": "--opt-level 0"})
+    except Exception as e:  # reported by the test of this id
+        return test_id, dict(error=f"{type(e).__name__}: {e}")
+    ptx = compiled.asm["ptx"]
+    return test_id, dict(
+        shared=compiled.metadata.shared,
+        ptx_target=next(line.split()[1] for line in ptx.splitlines() if line.startswith(".target")),
+        cubin_sm=compiled.asm["cubin"][48],  # the low byte of the ELF header's e_flags: the SM it runs on
+        sm90_only=[op for op in SM90_ONLY_PTX if op in ptx],
+    )
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """Builds everything in one child process, without the interpreter (see the module docstring)."""
+    out = tmp_path_factory.mktemp("sm86") / "builds.json"
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    child = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=900)
+    assert child.returncode == 0, child.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("test_id", LAUNCHES)
+def test_builds_for_sm86(builds, test_id):
+    result = builds[test_id]
+    assert "error" not in result, result.get("error")
+    assert (result["ptx_target"], result["cubin_sm"]) == ("sm_86", 86)
+    assert result["sm90_only"] == [], f"sm_90-only PTX instructions: {result['sm90_only']}"
+    shared = result["shared"]
+    assert shared <= SM86_SHARED_BYTES, f"needs {shared} bytes of shared memory, SM86 has {SM86_SHARED_BYTES} per block"
+
+
+if __name__ == "__main__":  # the child process of `builds`
+    assert not triton.knobs.runtime.interpret
+    with ProcessPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # at most 8 builds at once, for memory
+        results = dict(pool.map(build, reversed(LAUNCHES)))
+    with open(sys.argv[1], "w") as f:
+        json.dump(results, f, indent=1)
