@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 HOPPER_SHARED = 232_448  # H100/H200 opt-in shared memory per block; A6000 (SM86) has 101,376
@@ -12,6 +14,11 @@ def shared_memory_per_block(device: torch.device) -> int:
     amount elsewhere (CPU tensors under the interpreter take the GPU's default configurations)."""
     if device.type != "cuda":
         return HOPPER_SHARED
+    return _cuda_shared_memory(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_shared_memory(index: int) -> int:
     import triton
 
-    return triton.runtime.driver.active.utils.get_device_properties(device.index or 0)["max_shared_mem"]
+    return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
