@@ -1,0 +1,51 @@
+"""Full-vocabulary decisions from a vocabulary-parallel LM head, identical on every tensor-parallel rank.
+
+At TP > 1 each rank holds the logits of one contiguous vocabulary shard. The drafter's top-K
+log-probabilities (DDTREE's tree) and argmax (DFLASH's chain), and the target's greedy tokens,
+are merged from per-shard candidates gathered over the TP group, so every rank builds the same
+tree and accepts the same path; sampled decisions are broadcast from one rank. Plain
+torch.distributed on the group SGLang gives the worker; no SGLang import.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from torch import Tensor
+
+from ..kernels.vocab.naive import LOGP_FLOOR
+
+
+def _gather(t: Tensor, group) -> Tensor:
+    """[W, *t.shape]: t from every rank of the group, in rank order."""
+    out = [torch.empty_like(t) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(out, t.contiguous(), group=group)
+    return torch.stack(out)
+
+
+def draft_log_probs_vocab_parallel(local_logits: Tensor, k: int, vocab_start: int, group=None) -> tuple[Tensor, Tensor]:
+    """local_logits float [R, L, Vs] (global token ids vocab_start .. vocab_start + Vs - 1) -> the full
+    vocabulary's top-k log-probabilities float32 [R, L, k] (sorted descending, clamped at LOGP_FLOOR)
+    and their global token ids [R, L, k], the same on every rank (`ddtree.build_ddtree_from_top_k`)."""
+    local = local_logits.float()
+    vals, ids = local.topk(min(k, local.shape[-1]), dim=-1)
+    vals, ids, lse = _gather(vals, group), _gather(ids + vocab_start, group), _gather(torch.logsumexp(local, -1), group)
+    W, R, L, kl = vals.shape
+    vals, ids = vals.permute(1, 2, 0, 3).reshape(R, L, W * kl), ids.permute(1, 2, 0, 3).reshape(R, L, W * kl)
+    top, pick = vals.topk(k, dim=-1)
+    return (top - torch.logsumexp(lse, 0)[..., None]).clamp_min(LOGP_FLOOR), ids.gather(-1, pick)
+
+
+def argmax_vocab_parallel(local_logits: Tensor, vocab_start: int, group=None) -> Tensor:
+    """local_logits [..., Vs] -> long [...], the global argmax (first index of the maximum, as torch.argmax
+    over the whole vocabulary: shards are in rank order, ties go to the lower rank)."""
+    val, idx = local_logits.float().max(-1)
+    vals, ids = _gather(val, group), _gather(idx + vocab_start, group)
+    return ids.gather(0, vals.argmax(0, keepdim=True))[0]
+
+
+def broadcast_decisions(tensors: list[Tensor], src: int = 0, group=None) -> None:
+    """Overwrite the tensors on every rank with rank `src`'s (sampled acceptance: one rank decides)."""
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        for t in tensors:
+            dist.broadcast(t, src=src, group=group)
