@@ -12,6 +12,7 @@ import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
 
+from sglang_dflash.dflash import chain_tree
 from sglang_dflash.engine import generate
 from sglang_dflash.init_draft import init_draft
 from sglang_dflash.models import PairError, Qwen3_5Target, TargetConfig, check_pair
@@ -181,3 +182,15 @@ def test_cuda_generate_equals_transformers(tmp_path):
                                         ("ddtree", 24, drafter, False), ("ddtree", 40, oracle, False)]:  # fmt: skip
         res = generate(target, PROMPTS, 48, algo, draft, budget=budget, cuda_graphs=graphs)
         assert res.output_ids == refs, (algo, budget, graphs)
+
+
+def test_taps_are_transformers_hidden_states(tmp_path):
+    """Tapped layer l = transformers' hidden_states[l + 1], the last layer's included (after the final norm there)."""
+    cfg = tiny_target_config(layer_types=(LIN, FULL, LIN))
+    hf = save_tiny_target(tmp_path / "t", cfg, seed=4)
+    target = Qwen3_5Target.from_pretrained(tmp_path / "t", tap_layers=(0, 1, 2))
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    with torch.no_grad():
+        states = hf(ids, output_hidden_states=True).hidden_states
+    out = target.verify(target.new_cache(1, 16), chain_tree(ids[:, 1:], ids[:, 0]), torch.tensor([0]), torch.tensor([0]))
+    torch.testing.assert_close(out.taps, torch.cat([states[1], states[2], states[3]], -1), rtol=1e-4, atol=1e-4)

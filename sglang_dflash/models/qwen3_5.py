@@ -231,8 +231,11 @@ class Qwen3_5Target(nn.Module):
             ctx.append(layer_ctx)
             if i in self.tap_layers:
                 taps[i] = h
+        h = self.norm(h)
+        if len(self.layers) - 1 in taps:  # transformers' hidden_states[N] (what z-lab taps) is after the final norm
+            taps[len(self.layers) - 1] = h
         tapped = torch.cat([taps[i] for i in self.tap_layers], dim=-1) if self.tap_layers else None
-        return VerifyOutput(self.norm(h), tapped, ctx)
+        return VerifyOutput(h, tapped, ctx)
 
     @torch.no_grad()
     def commit(self, cache: TargetCache, out: VerifyOutput, slots: Tensor, seq_lens: Tensor, accepted_nodes: Tensor) -> None:
