@@ -194,3 +194,13 @@ def test_taps_are_transformers_hidden_states(tmp_path):
         states = hf(ids, output_hidden_states=True).hidden_states
     out = target.verify(target.new_cache(1, 16), chain_tree(ids[:, 1:], ids[:, 0]), torch.tensor([0]), torch.tensor([0]))
     torch.testing.assert_close(out.taps, torch.cat([states[1], states[2], states[3]], -1), rtol=1e-4, atol=1e-4)
+
+
+def test_default_taps_follow_z_lab_and_stay_distinct_on_small_targets():
+    from sglang_dflash.models import default_target_layer_ids as taps
+
+    assert taps(64, 5) == [1, 16, 31, 46, 61] and taps(36, 5) == [1, 9, 17, 25, 33]
+    assert taps(8, 4) == [1, 2, 4, 5] and taps(2, 2) == [0, 1] and taps(4, 3) == [0, 2, 3]
+    assert taps(3, 5) == [0, 0, 1, 2, 2]  # more taps than layers: repeats are the only way
+    with pytest.raises(PairError):
+        taps(4, 0)

@@ -181,12 +181,14 @@ class DraftConfig:
 
 
 def default_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]:
-    """z-lab's choice: `num_taps` layers spread evenly from layer 1 to layer N - 3
-    ([1, 16, 31, 46, 61] for N = 64, [1, 9, 17, 25, 33] for N = 36)."""
+    """z-lab's choice: `num_taps` layers spread evenly from layer 1 to layer N - 3 ([1, 16, 31, 46, 61]
+    for N = 64, [1, 9, 17, 25, 33] for N = 36). Targets too shallow for that spread the taps over all
+    their layers, distinct while num_taps <= N."""
     if num_taps < 1 or num_target_layers < 1:
         raise PairError(f"need >= 1 tapped layer of >= 1 target layer, got {num_taps} of {num_target_layers}")
-    start = min(1, num_target_layers - 1)
-    end = max(start, num_target_layers - 3)
+    start, end = 1, num_target_layers - 3
+    if end - start + 1 < num_taps:
+        start, end = 0, num_target_layers - 1
     if num_taps == 1:
         return [start]
     return [round(start + i * (end - start) / (num_taps - 1)) for i in range(num_taps)]
