@@ -41,6 +41,7 @@ def draft_config_dict(
         "tie_word_embeddings": False,
         "layer_types": types,
         "sliding_window": sliding_window,
+        "use_sliding_window": sliding_window is not None,  # else transformers' Qwen3Config drops the window
         "block_size": block_size,
         "num_target_layers": target.num_hidden_layers,
         "dflash_config": {
