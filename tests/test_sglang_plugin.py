@@ -171,3 +171,11 @@ def test_entry_point_for_sglang_plugin_loaders():
 
     (ep,) = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "sglang_dflash"]
     assert ep.value == "sglang_dflash.sglang.plugin:load" and callable(ep.load())
+
+
+def test_drafter_architecture_is_registered_with_sglang():
+    """In a fresh interpreter (with the test-only sgl_kernel stand-in, as SGLang's model modules import it)."""
+    code = "from sglang.srt.models.registry import ModelRegistry as M; print('ARCH', M.models['DFlashDraftModel'].__module__)"
+    stub = str(Path(__file__).parent / "sgl_kernel_stub")
+    out = run_fresh(code, env={"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")])})
+    assert "ARCH sglang_dflash.sglang.draft_model" in out.stdout, out.stderr[-2000:]

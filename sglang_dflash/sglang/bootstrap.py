@@ -2,8 +2,8 @@
 
 The installed `sglang_dflash.pth` calls `install()` at interpreter start. It costs a path lookup
 when SGLang is absent and a meta-path finder otherwise; the finder waits for SGLang's
-`spec_info` and `server_args` modules and, right after each executes, hands it to
-`hooks.patch_module`. Nothing here imports torch or SGLang.
+`spec_info`, `server_args` and model `registry` modules and, right after each executes, hands it
+to `hooks.patch_module`. Nothing here imports torch or SGLang.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import importlib.util
 import os
 import sys
 
-WATCHED = ("sglang.srt.speculative.spec_info", "sglang.srt.server_args")
+WATCHED = ("sglang.srt.speculative.spec_info", "sglang.srt.server_args", "sglang.srt.models.registry")
 DISABLE_ENV = "SGLANG_DFLASH_DISABLE"  # set to 1 to leave SGLang untouched
 
 

@@ -5,6 +5,7 @@ algorithm names, except that `--speculative-algorithm` lists DFLASH and DDTREE a
 from __future__ import annotations
 
 import functools
+import logging
 
 from .algorithm import ALGORITHMS, DraftTreeAlgorithm
 
@@ -12,11 +13,26 @@ _MARK = "_sglang_dflash_patched"
 
 
 def patch_module(module) -> None:
-    patch = {"sglang.srt.speculative.spec_info": patch_spec_info, "sglang.srt.server_args": patch_server_args}.get(
-        module.__name__
-    )
+    patch = {
+        "sglang.srt.speculative.spec_info": patch_spec_info,
+        "sglang.srt.server_args": patch_server_args,
+        "sglang.srt.models.registry": register_draft_model,
+    }.get(module.__name__)
     if patch is not None:
         patch(module)
+
+
+def register_draft_model(module) -> None:
+    """`DFlashDraftModel` in SGLang's model registry, unless SGLang has its own. A failure is logged, never
+    raised: the registry serves every model, and only a DFLASH/DDTREE start-up needs this one."""
+    if "DFlashDraftModel" in module.ModelRegistry.models:
+        return
+    try:
+        from .draft_model import DFlashDraftModel
+    except Exception as e:  # noqa: BLE001
+        logging.getLogger(__name__).warning("sglang-dflash: DFlashDraftModel not registered: %s", e)
+        return
+    module.ModelRegistry.models["DFlashDraftModel"] = DFlashDraftModel
 
 
 def patch_spec_info(module) -> None:
