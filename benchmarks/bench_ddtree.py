@@ -31,7 +31,7 @@ import triton
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
-from benchmarks.timing import graph_us  # noqa: E402
+from benchmarks.timing import graph_us, print_kernel_times  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     accept_greedy,
     build_ddtree,
@@ -81,24 +81,12 @@ def check_against_cpu(gen: torch.Generator) -> bool:
 
 def profile(gen: torch.Generator) -> None:
     """Per-kernel CUDA time of one eager build + accept (R = 8), and the tree build's num_warps sweep."""
-    from torch.profiler import ProfilerActivity
-    from torch.profiler import profile as torch_profile
-
     for B in (16, 64, 256):
         draft = (torch.randn(8, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
         target = torch.randn(8, B + 1, V, generator=gen, device="cuda").to(torch.bfloat16)
         roots = torch.zeros(8, dtype=torch.long, device="cuda")
         step = lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)  # noqa: E731
-        for _ in range(3):
-            step()
-        torch.cuda.synchronize()
-        with torch_profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(10):
-                step()
-            torch.cuda.synchronize()
-        print(f"--- R=8 B={B}: per-kernel CUDA time, us per step")
-        for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:14]:
-            print(f"{e.device_time_total / 10:9.1f}  x{e.count // 10:<3d} {e.key[:90]}")
+        print_kernel_times(step, reps=10, top=14, title=f"--- R=8 B={B}: per-kernel CUDA time, us per step")
         logp, ids = draft_log_probs(draft, B)
         sweep = {w: graph_us(lambda: tree_build(logp, ids, roots, B, num_warps=w)) for w in (1, 2, 4, 8)}
         print(f"tree build num_warps sweep (us): {sweep}", flush=True)

@@ -20,3 +20,19 @@ def graph_us(fn, reps: int = 1, warmup_ms: int = 50, rep_ms: int = 300) -> float
         for _ in range(reps):
             fn()
     return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3 / reps
+
+
+def print_kernel_times(fn, reps: int, top: int, title: str) -> None:
+    """Per-kernel CUDA time of fn, eager, warmed up: microseconds and launches per call, the `top` largest."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    print(title)
+    for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:top]:
+        print(f"{e.device_time_total / reps:9.1f}  x{e.count // reps:<3d} {e.key[:90]}", flush=True)

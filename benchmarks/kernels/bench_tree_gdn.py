@@ -24,7 +24,7 @@ import zipfile
 import torch
 import triton
 
-from benchmarks.timing import graph_us
+from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import tree_gdn_verify_ref
@@ -137,19 +137,8 @@ def sweep(dev: str = "cuda") -> None:
     inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
     x32 = [t.float() if t.dtype == torch.bfloat16 else t for t in inputs]
     ref, _ = tree_gdn_verify_ref(*x32[:7], pool.double(), slots, parents, dtype=torch.float64)
-    from torch.profiler import ProfilerActivity, profile
-
     step = lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=depth)  # noqa: E731
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(20):
-            step()
-        torch.cuda.synchronize()
-    print("per-kernel CUDA time of one verify at N = 64 (us):")
-    for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:6]:
-        print(f"{e.device_time_total / 20:9.1f}  x{e.count // 20:<3d} {e.key[:80]}", flush=True)
+    print_kernel_times(step, reps=20, top=6, title="per-kernel CUDA time of one verify at N = 64 (us):")
     for precision in ("ieee", "tf32x3", "tf32"):
         o, _ = tree_gdn_verify_triton(*x32, ancestor_mask=anc, max_depth=depth, precision=precision)
         print(
