@@ -215,7 +215,7 @@ class Qwen3_5Target(nn.Module):
         )
 
     def _caches(self, cache: TargetCache):
-        """(cache pair, commit) per layer, in layer order."""
+        """Each layer's cache pair, in layer order: (k, v) for attention, (conv, ssm) for Gated DeltaNet."""
         attn, gdn = iter(zip(cache.k, cache.v)), iter(zip(cache.conv, cache.ssm))
         return [next(gdn) if layer.layer_type == "linear_attention" else next(attn) for layer in self.layers]
 

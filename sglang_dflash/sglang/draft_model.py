@@ -154,15 +154,15 @@ class DFlashDraftModel(nn.Module):
                 if name not in params:
                     raise ValueError(f"DFlash drafter checkpoint: unexpected tensor {name}")
                 param = params[name]
-                if getattr(param, "weight_loader", None) is None and param.shape != tensor.shape:
+                loader = getattr(param, "weight_loader", None)
+                if loader is not None:
+                    loader(param, tensor)
+                elif param.shape != tensor.shape:
                     raise ValueError(
                         f"DFlash drafter checkpoint: {name} has shape {list(tensor.shape)}, expected {list(param.shape)}"
                     )
-                loader = getattr(param, "weight_loader", None)
-                if loader is None:
-                    param.data.copy_(tensor)
                 else:
-                    loader(param, tensor)
+                    param.data.copy_(tensor)
                 loaded.add(name)
         missing = sorted(set(params) - loaded)
         if missing:
