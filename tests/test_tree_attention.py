@@ -65,3 +65,27 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
         out = tree_attention(*args, splits=splits, BM=16, BN=16)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
     torch.testing.assert_close(out.cpu().double(), ref, **tol)
+
+
+def test_tree_attention_reads_cache_rows_through_slots():
+    """A pool of cache rows read at `slots` (one negative, indexed from the end as torch does)
+    equals the gathered cache, in the kernel and in the reference."""
+    gen = torch.Generator().manual_seed(5)
+    R, N, HQ, HKV, Dh, T, rows = 3, 7, 4, 2, 16, 21, 5
+    q = torch.randn(R, N, HQ, Dh, generator=gen)
+    k_pool, v_pool = (torch.randn(rows, T, HKV, Dh, generator=gen) for _ in range(2))
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen) for _ in range(2))
+    prefix_lens = torch.tensor([T, 9, 14])
+    slots = torch.tensor([3, -1, 0])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    gathered = tree_attention_ref(
+        q.double(), k_pool[slots].double(), v_pool[slots].double(), prefix_lens, k_tree.double(), v_tree.double(), anc
+    )
+    in_place = tree_attention_ref(
+        q.double(), k_pool.double(), v_pool.double(), prefix_lens, k_tree.double(), v_tree.double(), anc, slots=slots
+    )
+    torch.testing.assert_close(in_place, gathered)
+    args = [t.to(DEVICE) for t in (q, k_pool, v_pool, prefix_lens, k_tree, v_tree, anc)]
+    with poisoned_outputs():
+        out = tree_attention(*args, slots=slots.to(DEVICE), splits=2, BM=16, BN=16)
+    torch.testing.assert_close(out.cpu().double(), gathered, rtol=1e-4, atol=1e-4)

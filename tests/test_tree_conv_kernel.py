@@ -51,3 +51,24 @@ def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype):
     tree_conv_commit_ref(expected, slots, x, accepted)
     tree_conv_commit_triton(state, dev(slots), dev(x), dev(accepted))
     assert torch.equal(state.cpu(), expected)
+
+
+def test_tree_conv_commit_of_stacked_layers_equals_each_layer():
+    """conv_state [layers, S, D, W - 1] and x [layers, R, N, D]: one launch equals a commit per layer."""
+    gen = torch.Generator().manual_seed(3)
+    layers, R, N, D, W = 3, 2, 9, 37, 4
+    x = torch.randn(layers, R, N, D, generator=gen)
+    conv_state = torch.randn(layers, R + 1, D, W - 1, generator=gen)
+    slots = torch.tensor([2, -1])
+    parents = random_parents(R, N, gen, False)
+    accepted = torch.full((R, 8), -1)
+    for r in range(R):
+        path = root_path(parents, r, N - 1)[:8]
+        accepted[r, : len(path)] = torch.tensor(path)
+    expected = conv_state.clone()
+    for layer in range(layers):
+        tree_conv_commit_ref(expected[layer], slots, x[layer], accepted)
+    state = conv_state.clone().to(DEVICE)
+    tree_conv_commit_triton(state, slots.to(DEVICE), x.to(DEVICE), accepted.to(DEVICE))
+    assert torch.equal(state.cpu(), expected)
+    assert not torch.equal(expected[:, 2], conv_state[:, 2])  # the commit did something in every layer

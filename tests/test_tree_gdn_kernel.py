@@ -6,7 +6,7 @@ import pytest
 import torch
 from tree_helpers import DEVICE, gdn_inputs, poisoned_outputs, random_parents, root_path
 
-from sglang_dflash.kernels.tree_gdn import tree_gdn_commit_ref, tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
 
 
@@ -24,11 +24,14 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: th
     (2, 37, 1, 2, 16, 16, False, torch.float32, False, 16),  # three blocks, the last partial
     (1, 40, 1, 1, 16, 16, True, torch.float32, True, 16),  # a chain across blocks, aligned keys
     (1, 70, 1, 1, 16, 16, False, torch.float32, True, None),  # two blocks of 64
+    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, 32),  # one block through prepare + verify
+    (1, 40, 1, 1, 16, 16, True, torch.float32, True, 64),
 ]
 
 
 @pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
 def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block):
+    """One block of nodes (the default up to 64) runs the fused kernel, `block` given the two-phase one."""
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -45,7 +48,9 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block)
+        o, ctx = tree_gdn_verify_triton(
+            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, fused=block is None
+        )
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype
     tol = 1e-5 if dtype == torch.float32 else 1e-2  # bf16 outputs round to 8 bits
@@ -69,3 +74,55 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     assert rel_err(got[touched], expected[touched]) <= 1e-5
     untouched = [s for s in range(R + 2) if s not in touched.tolist()]
     assert torch.equal(got[untouched], x["state_pool"][untouched])
+
+
+def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
+    """state_pool [layers, S, HV, V, K] and `stack_contexts` of the layers' verifies: one launch
+    equals a commit per layer (and the reference's stacked path agrees)."""
+    gen = torch.Generator().manual_seed(11)
+    layers, R, N, H, HV, K, V = 3, 2, 13, 1, 2, 16, 32
+    xs = [gdn_inputs(R, N, H, HV, K, V, pool_size=R + 1, gen=gen, dtype=torch.float32) for _ in range(layers)]
+    pool = torch.stack([x.pop("state_pool") for x in xs])
+    slots = torch.tensor([1, -1])
+    parents = random_parents(R, N, gen, False)
+    accepted = torch.full((R, 8), -1)
+    for r in range(R):
+        path = root_path(parents, r, N - 1)[:8]
+        accepted[r, : len(path)] = torch.tensor(path)
+    ref_ctxs, ctxs = [], []
+    for layer, x in enumerate(xs):
+        ref_ctxs.append(tree_gdn_verify_ref(**x, state_pool=pool[layer], slots=slots, parents=parents)[1])
+        dev = {name: t.to(DEVICE) for name, t in x.items()}
+        ctxs.append(
+            tree_gdn_verify_triton(
+                **dev, state_pool=pool[layer].to(DEVICE), slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16
+            )[1]
+        )
+    expected = pool.clone()
+    tree_gdn_commit(expected, slots, stack_contexts(ref_ctxs), accepted)
+    for layer in range(layers):
+        one = pool[layer].clone()
+        tree_gdn_commit_ref(one, slots, ref_ctxs[layer], accepted)
+        assert torch.equal(one, expected[layer])
+    got = pool.clone().to(DEVICE)
+    tree_gdn_commit(got, slots.to(DEVICE), stack_contexts(ctxs), accepted.to(DEVICE))
+    assert rel_err(got.cpu(), expected.double()) <= 1e-5
+    assert torch.equal(got.cpu()[:, 0], pool[:, 0]) and not torch.equal(expected[:, 1], pool[:, 1])
+
+
+def test_tree_gdn_verify_reads_split_projections_in_place():
+    """q, k, v as views into one wider projection (how the model splits its conv output) give the
+    outputs of contiguous copies."""
+    gen = torch.Generator().manual_seed(2)
+    R, N, H, HV, K, V = 2, 11, 2, 4, 16, 16
+    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R, gen=gen, dtype=torch.float32)
+    mixed = torch.randn(R, N, 2 * H * K + HV * V + 5, generator=gen)  # padded: rows wider than q + k + v
+    q, k, v = mixed[..., : 2 * H * K + HV * V].split([H * K, H * K, HV * V], dim=-1)
+    x.update(q=q.reshape(R, N, H, K), k=k.reshape(R, N, H, K), v=v.reshape(R, N, HV, V))
+    assert not x["q"].is_contiguous()
+    slots, parents = torch.arange(R), random_parents(R, N, gen, False)
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    split, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
+    packed = {name: t.contiguous() for name, t in dev.items()}
+    copied, _ = tree_gdn_verify_triton(**packed, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
+    assert torch.equal(split, copied)

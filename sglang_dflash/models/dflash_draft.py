@@ -23,10 +23,11 @@ from .qwen3_5 import scatter_rows
 
 @dataclass
 class DraftCache:
-    """Context K/V per drafter layer, [S + 1, T, HKV, Dh] (position p of slot s at [s, p]; row S is scratch)."""
+    """Context K/V of the drafter layers, [layers, S + 1, T, HKV, Dh] (position p of slot s at [:, s, p];
+    row S is scratch)."""
 
-    k: list[Tensor]
-    v: list[Tensor]
+    k: Tensor
+    v: Tensor
 
 
 class DraftAttention(nn.Module):
@@ -101,8 +102,8 @@ class DFlashDrafter(nn.Module):
 
     def new_cache(self, num_slots: int, max_len: int) -> DraftCache:
         c, p = self.config, self.fc.weight
-        kv = lambda: torch.zeros(num_slots + 1, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
-        return DraftCache([kv() for _ in self.layers], [kv() for _ in self.layers])
+        shape = (len(self.layers), num_slots + 1, max_len, c.num_key_value_heads, c.head_dim)
+        return DraftCache(*(torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in "kv"))
 
     @torch.no_grad()
     def append_context(self, cache: DraftCache, taps: Tensor, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
@@ -114,8 +115,8 @@ class DFlashDrafter(nn.Module):
         features = self.hidden_norm(self.fc(taps[torch.arange(R, device=nodes.device)[:, None], nodes.clamp(min=0)]))
         positions = start[:, None] + j
         path = torch.where(nodes >= 0, j, -1)
-        for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
-            scatter_rows(layer.self_attn.kv(features, positions), (k_cache, v_cache), slots, start, path)
+        kv = [layer.self_attn.kv(features, positions) for layer in self.layers]
+        scatter_rows(tuple(map(torch.stack, zip(*kv))), (cache.k, cache.v), slots, start, path)
 
     @torch.no_grad()
     def forward(

@@ -19,32 +19,35 @@ from torch import Tensor, nn
 from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_attention import attend_tree
+from ..kernels.tree_gdn import stack_contexts
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
 
 
 @dataclass
 class TargetCache:
-    """Static per-slot caches. k, v: per attention layer [S + 1, T, HKV, Dh] (row S takes the masked-off
-    writes of a commit, so that commit needs no host sync); conv: per GDN layer [S, conv_dim, W - 1];
-    ssm: per GDN layer [S, HV, V, K] float32 (sglang's layouts)."""
+    """Static per-slot caches, stacked over layers of a kind (a commit writes every layer in one launch).
+    k, v [attention layers, S + 1, T, HKV, Dh] (row S takes the masked-off writes of a commit, so that
+    commit needs no host sync); conv [GDN layers, S, conv_dim, W - 1]; ssm [GDN layers, S, HV, V, K]
+    float32 (sglang's layouts)."""
 
-    k: list[Tensor]
-    v: list[Tensor]
-    conv: list[Tensor]
-    ssm: list[Tensor]
+    k: Tensor
+    v: Tensor
+    conv: Tensor
+    ssm: Tensor
 
 
 def scatter_rows(src: tuple[Tensor, ...], dst: tuple[Tensor, ...], slots: Tensor, starts: Tensor, nodes: Tensor) -> None:
-    """dst[slots[r], starts[r] + j] = src[r, nodes[r, j]] for every tensor pair (src [R, N, ...], dst [S + 1, T, ...]);
-    entries with nodes < 0 or slots < 0 go to the scratch row S. Graph-safe: no data-dependent shapes."""
+    """dst[:, slots[r], starts[r] + j] = src[:, r, nodes[r, j]] for every tensor pair (src [layers, R, N, ...],
+    dst [layers, S + 1, T, ...]); entries with nodes < 0 or slots < 0 go to the scratch row S. Graph-safe:
+    no data-dependent shapes."""
     R, P = nodes.shape
     ok = (nodes >= 0) & (slots[:, None] >= 0)
-    row = torch.where(ok, slots[:, None], dst[0].shape[0] - 1)
+    row = torch.where(ok, slots[:, None], dst[0].shape[1] - 1)
     pos = torch.where(ok, starts[:, None] + torch.arange(P, device=nodes.device), 0)
     take = torch.arange(R, device=nodes.device)[:, None], nodes.clamp(min=0)
     for s, d in zip(src, dst):
-        d[row, pos] = s[take].to(d.dtype)
+        d[:, row, pos] = s[:, take[0], take[1]].to(d.dtype)
 
 
 @dataclass
@@ -86,8 +89,8 @@ class GatedDeltaNet(nn.Module):
             q.reshape(R, N, H, -1),
             k.reshape(R, N, H, -1),
             v.reshape(R, N, HV, -1),
-            self.in_proj_a(x).float(),
-            self.in_proj_b(x).float(),
+            self.in_proj_a(x),
+            self.in_proj_b(x),
             self.A_log,
             self.dt_bias,
             ssm_state,
@@ -99,12 +102,6 @@ class GatedDeltaNet(nn.Module):
         z = self.in_proj_z(x).reshape(R, N, HV, -1)
         o = gated_rms_norm(o.to(x.dtype), z, self.norm.weight, c.rms_norm_eps)
         return self.out_proj(o.reshape(R, N, -1)), (mixed, gdn_ctx)
-
-    @staticmethod
-    def commit(ctx, conv_state: Tensor, ssm_state: Tensor, slots: Tensor, accepted_nodes: Tensor) -> None:
-        mixed, gdn_ctx = ctx
-        tree_conv_commit(conv_state, slots, mixed, accepted_nodes)
-        tree_gdn_commit(ssm_state, slots, gdn_ctx, accepted_nodes)
 
 
 class GatedAttention(nn.Module):
@@ -125,14 +122,9 @@ class GatedAttention(nn.Module):
         q = self.rotary(self.q_norm(q), step.positions)
         k = self.rotary(self.k_norm(self.k_proj(x).view(R, N, c.num_key_value_heads, -1)), step.positions)
         v = self.v_proj(x).view(R, N, c.num_key_value_heads, -1)
-        o = attend_tree(q, k_cache[step.slots], v_cache[step.slots], step.seq_lens, k, v, step.tree.ancestor_mask)
+        o = attend_tree(q, k_cache, v_cache, step.seq_lens, k, v, step.tree.ancestor_mask, slots=step.slots)
         o = o.reshape(R, N, -1) * torch.sigmoid(gate.reshape(R, N, -1))
         return self.o_proj(o), (k, v)
-
-    @staticmethod
-    def commit(ctx, k_cache: Tensor, v_cache: Tensor, slots: Tensor, accepted_nodes: Tensor, seq_lens: Tensor) -> None:
-        """K/V of accepted node j of request r -> position seq_lens[r] + j of slot slots[r]."""
-        scatter_rows(ctx, (k_cache, v_cache), slots, seq_lens, accepted_nodes)
 
 
 class DecoderLayer(nn.Module):
@@ -202,16 +194,17 @@ class Qwen3_5Target(nn.Module):
         c, p = self.config, self.embed_tokens.weight
         attn = [i for i, t in enumerate(c.layer_types) if t == "full_attention"]
         gdn = [i for i, t in enumerate(c.layer_types) if t == "linear_attention"]
-        kv = lambda: torch.zeros(num_slots + 1, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype)  # noqa: E731
+        kv = lambda: torch.zeros(  # noqa: E731
+            len(attn), num_slots + 1, max_len, c.num_key_value_heads, c.head_dim, device=p.device, dtype=p.dtype
+        )
         conv_dim = 2 * c.linear_num_key_heads * c.linear_key_head_dim + c.linear_num_value_heads * c.linear_value_head_dim
         return TargetCache(
-            k=[kv() for _ in attn],
-            v=[kv() for _ in attn],
-            conv=[torch.zeros(num_slots, conv_dim, c.linear_conv_kernel_dim - 1, device=p.device, dtype=p.dtype) for _ in gdn],
-            ssm=[
-                torch.zeros(num_slots, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim, device=p.device)
-                for _ in gdn
-            ],
+            k=kv(),
+            v=kv(),
+            conv=torch.zeros(len(gdn), num_slots, conv_dim, c.linear_conv_kernel_dim - 1, device=p.device, dtype=p.dtype),
+            ssm=torch.zeros(
+                len(gdn), num_slots, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim, device=p.device
+            ),
         )
 
     def _caches(self, cache: TargetCache):
@@ -241,11 +234,14 @@ class Qwen3_5Target(nn.Module):
     def commit(self, cache: TargetCache, out: VerifyOutput, slots: Tensor, seq_lens: Tensor, accepted_nodes: Tensor) -> None:
         """Write request r's accepted path (accepted_nodes[r]: node indices from 0, padded -1) into slot
         slots[r] (skipped where slots[r] < 0); the caller then advances seq_lens by the path lengths."""
-        for layer, caches, ctx in zip(self.layers, self._caches(cache), out.ctx):
-            if layer.layer_type == "linear_attention":
-                GatedDeltaNet.commit(ctx, *caches, slots, accepted_nodes)
-            else:
-                GatedAttention.commit(ctx, *caches, slots, accepted_nodes, seq_lens)
+        gdn = [ctx for layer, ctx in zip(self.layers, out.ctx) if layer.layer_type == "linear_attention"]
+        attn = [ctx for layer, ctx in zip(self.layers, out.ctx) if layer.layer_type != "linear_attention"]
+        if attn:  # K/V of accepted node j of request r -> position seq_lens[r] + j of slot slots[r]
+            scatter_rows(tuple(map(torch.stack, zip(*attn))), (cache.k, cache.v), slots, seq_lens, accepted_nodes)
+        if gdn:
+            mixed, gdn_ctx = zip(*gdn)
+            tree_conv_commit(cache.conv, slots, torch.stack(mixed), accepted_nodes)
+            tree_gdn_commit(cache.ssm, slots, stack_contexts(list(gdn_ctx)), accepted_nodes)
 
     def logits(self, hidden: Tensor) -> Tensor:
         return self.lm_head(hidden).float()

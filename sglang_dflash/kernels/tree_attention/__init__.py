@@ -10,12 +10,19 @@ from .tree_attention import tree_attention
 
 
 def attend_tree(
-    q: Tensor, k_cache: Tensor, v_cache: Tensor, prefix_lens: Tensor, k_tree: Tensor, v_tree: Tensor, ancestor_mask: Tensor
+    q: Tensor,
+    k_cache: Tensor,
+    v_cache: Tensor,
+    prefix_lens: Tensor,
+    k_tree: Tensor,
+    v_tree: Tensor,
+    ancestor_mask: Tensor,
+    slots: Tensor | None = None,
 ) -> Tensor:
-    """Shapes as `tree_attention_ref`."""
+    """Shapes as `tree_attention_ref` (the kernel reads the cache rows `slots` in place)."""
     dh = q.shape[-1]
     attend = tree_attention if q.is_cuda and dh >= 16 and dh & (dh - 1) == 0 else tree_attention_ref
-    return attend(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask)
+    return attend(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots)
 
 
 __all__ = ["attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]

@@ -19,9 +19,13 @@ def tree_attention_ref(
     v_tree: Tensor,
     ancestor_mask: Tensor,
     scale: float | None = None,
+    slots: Tensor | None = None,
 ) -> Tensor:
-    """q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] with prefix_lens[r] <= T valid tokens;
-    k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N] -> out [R, N, HQ, Dh] (q's dtype)."""
+    """q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] with prefix_lens[r] <= T valid tokens (or
+    [rows, T, HKV, Dh] read at rows `slots` [R]); k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool
+    [R, N, N] -> out [R, N, HQ, Dh] (q's dtype)."""
+    if slots is not None:
+        k_cache, v_cache = k_cache[slots], v_cache[slots]
     R, N, HQ, Dh = q.shape
     T, HKV = k_cache.shape[1], k_cache.shape[2]
     scale = Dh**-0.5 if scale is None else scale

@@ -45,10 +45,10 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 
 @triton.jit
 def _tree_attention_kernel(
-    q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc, acc_out, m_out, l_out,
-    N, T, CHUNK, scale,
+    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, acc_out, m_out, l_out,
+    N, T, CHUNK, scale, CACHE_ROWS,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-    FP32_DOTS: tl.constexpr,
+    FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr,
 ):  # fmt: skip
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
@@ -64,11 +64,15 @@ def _tree_attention_kernel(
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
     if split < S:  # a slice of the prefix: every row sees all of it
+        row = r
+        if HAS_SLOTS:
+            row = tl.load(slots + r).to(tl.int64)
+            row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
         stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32))  # int32 like the tree branch
         for n0 in range(split * CHUNK, stop, BN):
             keys = n0 + tl.arange(0, BN)
             ok = keys < stop
-            kv = ((r * T + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
+            kv = ((row * T + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
             kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
             vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
             m_i, l_i, acc = _online_update(qv, kt, vt, live[:, None] & ok[None, :], m_i, l_i, acc, scale, FP32_DOTS)
@@ -126,12 +130,14 @@ def tree_attention(
     v_tree: Tensor,
     ancestor_mask: Tensor,
     scale: float | None = None,
+    slots: Tensor | None = None,
     splits: int | None = None,
     BM: int | None = None,
     BN: int = 32,
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
-    prefix_lens[r] valid); k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
+    prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
+    as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
     splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
     the prefix lengths, so the launch is CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
@@ -148,10 +154,11 @@ def tree_attention(
     m = torch.empty(parts, device=q.device, dtype=torch.float32)
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
-        q.contiguous(), k_cache, v_cache, prefix_lens, k_tree.contiguous(), v_tree.contiguous(),
-        ancestor_mask.contiguous().view(torch.int8), acc, m, l,
-        N, T, chunk, DH**-0.5 if scale is None else scale,
+        q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
+        k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8), acc, m, l,
+        N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0],
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
+        HAS_SLOTS=slots is not None,
         num_warps=8 if DH >= 128 else 4, **({} if big else {"num_stages": 1}),
     )  # fmt: skip
     out = torch.empty_like(q)

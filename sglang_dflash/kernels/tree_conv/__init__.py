@@ -16,9 +16,15 @@ def tree_causal_conv1d(
 
 
 def tree_conv_commit(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
-    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, request r's accepted path)."""
-    commit = tree_conv_commit_triton if x.is_cuda else tree_conv_commit_ref
-    commit(conv_state, slots, x, accepted_nodes)
+    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, request r's accepted path). Several
+    layers at once: conv_state [layers, S, D, W - 1] and x [layers, R, N, D] (one launch on the GPU)."""
+    if x.is_cuda:
+        tree_conv_commit_triton(conv_state, slots, x, accepted_nodes)
+    elif conv_state.dim() == 4:
+        for state, inputs in zip(conv_state, x):
+            tree_conv_commit_ref(state, slots, inputs, accepted_nodes)
+    else:
+        tree_conv_commit_ref(conv_state, slots, x, accepted_nodes)
 
 
 __all__ = [

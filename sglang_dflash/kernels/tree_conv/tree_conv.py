@@ -50,9 +50,12 @@ def _tree_conv_kernel(
 
 @triton.jit
 def _tree_conv_commit_kernel(
-    conv_state, slots, x, accepted, N, D, LA, W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr
+    conv_state, slots, x, accepted, N, D, LA, S, R, W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr
 ):  # fmt: skip
-    idt, r = tl.program_id(0), tl.program_id(1).to(tl.int64)
+    """Per (channel tile, request, layer): conv_state [layers, S, D, W - 1], x [layers, R, N, D]."""
+    idt, r, layer = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
+    conv_state += layer * S * D * (W - 1)
+    x += layer * R * N * D
     slot = tl.load(slots + r).to(tl.int64)
     if slot >= 0:
         d = idt * BD + tl.arange(0, BD)
@@ -82,7 +85,7 @@ def tree_causal_conv1d_triton(
     y = torch.empty_like(x)
     BD = min(64, triton.next_power_of_2(D))
     _tree_conv_kernel[(triton.cdiv(D, BD), R)](
-        x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots.to(torch.int32),
+        x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots,
         parents.contiguous(), y, N, D,
         W=W, NN=triton.next_power_of_2(N), BD=BD, HAS_BIAS=bias is not None, SILU=activation,
     )  # fmt: skip
@@ -90,12 +93,17 @@ def tree_causal_conv1d_triton(
 
 
 def tree_conv_commit_triton(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
-    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path); slots < 0 untouched."""
-    R, N, D = x.shape
-    W = conv_state.shape[2] + 1
+    """conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path); slots < 0 untouched.
+    Several layers in one launch: conv_state [layers, S, D, W - 1] and x [layers, R, N, D]."""
+    layered = conv_state.dim() == 4
+    state, x = (conv_state, x) if layered else (conv_state[None], x[None])
+    layers, S, D, W = state.shape[0], state.shape[1], state.shape[2], state.shape[3] + 1
+    R, N = x.shape[1], x.shape[2]
+    if not state.is_contiguous() or x.shape[0] != layers:
+        raise ValueError(f"need a contiguous state and inputs per layer, got state {list(state.shape)}, x {list(x.shape)}")
     LA = accepted_nodes.shape[1]
     BD = min(256, triton.next_power_of_2(D))
-    _tree_conv_commit_kernel[(triton.cdiv(D, BD), R)](
-        conv_state, slots.to(torch.int32), x.contiguous(), accepted_nodes.contiguous(), N, D, LA,
+    _tree_conv_commit_kernel[(triton.cdiv(D, BD), R, layers)](
+        state, slots, x.contiguous(), accepted_nodes.contiguous(), N, D, LA, S, R,
         W=W, WP=triton.next_power_of_2(W - 1), LP=triton.next_power_of_2(LA), BD=BD,
     )  # fmt: skip

@@ -2,6 +2,9 @@
 CUDA tensors whose head dims are powers of two >= 16 (Qwen3.5/3.6: 128), the pure-torch references
 otherwise; a context from one goes to its own commit."""
 
+import dataclasses
+
+import torch
 from torch import Tensor
 
 from .naive import TreeGDNContext, tree_gdn_commit_ref, tree_gdn_verify_ref
@@ -19,14 +22,30 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, s
 
 
 def tree_gdn_commit(state_pool: Tensor, slots: Tensor, ctx, accepted_nodes: Tensor) -> None:
-    """state_pool[slots[r]] <- the state after request r's accepted path."""
-    commit = tree_gdn_commit_triton if isinstance(ctx, TreeGDNTritonContext) else tree_gdn_commit_ref
-    commit(state_pool, slots, ctx, accepted_nodes)
+    """state_pool[slots[r]] <- the state after request r's accepted path. Several layers at once:
+    state_pool [layers, S, HV, V, K] and `stack_contexts` of their contexts (one launch on the GPU)."""
+    if isinstance(ctx, TreeGDNTritonContext):
+        tree_gdn_commit_triton(state_pool, slots, ctx, accepted_nodes)
+    elif state_pool.dim() == 5:
+        for layer, pool in enumerate(state_pool):
+            tree_gdn_commit_ref(pool, slots, type(ctx)(*(t[layer] for t in _fields(ctx))), accepted_nodes)
+    else:
+        tree_gdn_commit_ref(state_pool, slots, ctx, accepted_nodes)
+
+
+def _fields(ctx) -> list[Tensor]:
+    return [getattr(ctx, f.name) for f in dataclasses.fields(ctx)]
+
+
+def stack_contexts(ctxs: list):
+    """Contexts of several layers' verifies (all of one kind) -> one with a leading layer dim."""
+    return type(ctxs[0])(*(torch.stack(ts) for ts in zip(*map(_fields, ctxs))))
 
 
 __all__ = [
     "TreeGDNContext",
     "TreeGDNTritonContext",
+    "stack_contexts",
     "tree_gdn_commit",
     "tree_gdn_commit_ref",
     "tree_gdn_commit_triton",

@@ -12,7 +12,11 @@ of depth D, each u computed once from final ancestors. (The nilpotent product fo
 (I - A)(I + A^2)(I + A^4)... needs only log2 D products but cancels catastrophically when keys
 align: relative error 7.8e2 on a 40-node chain in the tests.)
 
-verify, in two launches. prepare: one program per (block of NB = 64 nodes, request x V-head),
+verify of a tree of at most NB nodes (one block; NB = 64 on Hopper, 16 on SM86): one launch, one
+program per (V tile of BV, request x V-head) that builds G, A and W itself and solves the levels
+straight on its tile's right-hand side (`_tree_gdn_fused_kernel`). 16-bit q and k are exact in
+tf32, so their products are single tf32 dots on the raw values, normalised after.
+Larger trees, in two launches. prepare: one program per (block of NB = 64 nodes, request x V-head),
 independent of V: G, and the block's diagonal factors T_bb = (I + A_bb)^-1 (level-by-level
 substitution on the identity, the only sequential loop, done once per head rather than once per
 V tile) and W_bb (q.k products times decays on ancestors-or-self). verify: one program per
@@ -22,7 +26,8 @@ dots; then U_b = T_bb R_b and o_b += W_bb U_b, plain matrix products. Writes o a
 fp32, N * HV * V floats per request: at most 2 states for N <= 256 at K = 128; T and W, 2 * N *
 NB * HV floats, live only during the call) and G; nothing is written to the pool. commit:
 S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
-rank-(path length) update of each request's slot, in place.
+rank-(path length) update of each request's slot, in place; one launch can commit several layers
+(pool [layers, S, HV, V, K]), which is how the engine commits a step.
 All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16.
 """
 
@@ -71,15 +76,79 @@ def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr):
 
 
 @triton.jit
-def _unit_rows(x, row, ok, h, H: tl.constexpr, K: tl.constexpr):
+def _unit_rows(x, row, stride, ok, h, K: tl.constexpr):
     """L2-normalised rows [NB, K] of q or k for the nodes at token indices row."""
     kk = tl.arange(0, K)
-    return _l2norm_rows(tl.load(x + (row[:, None] * H + h) * K + kk[None, :], mask=ok[:, None], other=0.0).to(tl.float32))
+    return _l2norm_rows(tl.load(x + row[:, None] * stride + h * K + kk[None, :], mask=ok[:, None], other=0.0).to(tl.float32))
+
+
+@triton.jit
+def _dot_tf32_exact_a(a, b):
+    """a @ b for fp32 a whose values are exact in tf32 (e.g. widened bf16) and any fp32 b: b split
+    into a tf32 head and its remainder, two tf32 products (a's low part, tf32x3's third, is zero)."""
+    hi = (b.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)  # 10 mantissa bits kept
+    return tl.dot(a, hi, input_precision="tf32") + tl.dot(a, b - hi, input_precision="tf32")
+
+
+@triton.jit
+def _tree_gdn_fused_kernel(
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, scale, QK_STRIDE, V_STRIDE,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
+    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr,
+):  # fmt: skip
+    """A whole tree of N <= NB nodes per (V tile, request x V-head), one launch: G, A and W, the
+    level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U.
+    RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
+    products, fp32 sums), normalised after; S0 products as two tf32 dots."""
+    iv, rh = tl.program_id(0), tl.program_id(1)
+    r, hv = (rh // HV).to(tl.int64), rh % HV
+    h = hv // (HV // H)
+    i = tl.arange(0, NB)
+    ok = i < N
+    row = r * N + i
+    kk = tl.arange(0, K)
+    vv = iv * BV + tl.arange(0, BV)
+    g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
+    am = tl.load(anc + r * N * N + i[:, None] * N + i[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
+    G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
+    depth = tl.sum(am.to(tl.int32), axis=1) - 1
+    decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+    qk_rows = row[:, None] * QK_STRIDE + h * K + kk[None, :]
+    k_raw = tl.load(k + qk_rows, mask=ok[:, None], other=0.0)
+    q_raw = tl.load(q + qk_rows, mask=ok[:, None], other=0.0)
+    slot = tl.load(slots + r).to(tl.int64)
+    S0t = tl.load(pool + ((slot * HV + hv) * V + vv[None, :]) * K + kk[:, None], mask=slot >= 0, other=0.0)  # [K, BV]
+    if RAW_DOTS:
+        kf, qf = k_raw.to(tl.float32), q_raw.to(tl.float32)
+        rk = 1.0 / tl.sqrt(tl.sum(kf * kf, axis=1) + 1e-6)
+        rq = scale / tl.sqrt(tl.sum(qf * qf, axis=1) + 1e-6)
+        KK = tl.dot(kf, tl.trans(kf), input_precision="tf32") * rk[:, None] * rk[None, :]
+        QK = tl.dot(qf, tl.trans(kf), input_precision="tf32") * rq[:, None] * rk[None, :]
+        KS = _dot_tf32_exact_a(kf, S0t) * rk[:, None]
+        QS = _dot_tf32_exact_a(qf, S0t) * rq[:, None]
+    else:
+        ku, qu = _l2norm_rows(k_raw.to(tl.float32)), _l2norm_rows(q_raw.to(tl.float32)) * scale
+        KK = tl.dot(ku, tl.trans(ku), input_precision=PRECISION)
+        QK = tl.dot(qu, tl.trans(ku), input_precision=PRECISION)
+        KS = tl.dot(ku, S0t, input_precision=PRECISION)
+        QS = tl.dot(qu, S0t, input_precision=PRECISION)
+    A = tl.where(i[:, None] == i[None, :], 0.0, beta[:, None] * decay * KK)
+    eG = tl.exp(G)
+    vt = tl.load(v + row[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+    Rm = beta[:, None] * (vt - eG[:, None] * KS)
+    U = Rm  # rows of depth 0 are final; level s needs only levels < s
+    for level in range(1, tl.max(depth, axis=0) + 1):
+        U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
+    out = eG[:, None] * QS + tl.dot(decay * QK, U, input_precision=PRECISION)
+    otile = (row[:, None] * HV + hv) * V + vv[None, :]
+    tl.store(o + otile, out.to(o.dtype.element_ty), mask=ok[:, None])
+    tl.store(u_out + otile, U, mask=ok[:, None])
+    tl.store(G_out + row * HV + hv, G, mask=ok & (iv == 0))
 
 
 @triton.jit
 def _tree_gdn_prepare_kernel(
-    q, k, a, b, A_log, dt_bias, anc, G_out, T_out, W_out, N, NP, scale,
+    q, k, a, b, A_log, dt_bias, anc, G_out, T_out, W_out, N, NP, scale, QK_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, PRECISION: tl.constexpr,
 ):  # fmt: skip
     """Per (block of NB nodes, request x V-head), independent of V: path sums G of the gates, and
@@ -103,8 +172,8 @@ def _tree_gdn_prepare_kernel(
         G += tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
     tl.store(G_out + rowi * HV + hv, G, mask=oki)
 
-    ki = _unit_rows(k, rowi, oki, h, H, K)
-    qi = _unit_rows(q, rowi, oki, h, H, K) * scale
+    ki = _unit_rows(k, rowi, QK_STRIDE, oki, h, K)
+    qi = _unit_rows(q, rowi, QK_STRIDE, oki, h, K) * scale
     _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
     am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=oki[:, None] & oki[None, :], other=0) != 0
     depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
@@ -122,7 +191,7 @@ def _tree_gdn_prepare_kernel(
 
 @triton.jit
 def _tree_gdn_verify_kernel(
-    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G, T, W, o, u_out, N, NP, scale,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G, T, W, o, u_out, N, NP, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr,
 ):  # fmt: skip
@@ -142,9 +211,9 @@ def _tree_gdn_verify_kernel(
         ni = b0 + i
         oki = ni < N
         rowi = r * N + ni
-        ki = _unit_rows(k, rowi, oki, h, H, K)
-        qi = _unit_rows(q, rowi, oki, h, H, K) * scale
-        vt = tl.load(v + (rowi[:, None] * HV + hv) * V + vv[None, :], mask=oki[:, None], other=0.0).to(tl.float32)
+        ki = _unit_rows(k, rowi, QK_STRIDE, oki, h, K)
+        qi = _unit_rows(q, rowi, QK_STRIDE, oki, h, K) * scale
+        vt = tl.load(v + rowi[:, None] * V_STRIDE + hv * V + vv[None, :], mask=oki[:, None], other=0.0).to(tl.float32)
         _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
         Gi = tl.load(G + rowi * HV + hv, mask=oki, other=0.0)
         eG = tl.exp(Gi)
@@ -155,7 +224,7 @@ def _tree_gdn_verify_kernel(
             okj = nj < N
             rowj = r * N + nj
             am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
-            kj = _unit_rows(k, rowj, okj, h, H, K)
+            kj = _unit_rows(k, rowj, QK_STRIDE, okj, h, K)
             Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
             decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0)
             uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
@@ -174,25 +243,18 @@ def _tree_gdn_verify_kernel(
 
 @triton.jit
 def _tree_gdn_commit_kernel(
-    pool,
-    slots,
-    u,
-    G,
-    k,
-    accepted,
-    N,
-    LA,
-    H: tl.constexpr,
-    HV: tl.constexpr,
-    K: tl.constexpr,
-    V: tl.constexpr,
-    LP: tl.constexpr,
-    BV: tl.constexpr,
+    pool, slots, u, G, k, accepted, N, LA, NUM_SLOTS, R,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, LP: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr,
-):
-    iv, rh = tl.program_id(0), tl.program_id(1)
+):  # fmt: skip
+    """Per (V tile, request x V-head, layer): pool [layers, S, HV, V, K], u/G/k with the same leading layer dim."""
+    iv, rh, layer = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
     r, hv = rh // HV, rh % HV
     h = hv // (HV // H)
+    pool += layer * NUM_SLOTS * HV * V * K
+    u += layer * R * N * HV * V
+    G += layer * R * N * HV
+    k += layer * R * N * H * K
     slot = tl.load(slots + r)
     if slot >= 0:
         t = tl.arange(0, LP)
@@ -210,6 +272,12 @@ def _tree_gdn_commit_kernel(
         ptr = pool + ((slot.to(tl.int64) * HV + hv) * V + vv[:, None]) * K + kk[None, :]
         S = tl.exp(G_last) * tl.load(ptr) + tl.dot(tl.trans(up), kn, input_precision=PRECISION)
         tl.store(ptr, S)
+
+
+def _rows(t: Tensor) -> Tensor:
+    """t [R, N, heads, D] with each row's heads packed (a split of a wider projection is fine), else a copy."""
+    packed = t.stride(3) == 1 and t.stride(2) == t.shape[3] and t.stride(0) == t.shape[1] * t.stride(1)
+    return t if packed else t.contiguous()
 
 
 def tree_gdn_verify_triton(
@@ -230,6 +298,7 @@ def tree_gdn_verify_triton(
     precision: str = "tf32x3",
     num_warps: int | None = None,
     block_nodes: int | None = None,
+    fused: bool = True,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -238,6 +307,8 @@ def tree_gdn_verify_triton(
     derived from parents (max_depth = N - 1). precision: tl.dot's input_precision: "tf32x3"
     (three tf32 tensor-core products, about fp32 accuracy) by default; "ieee" is fp32 FMA and
     measured 34x slower on an H200 (905 vs 27 us at N = 64); "tf32" is 2x faster, ~1e-3 error.
+    fused=False sends a one-block tree through the two-launch path too (2x slower; for comparison).
+    q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
@@ -251,19 +322,48 @@ def tree_gdn_verify_triton(
     NB = block_nodes or min(BLOCK_NODES if big else 16, max(16, triton.next_power_of_2(N)))
     NP = triton.cdiv(N, NB) * NB
     warps = num_warps or 4
-    q, k, v, a, b = (t.contiguous() for t in (q, k, v, a, b))
+    q, k, v = _rows(q), _rows(k), _rows(v)
+    if q.stride(1) != k.stride(1):
+        q, k = q.contiguous(), k.contiguous()
+    a, b = a.contiguous(), b.contiguous()
     anc = ancestor_mask.contiguous().view(torch.int8)
     scale = K**-0.5 if scale is None else scale
     G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
+    o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
+    u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
+    if NP == NB and fused:
+        raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+        _tree_gdn_fused_kernel[(V // BV, R * HV)](
+            q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, scale, q.stride(1), v.stride(1),
+            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, num_warps=warps, num_stages=1,
+        )  # fmt: skip
+        return o, TreeGDNTritonContext(u=u, G=G, k=k)
     T = torch.empty(R * HV, NP, NB, device=device, dtype=torch.float32)
     W = torch.empty_like(T)
     _tree_gdn_prepare_kernel[(NP // NB, R * HV)](
-        q, k, a, b, A_log, dt_bias, anc, G, T, W, N, NP, scale, H=H, HV=HV, K=K, NB=NB, PRECISION=precision, num_warps=warps
+        q,
+        k,
+        a,
+        b,
+        A_log,
+        dt_bias,
+        anc,
+        G,
+        T,
+        W,
+        N,
+        NP,
+        scale,
+        q.stride(1),
+        H=H,
+        HV=HV,
+        K=K,
+        NB=NB,
+        PRECISION=precision,
+        num_warps=warps,
     )
-    o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
-    u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
     _tree_gdn_verify_kernel[(V // BV, R * HV)](
-        q, k, v, a, b, A_log, dt_bias, state_pool, slots.to(torch.int32), anc, G, T, W, o, u, N, NP, scale,
+        q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, T, W, o, u, N, NP, scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, num_warps=warps, num_stages=1,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
@@ -273,25 +373,18 @@ def tree_gdn_commit_triton(
     state_pool: Tensor, slots: Tensor, ctx: TreeGDNTritonContext, accepted_nodes: Tensor, BV: int = 32
 ) -> None:
     """state_pool[slots[r]] <- the state after request r's accepted path (accepted_nodes long
-    [R, L + 1] from the root, padded -1); slots[r] < 0 is left untouched."""
-    R, N, HV, V = ctx.u.shape
-    H, K = ctx.k.shape[2], ctx.k.shape[3]
+    [R, L + 1] from the root, padded -1); slots[r] < 0 is left untouched. Several layers in one
+    launch: state_pool [layers, S, HV, V, K] with a context of `stack_contexts` (leading layer dim)."""
+    layered = state_pool.dim() == 5
+    pool = state_pool if layered else state_pool[None]
+    u, G, k = (t if layered else t[None] for t in (ctx.u, ctx.G, ctx.k))
+    layers, S = pool.shape[:2]
+    _, R, N, HV, V = u.shape
+    H, K = k.shape[3], k.shape[4]
+    if not pool.is_contiguous() or u.shape[0] != layers:
+        raise ValueError(f"need a contiguous pool and a context per layer, got pool {list(pool.shape)}, u {list(u.shape)}")
     LA = accepted_nodes.shape[1]
-    _tree_gdn_commit_kernel[(V // BV, R * HV)](
-        state_pool,
-        slots.to(torch.int32),
-        ctx.u,
-        ctx.G,
-        ctx.k.contiguous(),
-        accepted_nodes.contiguous(),
-        N,
-        LA,
-        H=H,
-        HV=HV,
-        K=K,
-        V=V,
-        LP=max(16, triton.next_power_of_2(LA)),
-        BV=BV,
-        PRECISION="tf32x3",
-        num_warps=4,
-    )
+    _tree_gdn_commit_kernel[(V // BV, R * HV, layers)](
+        pool, slots, u.contiguous(), G.contiguous(), k.contiguous(), accepted_nodes.contiguous(), N, LA, S, R,
+        H=H, HV=HV, K=K, V=V, LP=max(16, triton.next_power_of_2(LA)), BV=BV, PRECISION="tf32x3", num_warps=4,
+    )  # fmt: skip
