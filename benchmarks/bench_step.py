@@ -97,10 +97,9 @@ def main() -> None:
     random_(drafter)
     R, ctx = args.requests, args.context
     tcache, dcache = target.new_cache(R, ctx + 160), drafter.new_cache(R, ctx + 160)
-    for t in tcache.k + tcache.v + tcache.conv + dcache.k + dcache.v:
+    for t in (tcache.k, tcache.v, tcache.conv, dcache.k, dcache.v):
         t.normal_(0.0, 1.0)
-    for t in tcache.ssm:
-        t.normal_(0.0, 0.05)
+    tcache.ssm.normal_(0.0, 0.05)
     slots = torch.arange(R, device=dev)
     seq_lens = torch.full((R,), ctx, device=dev)
     roots = torch.randint(tcfg.vocab_size, (R,), device=dev)
