@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 import torch
@@ -10,9 +12,41 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 
+def gpu_compiled(fn):
+    """fn through `torch.compile` (dynamic shapes) when its first argument is a CUDA tensor, eager
+    otherwise. For the small elementwise chains around the GEMMs (norms, gates, RoPE), which cost one
+    launch per op uncompiled: fused, a layer's glue is a few kernels. SGLANG_DFLASH_COMPILE=0 keeps
+    everything eager."""
+
+    @functools.wraps(fn)
+    def call(x: Tensor, *args):
+        if not x.is_cuda:
+            return fn(x, *args)
+        if call.compiled is None:  # importing torch's compiler takes seconds: only when a GPU needs it
+            call.compiled = fn
+            if os.environ.get("SGLANG_DFLASH_COMPILE", "1") != "0":
+                call.compiled = torch.compile(fn, dynamic=True)
+                # one variant per rank / stride pattern / 0-1 size of the inputs (the default 8 was hit
+                # on the 27B shard, and further variants then ran eagerly)
+                torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+        return call.compiled(x, *args)
+
+    call.compiled = None
+    return call
+
+
+@gpu_compiled
+def rms_norm(x: Tensor, weight: Tensor, eps: float, zero_centred: bool) -> Tensor:
+    """RMSNorm over the last dim in float32: Qwen3.5's `x * (1 + w)` if zero_centred, else Qwen3's `w * x`."""
+    y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
+    if zero_centred:
+        return (y * (1.0 + weight.float())).type_as(x)
+    return weight * y.type_as(x)
+
+
 class RMSNorm(nn.Module):
-    """RMSNorm in float32. `zero_centred`: Qwen3.5's `x * (1 + w)` (weights stored as offsets from 1);
-    otherwise Qwen3's `w * x` (the drafter's layers)."""
+    """`rms_norm` with its weight. `zero_centred`: weights stored as offsets from 1 (Qwen3.5); otherwise
+    plain (the drafter's layers)."""
 
     def __init__(self, dim: int, eps: float, zero_centred: bool):
         super().__init__()
@@ -20,16 +54,28 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.zeros(dim) if zero_centred else torch.ones(dim))
 
     def forward(self, x: Tensor) -> Tensor:
-        y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        if self.zero_centred:
-            return (y * (1.0 + self.weight.float())).type_as(x)
-        return self.weight * y.type_as(x)
+        return rms_norm(x, self.weight, self.eps, self.zero_centred)
 
 
+@gpu_compiled
 def gated_rms_norm(x: Tensor, gate: Tensor, weight: Tensor, eps: float) -> Tensor:
     """Gated DeltaNet output norm: `w * rmsnorm(x) * silu(gate)` over the last dim (plain weight, not zero-centred)."""
     y = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + eps)
     return (weight * y.to(x.dtype) * F.silu(gate.float())).to(x.dtype)
+
+
+@gpu_compiled
+def rope(x: Tensor, positions: Tensor, dim: int, theta: float) -> Tensor:
+    """RoPE (rotate-half) on the first `dim` channels of each head; x [..., T, heads, head_dim],
+    positions long [..., T]. Angles in float32 whatever x's dtype."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, dim, 2, device=x.device, dtype=torch.float32) / dim)
+    freqs = positions[..., None].float() * inv_freq
+    emb = torch.cat([freqs, freqs], dim=-1)[..., None, :]  # [..., T, 1, dim]
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+    rot, rest = x[..., :dim], x[..., dim:]
+    half = dim // 2
+    rotated = torch.cat([-rot[..., half:], rot[..., :half]], dim=-1)
+    return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
 
 
 class Rotary(nn.Module):
@@ -41,15 +87,13 @@ class Rotary(nn.Module):
         self.dim, self.theta = dim, theta
 
     def forward(self, x: Tensor, positions: Tensor) -> Tensor:
-        """x [..., T, heads, head_dim]; positions long [..., T]. Angles in float32 whatever x's dtype."""
-        inv_freq = 1.0 / self.theta ** (torch.arange(0, self.dim, 2, device=x.device, dtype=torch.float32) / self.dim)
-        freqs = positions[..., None].float() * inv_freq
-        emb = torch.cat([freqs, freqs], dim=-1)[..., None, :]  # [..., T, 1, dim]
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
-        rot, rest = x[..., : self.dim], x[..., self.dim :]
-        half = self.dim // 2
-        rotated = torch.cat([-rot[..., half:], rot[..., :half]], dim=-1)
-        return torch.cat([rot * cos + rotated * sin, rest], dim=-1)
+        """x [..., T, heads, head_dim]; positions long [..., T]."""
+        return rope(x, positions, self.dim, self.theta)
+
+
+@gpu_compiled
+def silu_mul(gate: Tensor, up: Tensor) -> Tensor:
+    return F.silu(gate) * up
 
 
 class MLP(nn.Module):
@@ -60,7 +104,7 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        return self.down_proj(silu_mul(self.gate_proj(x), self.up_proj(x)))
 
 
 def masked_attention(q: Tensor, k: Tensor, v: Tensor, visible: Tensor, scale: float) -> Tensor:
