@@ -17,11 +17,17 @@ Stages (all in this one script):
      reuses the drafter's own modules; --smoke asserts it equals DFlashDrafter.forward;
   d. evaluation with the project's engine (AR / DFLASH / DDTREE, greedy) on held-out prompts.
 
+A corpus tokenized on one machine (--write-corpus: its stdlib, test suite included) can train on another
+(--corpus), and the rollouts can be generated once (--rollouts-file, --rollouts-only) for several drafter runs.
+
   python benchmarks/train_tiny_pair.py --smoke --out /tmp/tiny-smoke          # ~1 minute on CPU, with the checks
   python benchmarks/train_tiny_pair.py --out /tmp/tok --tokenizer-only         # the shipped tokenizer (CPU, 22 s)
   python3 benchmarks/train_tiny_pair.py --out /tmp/pair --device cuda \
       --tokenizer sglang_dflash/assets/tiny-pair/target --skip-eval --bar-interval 30 --target-steps 20000 \
-      --target-time 195 --draft-steps 20000 --draft-time 185 --rollout-time 40   # the shipped pair (one H200, 438 s)
+      --target-time 195 --draft-steps 20000 --draft-time 185 --rollout-time 40   # the shipped target (one H200, 438 s)
+  python benchmarks/train_tiny_pair.py --out /tmp/tok --tokenizer sglang_dflash/assets/tiny-pair/target \
+      --write-corpus build/tinypair/corpus.pt                                   # the v2 corpus (CPU, 27 s)
+  bash benchmarks/results/2026-11-29_h200_tiny_pair_v2.sh                       # the shipped drafter (one H200, 439 s)
   python benchmarks/train_tiny_pair.py --eval-only --out /tmp/pair             # its evaluation (CPU)
 """
 
@@ -112,6 +118,32 @@ def encode_files(tok, texts: list[str]) -> list[list[int]]:
     bt = tok.backend_tokenizer
     encode = getattr(bt, "encode_batch_fast", bt.encode_batch)  # no offsets: faster (tokenizers >= 0.21)
     return [e.ids for e in encode(texts, add_special_tokens=False)]
+
+
+def pack(files_ids: list[list[int]]) -> dict:
+    return {
+        "ids": torch.tensor([t for ids in files_ids for t in ids], dtype=torch.int16),
+        "lens": torch.tensor([len(ids) for ids in files_ids], dtype=torch.long),
+    }
+
+
+def unpack(packed: dict) -> list[list[int]]:
+    return [x.tolist() for x in packed["ids"].long().split(packed["lens"].tolist())]
+
+
+def write_corpus(path: Path, tok, train_texts, held_texts, held_names) -> None:
+    """The tokenized stdlib of this machine (training and held-out files, held-out names) in one small file, so a
+    machine with a smaller stdlib (e.g. Debian's, without the test suite) trains on the same, larger corpus."""
+    assert len(tok) <= 32767, "int16 token ids"
+    data = {
+        "train": pack(encode_files(tok, train_texts)),
+        "held": pack(encode_files(tok, held_texts)),
+        "held_names": held_names,
+        "source": f"{sysconfig.get_paths()['stdlib']} (Python {sys.version.split()[0]})",
+        "train_bytes": sum(len(t.encode()) for t in train_texts),
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(data, path)
 
 
 def stream(files_ids: list[list[int]], eos: int, seed: int) -> torch.Tensor:
@@ -362,6 +394,24 @@ def save_target(model, tok, out: Path) -> None:
 # ------------------------------------------------------------------------------------------------ drafter
 
 
+def retap_draft(draft_dir: Path, layer_ids: list[int], seed: int):
+    """Rewrite init_draft's drafter at draft_dir to tap `layer_ids`, initialised as init_draft initialises."""
+    from sglang_dflash.models.config import DraftConfig
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+
+    cfg = json.loads((draft_dir / "config.json").read_text())
+    cfg["dflash_config"]["target_layer_ids"] = layer_ids
+    torch.manual_seed(seed)
+    model = DFlashDrafter(DraftConfig.from_dict(cfg))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[1]))
+    (draft_dir / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+    save_checkpoint(model, draft_dir)
+    return model
+
+
 def taps_and_preds(target, tokens: torch.Tensor, layer_ids, device):
     """Concatenated hidden states of the tapped decoder layers (hidden_states[l + 1]) and greedy next tokens."""
     with torch.no_grad(), autocast(device):
@@ -501,10 +551,14 @@ def file_start_prompts(files_ids: list[list[int]], length: int) -> torch.Tensor:
     return torch.tensor(rows, dtype=torch.long) if rows else torch.empty(0, length, dtype=torch.long)
 
 
-def make_rollouts(args, target, train_ids, train, held_ids, device, stats):
-    """Pool of target-greedy sequences of seq length args.draft_seq_len, prompts of 16-64 tokens from training files
-    (file starts and random windows), plus a validation pool from windows inside held-out files (not their starts,
-    which the evaluation uses)."""
+PROMPT_LENS = (8, 12, 16, 20, 24, 32, 40, 48, 64)
+
+
+def make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device, stats):
+    """Pool of distinct target-greedy sequences of args.draft_seq_len tokens. Each batch has one prompt length P (cycling
+    through PROMPT_LENS); 1/8 of its prompts are file starts, the rest windows of the training stream that start at a
+    line start (like the demo's prompts). A validation pool comes from windows inside held-out files (not their
+    starts, which the evaluation uses)."""
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(args.seed + 7)
     L = args.draft_seq_len
@@ -513,21 +567,30 @@ def make_rollouts(args, target, train_ids, train, held_ids, device, stats):
         dtype=torch.long,
     )
     val = greedy_rollouts(target, val_prompts, L, args.rollout_batch, device, "rollouts (held-out)")
-    pool, n = [], 0
     cpu_train = train.cpu()
+    is_nl = torch.zeros(int(cpu_train.max()) + 1, dtype=torch.bool)
+    is_nl[[i for i in newline_ids if i < len(is_nl)]] = True
+    line_starts = is_nl[cpu_train[:-1]].nonzero().squeeze(1) + 1
+    line_starts = line_starts[line_starts < len(cpu_train) - max(PROMPT_LENS)]
+    pool, n, k = [], 0, 0
     while not pool or (n < args.rollouts and time.perf_counter() - t0 < args.rollout_time):
-        P = [16, 32, 48, 64][len(pool) % 4]
+        P = PROMPT_LENS[k % len(PROMPT_LENS)]
+        k += 1
+        B = min(args.rollout_batch, max(1, args.rollouts - n))
         starts = file_start_prompts(train_ids, P)
-        pick = starts[torch.randperm(len(starts), generator=gen)[: args.rollout_batch // 2]]
-        rand = windows(cpu_train, args.rollout_batch - len(pick), P, gen)
-        prompts = torch.cat([pick, rand])
-        pool.append(greedy_rollouts(target, prompts, L, args.rollout_batch, device, f"rollouts (prompt {P})"))
+        pick = starts[torch.randperm(len(starts), generator=gen)[: B // 8]]
+        at = line_starts[torch.randint(0, len(line_starts), (B - len(pick),), generator=gen)]
+        prompts = torch.cat([pick, cpu_train[at[:, None] + torch.arange(P)]])
+        pool.append(greedy_rollouts(target, prompts, L, args.rollout_batch, device, f"rollouts (prompt {P})").cpu())
         n += len(prompts)
+        log(f"rollouts: {n} after {time.perf_counter() - t0:.1f} s")
     sync(device)
-    stats["rollouts"] = n
+    pool = torch.unique(torch.cat(pool), dim=0)  # identical prompts give identical greedy rollouts
+    pool = pool[torch.randperm(len(pool), generator=gen)]
+    stats["rollouts"], stats["rollouts_distinct"] = n, len(pool)
     stats["rollout_s"] = round(time.perf_counter() - t0, 1)
-    log(f"rollouts: {n} training sequences of {L} tokens + {len(val)} held-out in {stats['rollout_s']} s")
-    return torch.cat(pool), val
+    log(f"rollouts: {n} training sequences ({len(pool)} distinct) of {L} tokens + {len(val)} held-out in {stats['rollout_s']} s")
+    return pool, val.cpu()
 
 
 def block_loss(logits, labels, weights):
@@ -559,13 +622,15 @@ def draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached=None
 
 @torch.no_grad()
 def tap_cache(target, seqs: torch.Tensor, layer_ids, device, batch: int, desc: str):
-    """(taps in bf16, greedy preds) of every sequence, computed once (for --cache-taps)."""
-    taps, preds = [], []
-    for chunk in tqdm(seqs.split(batch), desc=desc, mininterval=5):
-        t, p = taps_and_preds(target, chunk.to(device), layer_ids, device)
-        taps.append(t.to(torch.bfloat16))
-        preds.append(p)
-    return torch.cat(taps), torch.cat(preds)
+    """(taps in bf16, greedy preds) of every sequence, computed once (for --cache-taps), into preallocated tensors."""
+    n, T = seqs.shape
+    width = len(layer_ids) * target.config.hidden_size
+    taps = torch.empty(n, T, width, dtype=torch.bfloat16, device=device)
+    preds = torch.empty(n, T, dtype=torch.long, device=device)
+    for i in tqdm(range(0, n, batch), desc=desc, mininterval=5):
+        t, p = taps_and_preds(target, seqs[i : i + batch].to(device), layer_ids, device)
+        taps[i : i + batch], preds[i : i + batch] = t, p
+    return taps, preds
 
 
 def train_drafter(args, target, drafter, pool, val, train, device, stats):
@@ -641,10 +706,8 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
             bar.set_postfix(loss=f"{avg[0]:.3f}", acc=f"{avg[1]:.2f}")
         if step % args.eval_every == 0:
             vl, va = validate()
-            log(
-                f"drafter step {step}: train loss {hist[-1][1]:.4f} (accept {hist[-1][2]:.2f}), "
-                f"held-out {vl:.4f} (accept {va:.2f})"
-            )
+            tl = f"train loss {hist[-1][1]:.4f} (accept {hist[-1][2]:.2f}), " if hist else ""
+            log(f"drafter step {step}: {tl}held-out {vl:.4f} (accept {va:.2f})")
     bar.close()
     sync(device)
     vl, va = validate()
@@ -722,6 +785,10 @@ def parse_args(argv=None):
     p.add_argument("--eval-only", action="store_true", help="only evaluate OUT/target + OUT/draft")
     p.add_argument("--skip-eval", action="store_true")
     p.add_argument("--tokenizer-only", action="store_true", help="only train the tokenizer (into OUT/target)")
+    p.add_argument(
+        "--write-corpus", metavar="FILE", help="only tokenize this machine's stdlib (training + held-out files) into FILE"
+    )
+    p.add_argument("--corpus", metavar="FILE", help="train and evaluate on a --write-corpus FILE instead of this stdlib")
     g = p.add_argument_group("target")
     g.add_argument("--vocab-size", type=int, default=2048)
     g.add_argument("--hidden", type=int, default=192)
@@ -751,7 +818,18 @@ def parse_args(argv=None):
     d.add_argument("--rollout-time", type=float, default=45.0)
     d.add_argument("--rollout-batch", type=int, default=1024)
     d.add_argument("--draft-val", type=int, default=128, help="held-out rollouts for validation")
-    d.add_argument("--cache-taps", action="store_true", help="compute the target's taps of the training pool once (CPU)")
+    d.add_argument(
+        "--draft-tap-ids", help="comma-separated target layers to tap (default: --draft-taps layers spread as z-lab does)"
+    )
+    d.add_argument(
+        "--rollouts-file",
+        metavar="FILE",
+        help="load the rollouts (training + validation) from FILE if it exists, else generate them and save them there",
+    )
+    d.add_argument("--rollouts-only", action="store_true", help="stop after the rollouts (with --rollouts-file)")
+    d.add_argument(
+        "--cache-taps", action="store_true", help="compute the target's taps of the training pool once (kept on the device)"
+    )
     d.add_argument("--init-draft", help="start from this drafter checkpoint (same config) instead of a random one")
     e = p.add_argument_group("schedule / evaluation")
     e.add_argument("--warmup", type=int, default=200)
@@ -799,8 +877,18 @@ def main(argv=None) -> int:
     def save_stats():
         summary_file.write_text(json.dumps(stats, indent=2) + "\n")
 
-    train_texts, held_texts, held_names = stdlib_files(limit=60 if args.smoke else None)
-    log(f"stdlib: {len(train_texts)} training files, {len(held_texts)} held-out files ({sysconfig.get_paths()['stdlib']})")
+    corpus = None
+    if args.corpus:  # a stdlib tokenized elsewhere (--write-corpus), in place of this machine's
+        corpus = torch.load(args.corpus)
+        train_texts = held_texts = None
+        held_names = corpus["held_names"]
+        log(
+            f"corpus {args.corpus}: {len(corpus['train']['lens'])} training files, {len(held_names)} held-out files "
+            f"({corpus['source']})"
+        )
+    else:
+        train_texts, held_texts, held_names = stdlib_files(limit=60 if args.smoke else None)
+        log(f"stdlib: {len(train_texts)} training files, {len(held_texts)} held-out files ({sysconfig.get_paths()['stdlib']})")
 
     from transformers import AutoTokenizer
 
@@ -811,6 +899,8 @@ def main(argv=None) -> int:
         tok = AutoTokenizer.from_pretrained(args.tokenizer)
         save_tokenizer(tok, tok_dir)
     else:
+        if corpus is not None:
+            raise SystemExit("--corpus holds token ids: give --tokenizer (the corpus's tokenizer) too")
         t0 = time.perf_counter()
         tok = train_tokenizer(train_texts, args.vocab_size, tok_dir)
         stats["tokenizer_s"] = round(time.perf_counter() - t0, 1)
@@ -819,9 +909,16 @@ def main(argv=None) -> int:
     if args.tokenizer_only:
         save_stats()
         return 0
-    sample = held_texts[0][:300]
-    assert tok.decode(tok.encode(sample)) == sample, "tokenizer does not round-trip"
-    held_ids = encode_files(tok, held_texts)
+    if args.write_corpus:
+        if corpus is not None:
+            raise SystemExit("--write-corpus tokenizes this machine's stdlib: leave out --corpus")
+        write_corpus(Path(args.write_corpus), tok, train_texts, held_texts, held_names)
+        log(f"corpus written to {args.write_corpus} ({Path(args.write_corpus).stat().st_size / 1e6:.1f} MB)")
+        return 0
+    if corpus is None:
+        sample = held_texts[0][:300]
+        assert tok.decode(tok.encode(sample)) == sample, "tokenizer does not round-trip"
+    held_ids = unpack(corpus["held"]) if corpus is not None else encode_files(tok, held_texts)
     stats.update(vocab_size=len(tok), eos_token_id=eos, mask_token_id=mask, heldout_files=held_names)
 
     if args.eval_only:
@@ -830,11 +927,11 @@ def main(argv=None) -> int:
         return 0
 
     t0 = time.perf_counter()
-    train_ids = encode_files(tok, train_texts)
+    train_ids = unpack(corpus["train"]) if corpus is not None else encode_files(tok, train_texts)
     train = stream(train_ids, eos, args.seed).to(device)
     held = stream(held_ids, eos, args.seed).to(device)
     stats["train_tokens"], stats["heldout_tokens"] = len(train), len(held)
-    n_bytes = sum(len(t.encode()) for t in train_texts)
+    n_bytes = corpus["train_bytes"] if corpus is not None else sum(len(t.encode()) for t in train_texts)
     log(
         f"data: {len(train) / 1e6:.2f} M training tokens ({n_bytes / len(train):.2f} bytes/token), "
         f"{len(held) / 1e3:.0f} k held-out, {time.perf_counter() - t0:.1f} s"
@@ -873,6 +970,8 @@ def main(argv=None) -> int:
     drafter = init_draft(
         out / "target", out / "draft", args.draft_layers, args.block_size, args.seed, mask_token_id=mask, taps=args.draft_taps
     )
+    if args.draft_tap_ids:
+        drafter = retap_draft(out / "draft", [int(x) for x in args.draft_tap_ids.split(",")], args.seed)
     layer_ids = list(drafter.config.target_layer_ids)
     if args.init_draft:
         from sglang_dflash.models.config import DraftConfig, read_config
@@ -895,7 +994,22 @@ def main(argv=None) -> int:
         target.to(device)
     if device.type == "cuda":
         target.to(torch.bfloat16)
-    pool, val = make_rollouts(args, target, train_ids, train, held_ids, device, stats)
+    rf = Path(args.rollouts_file) if args.rollouts_file else None
+    if rf is not None and rf.exists():
+        saved = torch.load(rf)
+        pool, val = saved["pool"], saved["val"]
+        stats.update(saved["stats"], rollouts_file=str(rf))
+        log(f"rollouts: {len(pool)} training + {len(val)} held-out sequences loaded from {rf}")
+    else:
+        newline_ids = [i for i in range(len(tok)) if "\n" in tok.decode([i])]
+        pool, val = make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device, stats)
+        if rf is not None:
+            keys = ("rollouts", "rollouts_distinct", "rollout_s")
+            torch.save({"pool": pool, "val": val, "stats": {k: stats[k] for k in keys}}, rf)
+            log(f"rollouts saved to {rf}")
+    if args.rollouts_only:
+        save_stats()
+        return 0
     drafter = train_drafter(args, target, drafter, pool, val, train, device, stats)
     save_checkpoint(drafter, out / "draft", dtype=torch.bfloat16)
     stats["draft_config"] = json.loads((out / "draft" / "config.json").read_text())
