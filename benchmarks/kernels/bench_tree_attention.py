@@ -1,6 +1,6 @@
 """Tree attention per layer over a 4096-token prefix (issue 3's target: <= 15 us at N = 64).
 
-    PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_attention.py
+    PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_attention.py [--sweep]
 
 Qwen3.6-27B full-attention layer at TP=2 per GPU: 12 query heads, 2 KV heads, head dim 256,
 bf16. Peer in the same run: torch's scaled_dot_product_attention with the boolean tree mask
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -23,7 +24,34 @@ from sglang_dflash.kernels.tree_attention import tree_attention, tree_attention_
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
 
 
+def sweep(dev: str = "cuda") -> None:
+    """R = 1, N = 64 over the 4096-token prefix: ours by tile sizes, warps, pipeline stages and prefix splits."""
+    gen = torch.Generator(device=dev).manual_seed(1)
+    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
+    N = 64
+    q, k_tree, v_tree = rnd(1, N, HQ, DH), rnd(1, N, HKV, DH), rnd(1, N, HKV, DH)
+    k_cache, v_cache = rnd(1, PREFIX, HKV, DH), rnd(1, PREFIX, HKV, DH)
+    lens = torch.full((1,), PREFIX, device=dev)
+    anc = build_ddtree(
+        torch.randn(1, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(1, dtype=torch.long, device=dev), N - 1
+    )
+    args = (q, k_cache, v_cache, lens, k_tree, v_tree, anc.ancestor_mask)
+    for BM, BN, warps, stages, splits in [
+        (64, 32, 8, 3, None), (64, 64, 8, 3, None), (64, 64, 8, 2, None), (128, 32, 8, 3, None), (128, 64, 8, 2, None),
+        (64, 64, 4, 3, None), (64, 32, 8, 3, 32), (64, 64, 8, 3, 32), (64, 64, 8, 3, 8), (32, 64, 4, 3, None),
+    ]:  # fmt: skip
+        cfg = dict(BM=BM, BN=BN, num_warps=warps, num_stages=stages, splits=splits)
+        try:
+            t = f"{graph_us(lambda: tree_attention(*args, **cfg), reps=10):8.1f} us"
+        except Exception as e:  # noqa: BLE001 - a configuration that does not fit is a result too
+            t = f"failed: {type(e).__name__}: {str(e).splitlines()[-1][:120]}"
+        print(f"sweep R=1 N=64: {cfg}: {t}", flush=True)
+
+
 def main() -> None:
+    if "--sweep" in sys.argv:
+        sweep()
+        return
     dev = "cuda"
     gen = torch.Generator(device=dev).manual_seed(0)
     rows = []
@@ -31,9 +59,7 @@ def main() -> None:
         rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
         q, k_tree, v_tree = rnd(R, N, HQ, DH), rnd(R, N, HKV, DH), rnd(R, N, HKV, DH)
         k_cache, v_cache = rnd(R, PREFIX, HKV, DH), rnd(R, PREFIX, HKV, DH)
-        # int32: with int64 prefix_lens the kernel does not compile on the GPU (Triton 3.6: "Mismatched
-        # type for n0 between then block (int64) and else block (int32)"; 2026-11-29, H200).
-        prefix_lens = torch.full((R,), PREFIX, device=dev, dtype=torch.int32)
+        prefix_lens = torch.full((R,), PREFIX, device=dev)  # int64, as SGLang's seq_lens
         tree = build_ddtree(
             torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
         )

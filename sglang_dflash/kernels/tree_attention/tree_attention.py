@@ -134,6 +134,8 @@ def tree_attention(
     splits: int | None = None,
     BM: int | None = None,
     BN: int = 32,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
     prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
@@ -159,7 +161,7 @@ def tree_attention(
         N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0],
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None,
-        num_warps=8 if DH >= 128 else 4, **({} if big else {"num_stages": 1}),
+        num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (3 if big else 1),
     )  # fmt: skip
     out = torch.empty_like(q)
     BR = 16
