@@ -11,6 +11,7 @@ mode the layers used run their torch-native paths.
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -25,6 +26,13 @@ STUB = Path(__file__).parent / "sgl_kernel_stub"
 LIN, FULL = "linear_attention", "full_attention"
 
 
+def free_port() -> int:
+    """A port free right now (another run of this test may hold a fixed one)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def sgl(tmp_path_factory):
     # SGLang picks its CPU code paths (torch-native RoPE, norms) only in its CPU-engine mode, decided when
@@ -37,7 +45,7 @@ def sgl(tmp_path_factory):
     from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
 
     init_distributed_environment(
-        world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method="tcp://127.0.0.1:29533"
+        world_size=1, rank=0, local_rank=0, backend="gloo", distributed_init_method=f"tcp://127.0.0.1:{free_port()}"
     )
     initialize_model_parallel(1)
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
