@@ -133,7 +133,8 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
 
 
 def sweep(dev: str = "cuda") -> None:
-    """Verify time at R = 1, N = 64 (DDTree-shaped) across dot precision, warps and V tile."""
+    """fp32-input accuracy by dot precision at R = 1, N = 64 (DDTree-shaped); verify time of N = 64 (DDTree-shaped) and
+    N = 16 (a chain) by warps and V tile."""
     gen = torch.Generator(device=dev).manual_seed(5)
     q, k = (torch.randn(1, 64, H, K, generator=gen, device=dev).bfloat16() for _ in range(2))
     v = torch.randn(1, 64, HV, V, generator=gen, device=dev).bfloat16()
@@ -154,15 +155,12 @@ def sweep(dev: str = "cuda") -> None:
         print(
             f"fp32 inputs, precision={precision}: relative error vs float64 {((o.double() - ref).norm() / ref.norm()).item():.2e}"
         )
-    for precision in ("tf32x3",):
+    chain = (torch.arange(16, device=dev) - 1)[None]
+    chain_inputs = tuple(t[:, :16].contiguous() if t.dim() > 1 and t.shape[1] == 64 else t for t in inputs[:9]) + (chain,)
+    for name, args, anc_, depth_ in (("N=64 DDTree", inputs, anc, depth), ("N=16 chain", chain_inputs, ancestors(chain, 15), 15)):
         for warps, BV in ((4, 32), (8, 32), (4, 16), (8, 16), (8, 64)):
-            t = graph_us(
-                lambda: tree_gdn_verify_triton(
-                    *inputs, ancestor_mask=anc, max_depth=depth, BV=BV, precision=precision, num_warps=warps
-                ),
-                reps=10,
-            )
-            print(f"sweep N=64 depth {depth}: precision={precision:6s} warps={warps} BV={BV:3d}: {t:8.1f} us", flush=True)
+            run = lambda: tree_gdn_verify_triton(*args, ancestor_mask=anc_, max_depth=depth_, BV=BV, num_warps=warps)  # noqa: E731
+            print(f"sweep {name} depth {depth_}: warps={warps} BV={BV:3d}: {graph_us(run, reps=10):8.1f} us", flush=True)
 
 
 def main() -> None:

@@ -94,44 +94,55 @@ def _dot_tf32_exact_a(a, b):
 def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
-    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr,
+    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr,
 ):  # fmt: skip
     """A whole tree of N <= NB nodes per (V tile, request x V-head), one launch: G, A and W, the
     level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U.
     RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
-    products, fp32 sums), normalised after; S0 products as two tf32 dots."""
+    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION)."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
     i = tl.arange(0, NB)
     ok = i < N
     row = r * N + i
-    kk = tl.arange(0, K)
     vv = iv * BV + tl.arange(0, BV)
     g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
     am = tl.load(anc + r * N * N + i[:, None] * N + i[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
     G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
     depth = tl.sum(am.to(tl.int32), axis=1) - 1
     decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
-    qk_rows = row[:, None] * QK_STRIDE + h * K + kk[None, :]
-    k_raw = tl.load(k + qk_rows, mask=ok[:, None], other=0.0)
-    q_raw = tl.load(q + qk_rows, mask=ok[:, None], other=0.0)
     slot = tl.load(slots + r).to(tl.int64)
-    S0t = tl.load(pool + ((slot * HV + hv) * V + vv[None, :]) * K + kk[:, None], mask=slot >= 0, other=0.0)  # [K, BV]
-    if RAW_DOTS:
-        kf, qf = k_raw.to(tl.float32), q_raw.to(tl.float32)
-        rk = 1.0 / tl.sqrt(tl.sum(kf * kf, axis=1) + 1e-6)
-        rq = scale / tl.sqrt(tl.sum(qf * qf, axis=1) + 1e-6)
-        KK = tl.dot(kf, tl.trans(kf), input_precision="tf32") * rk[:, None] * rk[None, :]
-        QK = tl.dot(qf, tl.trans(kf), input_precision="tf32") * rq[:, None] * rk[None, :]
-        KS = _dot_tf32_exact_a(kf, S0t) * rk[:, None]
-        QS = _dot_tf32_exact_a(qf, S0t) * rq[:, None]
-    else:
-        ku, qu = _l2norm_rows(k_raw.to(tl.float32)), _l2norm_rows(q_raw.to(tl.float32)) * scale
-        KK = tl.dot(ku, tl.trans(ku), input_precision=PRECISION)
-        QK = tl.dot(qu, tl.trans(ku), input_precision=PRECISION)
-        KS = tl.dot(ku, S0t, input_precision=PRECISION)
-        QS = tl.dot(qu, S0t, input_precision=PRECISION)
+    state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
+    # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
+    # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
+    KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
+    KS, QS = tl.zeros([NB, BV], tl.float32), tl.zeros([NB, BV], tl.float32)
+    kss, qss = tl.zeros([NB], tl.float32), tl.zeros([NB], tl.float32)
+    for k0 in range(0, K, BK):
+        kc = k0 + tl.arange(0, BK)
+        rows = row[:, None] * QK_STRIDE + h * K + kc[None, :]
+        kf = tl.load(k + rows, mask=ok[:, None], other=0.0).to(tl.float32)
+        qf = tl.load(q + rows, mask=ok[:, None], other=0.0).to(tl.float32)
+        S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
+        kss += tl.sum(kf * kf, axis=1)
+        qss += tl.sum(qf * qf, axis=1)
+        if RAW_DOTS:
+            KK += tl.dot(kf, tl.trans(kf), input_precision="tf32")
+            QK += tl.dot(qf, tl.trans(kf), input_precision="tf32")
+            KS += _dot_tf32_exact_a(kf, S0c)
+            QS += _dot_tf32_exact_a(qf, S0c)
+        else:
+            KK += tl.dot(kf, tl.trans(kf), input_precision=PRECISION)
+            QK += tl.dot(qf, tl.trans(kf), input_precision=PRECISION)
+            KS += tl.dot(kf, S0c, input_precision=PRECISION)
+            QS += tl.dot(qf, S0c, input_precision=PRECISION)
+    rk = 1.0 / tl.sqrt(kss + 1e-6)
+    rq = scale / tl.sqrt(qss + 1e-6)
+    KK = KK * rk[:, None] * rk[None, :]
+    QK = QK * rq[:, None] * rk[None, :]
+    KS = KS * rk[:, None]
+    QS = QS * rq[:, None]
     A = tl.where(i[:, None] == i[None, :], 0.0, beta[:, None] * decay * KK)
     eG = tl.exp(G)
     vt = tl.load(v + row[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
@@ -335,7 +346,7 @@ def tree_gdn_verify_triton(
         raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
         _tree_gdn_fused_kernel[(V // BV, R * HV)](
             q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, scale, q.stride(1), v.stride(1),
-            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, num_warps=warps, num_stages=1,
+            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), num_warps=warps,
         )  # fmt: skip
         return o, TreeGDNTritonContext(u=u, G=G, k=k)
     T = torch.empty(R * HV, NP, NB, device=device, dtype=torch.float32)
