@@ -1,0 +1,654 @@
+"""GPU harness (issue 6): stock SGLang 0.5.10.post1's offline Engine beside transformers and the standalone engine.
+
+On the GPU machine (torch 2.11 / CUDA 13 / Triton 3.6 / transformers 5.17, no package index):
+
+    python3 benchmarks/gpu/harness.py --site /tmp/site [--tp 1|2] [--out $OUT]
+
+(device call: carry [".whl"]; fill .whl/ first with benchmarks/gpu/fetch_wheels.sh where PyPI is reachable).
+
+What it does, in order:
+1. Environment. `--site DIR`: installs the carried wheels (.whl/gpu/*.whl, the packages of
+   benchmarks/gpu/wheels.txt, and .whl/sglang-0.5.10.post1-*.whl) into DIR, the one-liner being
+       python3 -m pip install -q --no-index --no-deps --no-compile --target DIR .whl/gpu/*.whl .whl/sglang-0.5.10.post1-*.whl
+   The SGLang processes get PYTHONPATH = DIR:<repo>. If `import sgl_kernel` fails there (it does on
+   that machine: SGLang's compiled wheel is built for torch 2.9), the TEST-ONLY stand-in
+   tests/sgl_kernel_stub (seven ops in torch, every other op raising NotImplementedError by name)
+   goes first on that PYTHONPATH, and the harness says so; a working sgl_kernel is never shadowed.
+2. Checkpoints (in --work): a tiny random Qwen3.5 hybrid target in the format SGLang 0.5.10
+   registers (transformers' Qwen3_5ForConditionalGeneration: 2 x [3 Gated DeltaNet + 1 gated
+   attention] text layers, a 1-layer vision tower with deepstack_visual_indexes=[], weights drawn
+   for peaked logits and rounded to bf16 so that every run reads the same numbers), and a random
+   DFlash drafter for it from `python -m sglang_dflash.init_draft`.
+3. Prompts: --num-prompts random token prompts of varied lengths (1 to a few hundred tokens),
+   --max-new-tokens greedy tokens each, EOS ignored.
+4. Runs, each at batch 1 (one prompt at a time) and batch 8 (8 prompts in flight):
+   - transformers' own greedy `generate` in float32, batch 1: the reference;
+   - the standalone engine (`sglang_dflash.engine.generate`, --engine-dtype, CUDA graphs on):
+     ar, dflash, ddtree at each of --budgets;
+   - SGLang's offline Engine, one subprocess per configuration (bf16, triton attention, CUDA graphs
+     on, TP --tp): `stock` now; with --speculative-algorithm, DFLASH / DDTREE (per budget) through
+     the plugin. The SGLang subprocesses start first and overlap with the reference runs
+     (--no-overlap to serialise).
+5. A table (stdout, and $OUT/table.md): per prompt and run, `=` when the greedy tokens equal
+   transformers', else `!=@k` with k the first differing position and the reference's top-1 minus
+   top-2 logit margin there (a small margin: bf16 rounding picked the other side of a near tie; a
+   large one: a bug). Then per run: prompts equal to transformers and to the engine's AR.
+
+Logs: --out (default $OUT, else WORK/out): harness.log, table.md, results.json and one
+<run>.log per SGLang configuration (sglang.log, sglang-dflash.log, ...). --deadline S stops waiting after S seconds from start
+(SGLang subprocesses are killed, unfinished runs reported as such) so a device call ends in time.
+
+Adding a SGLang configuration is one entry in `sglang_runs` (name, plugin on/off, Engine kwargs).
+Plugin runs need `sglang_dflash.pth` active in every SGLang process (SGLang 0.5.10 spawns its
+schedulers fresh): the harness checks for it and otherwise installs this repo editable into the
+machine's Python (`pip install --no-deps --no-index --no-build-isolation -e .`; the GPU machine is
+disposable); stock runs set SGLANG_DFLASH_DISABLE=1, so they stay stock either way.
+
+CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang --num-prompts 3`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+STUB = REPO / "tests" / "sgl_kernel_stub"
+WHEELS = REPO / ".whl"
+SGLANG_WHEEL = "sglang-0.5.10.post1-*.whl"
+LIN, FULL = "linear_attention", "full_attention"
+BATCHES = (1, 8)
+
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+
+# ---------------------------------------------------------------------------------------------- logging
+
+
+class Log:
+    def __init__(self, path: Path | None):
+        self.file = open(path, "a") if path else None
+        self.t0 = time.time()
+
+    def __call__(self, *parts) -> None:
+        line = " ".join(str(p) for p in parts)
+        print(line, flush=True)
+        if self.file:
+            self.file.write(line + "\n")
+            self.file.flush()
+
+    def stamp(self, *parts) -> None:
+        self(f"[{time.time() - self.t0:6.1f}s]", *parts)
+
+
+# ------------------------------------------------------------------------------------------ environment
+
+
+def install_wheels(site: Path, log: Log) -> tuple | None:
+    """Start installing the carried wheels into `site`: (pip process, marker, names) for finish_install, or None
+    when the same set is already there."""
+    wheels = sorted((WHEELS / "gpu").glob("*.whl")) + sorted(WHEELS.glob(SGLANG_WHEEL))
+    if not any(w.name.startswith("sglang-") for w in wheels) or len(wheels) < 2:
+        raise SystemExit(f"no carried wheels under {WHEELS} (run benchmarks/gpu/fetch_wheels.sh and carry .whl)")
+    marker = site / ".harness-wheels"
+    names = "\n".join(w.name for w in wheels)
+    if marker.is_file() and marker.read_text() == names:
+        log.stamp(f"wheels: already installed in {site}")
+        return None
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
+    cmd += ["--upgrade", "--target", str(site), *map(str, wheels)]
+    log.stamp(f"wheels: installing {len(wheels)} into {site}")
+    return subprocess.Popen(cmd), marker, names
+
+
+def finish_install(install: tuple | None, log: Log) -> None:
+    if install is None:
+        return
+    proc, marker, names = install
+    if proc.wait() != 0:
+        raise SystemExit(f"wheels: pip install failed (exit {proc.returncode})")
+    marker.write_text(names)
+    log.stamp("wheels: installed")
+
+
+def probe_python(code: str, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+def sglang_env(site: Path | None, log: Log) -> dict:
+    """Environment of the SGLang subprocesses: PYTHONPATH = [stand-in sgl_kernel if needed] : site : repo."""
+    path = ([str(site)] if site else []) + [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1")
+    r = probe_python("import sgl_kernel", env)
+    if r.returncode == 0:
+        log.stamp("sgl_kernel: the installed one imports; the test-only stand-in stays off the path")
+    else:
+        last = (r.stderr.strip().splitlines() or ["?"])[-1]
+        env["PYTHONPATH"] = os.pathsep.join([str(STUB)] + path)
+        log.stamp(f"sgl_kernel: `import sgl_kernel` fails ({last[:200]}); using the TEST-ONLY stand-in {STUB.relative_to(REPO)}")
+    return env
+
+
+def ensure_plugin(env: dict, log: Log) -> None:
+    """sglang_dflash.pth active at interpreter start (as `pip install sglang-dflash` leaves it), else install it."""
+    check = "import sys; print(any(type(f).__name__ == 'SGLangHookFinder' for f in sys.meta_path))"
+    env = {k: v for k, v in env.items() if k != "SGLANG_DFLASH_DISABLE"}
+    if probe_python(check, env).stdout.strip() == "True":
+        log.stamp("plugin: sglang_dflash.pth is active")
+        return
+    log.stamp("plugin: not active; pip install --no-deps --no-index --no-build-isolation -e", REPO)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index", "--no-build-isolation", "-e", str(REPO)],
+        check=True,
+        env=env,
+    )
+    if probe_python(check, env).stdout.strip() != "True":
+        raise RuntimeError("sglang_dflash.pth is still not active after the editable install")
+
+
+# ----------------------------------------------------------------------------------------- checkpoints
+
+
+def target_configs(vocab: int, hidden: int, groups: int) -> tuple[dict, dict]:
+    text = dict(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=4 * groups,
+        layer_types=[LIN, LIN, LIN, FULL] * groups,
+        full_attention_interval=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=64,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+        linear_conv_kernel_dim=4,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+    vision = dict(
+        depth=1,
+        hidden_size=64,
+        intermediate_size=128,
+        num_heads=2,
+        out_hidden_size=hidden,
+        patch_size=16,
+        temporal_patch_size=2,
+        spatial_merge_size=2,
+        in_channels=3,
+        deepstack_visual_indexes=[],
+    )
+    return text, vision
+
+
+def randomize_text_(model, seed: int) -> None:
+    """Text weights with O(1) activations and peaked logits (transformers' 0.02 init gives near-ties everywhere)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    for name, p in model.named_parameters():
+        if "visual" in name:
+            continue
+        rnd = torch.randn(p.shape, generator=gen)
+        if name.endswith("A_log"):
+            p.data.copy_(torch.log(torch.rand(p.shape, generator=gen) * 15 + 1))
+        elif name.endswith("dt_bias"):
+            p.data.copy_(rnd * 0.5)
+        elif "linear_attn.norm" in name:
+            p.data.copy_(1 + 0.2 * rnd)
+        elif "norm" in name:
+            p.data.copy_(0.2 * rnd)
+        elif "embed" in name:
+            p.data.copy_(rnd)
+        elif "conv1d" in name:
+            p.data.copy_(rnd * 0.5)
+        else:
+            p.data.copy_(rnd * 1.5 / math.sqrt(p.shape[-1]))
+
+
+def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
+    import torch
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    target, draft = work / "target", work / "draft"
+    text, vision = target_configs(args.vocab, args.hidden, args.groups)
+    cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
+    cfg.eos_token_id = None
+    torch.manual_seed(args.seed)
+    model = Qwen3_5ForConditionalGeneration(cfg).float().eval()
+    randomize_text_(model, args.seed)
+    model = model.to(torch.bfloat16)  # every run reads these bf16 numbers (the references upcast them exactly)
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(target)
+    del model
+    cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft)]
+    cmd += ["--layers", str(args.draft_layers), "--block-size", str(args.block_size), "--seed", str(args.seed + 1)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    log.stamp(f"checkpoints: target {target} ({4 * args.groups} layers, hidden {args.hidden}, vocab {args.vocab}, bf16);",
+              out.stdout.strip())  # fmt: skip
+    return target, draft
+
+
+def make_prompts(n: int, vocab: int, seed: int) -> list[list[int]]:
+    """n prompts of varied lengths: short, around the 64-token chunk size, and a few hundred tokens."""
+    import random
+
+    rng = random.Random(seed)
+    lengths = [1, 3, 9, 17, 33, 64, 95, 130, 200, 300]
+    return [[rng.randrange(vocab - 1) for _ in range(lengths[i % len(lengths)] + (i // len(lengths)) * 7)] for i in range(n)]
+
+
+def chunks(items: list, size: int) -> list[list]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+# -------------------------------------------------------------------------------------------------- runs
+
+
+@dataclass
+class Run:
+    name: str  # table column (without the batch)
+    batch: int
+    outputs: list[list[int]] | None = None  # per prompt
+    error: str | None = None
+    wall_s: float | None = None
+    extra: dict = field(default_factory=dict)  # e.g. accept lengths, SGLang meta_info
+
+    @property
+    def key(self) -> str:
+        return f"{self.name} b{self.batch}"
+
+
+@dataclass
+class SGLangRun:
+    """One SGLang Engine configuration, run in its own subprocess at every batch size."""
+
+    name: str
+    plugin: bool  # False: SGLANG_DFLASH_DISABLE=1 (stock SGLang even where the plugin is installed)
+    engine_kwargs: dict
+
+
+def sglang_base_kwargs(args, target: Path) -> dict:
+    """Engine arguments stock SGLang 0.5.10.post1 runs with on the GPU machine (../shared/gpu/sglang_probe)."""
+    return dict(
+        model_path=str(target),
+        tp_size=args.tp,
+        dtype="bfloat16",  # float32 fails: the conv-state pool stays bf16 and SGLang's conv kernel mixes types
+        attention_backend="triton",
+        sampling_backend="pytorch",
+        disable_cuda_graph=args.no_cuda_graph,
+        cuda_graph_max_bs=max(BATCHES),
+        disable_piecewise_cuda_graph=True,  # piecewise graphs need weak_ref_tensor, not in the stand-in
+        mem_fraction_static=args.mem_fraction,
+        max_running_requests=max(BATCHES),
+        context_length=1024,
+        skip_tokenizer_init=True,
+        enable_multimodal=False,
+        disable_radix_cache=True,
+        disable_custom_all_reduce=True,
+        enforce_disable_flashinfer_allreduce_fusion=True,  # else TP=2 JIT-builds FlashInfer's fusion workspace (minutes)
+        random_seed=args.seed,
+        log_level="info",
+    )
+
+
+def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
+    """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
+    base = sglang_base_kwargs(args, target)
+    runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
+    for algo in args.speculative_algorithm:
+        spec = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft))
+        if algo == "DFLASH":
+            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec))
+        else:  # DDTREE: the root and `budget` nodes
+            runs += [
+                SGLangRun(f"sglang-ddtree{b}", plugin=True, engine_kwargs=dict(spec, speculative_num_draft_tokens=b + 1))
+                for b in args.budgets
+            ]
+    return runs
+
+
+def sglang_worker(spec_file: str) -> int:
+    """Subprocess body: one SGLang Engine, the prompts at each batch size, results written after each."""
+    spec = json.loads(Path(spec_file).read_text())
+    import sgl_kernel
+    import sglang
+    from sglang.srt.entrypoints.engine import Engine
+
+    stand_in = " (the TEST-ONLY stand-in)" if getattr(sgl_kernel, "STAND_IN", False) else ""
+    print(f"harness: sglang {sglang.__version__} from {sglang.__file__}; sgl_kernel{stand_in} {sgl_kernel.__file__}", flush=True)
+
+    results: dict = {"batches": {}}
+    out = Path(spec["result"])
+    t0 = time.time()
+    engine = Engine(**spec["engine_kwargs"])
+    results["startup_s"] = time.time() - t0
+    print(f"harness: engine up in {results['startup_s']:.1f} s", flush=True)
+    params = {"max_new_tokens": spec["max_new_tokens"], "temperature": 0.0, "ignore_eos": True}
+    try:
+        for batch in spec["batches"]:
+            t = time.time()
+            outputs, metas = [], []
+            for group in chunks(spec["prompts"], batch):
+                res = engine.generate(input_ids=group, sampling_params=params)
+                res = [res] if isinstance(res, dict) else res
+                outputs += [r["output_ids"] for r in res]
+                metas += [r.get("meta_info", {}) for r in res]
+            results["batches"][str(batch)] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t)
+            out.write_text(json.dumps(results))
+            print(f"harness: batch {batch} done in {time.time() - t:.1f} s", flush=True)
+    finally:
+        engine.shutdown()
+    return 0
+
+
+class SGLangQueue(threading.Thread):
+    """Runs the SGLang configurations one after another, each in a subprocess (own process group)."""
+
+    def __init__(self, runs, env, prompts, args, work: Path, out: Path, log: Log):
+        super().__init__(daemon=True)
+        self.runs, self.env, self.prompts, self.args, self.work, self.out, self.log = runs, env, prompts, args, work, out, log
+        self.results: dict[str, Run] = {}
+        self.proc: subprocess.Popen | None = None
+        self.stopped = False
+
+    def run(self) -> None:
+        for cfg in self.runs:
+            if self.stopped:
+                break
+            self.one(cfg)
+
+    def one(self, cfg: SGLangRun) -> None:
+        args = self.args
+        result = self.work / f"{cfg.name}.json"
+        result.unlink(missing_ok=True)
+        spec = dict(engine_kwargs=cfg.engine_kwargs, prompts=self.prompts, max_new_tokens=args.max_new_tokens)
+        spec.update(batches=list(BATCHES), result=str(result))
+        spec_file = self.work / f"{cfg.name}.spec.json"
+        spec_file.write_text(json.dumps(spec))
+        env = dict(self.env)
+        if cfg.plugin:
+            try:
+                ensure_plugin(env, self.log)
+            except Exception as e:  # reported in the table
+                self.fail(cfg, f"plugin: {e!r}")
+                return
+        else:
+            env["SGLANG_DFLASH_DISABLE"] = "1"
+        logfile = self.out / f"{cfg.name}.log"
+        self.log.stamp(
+            f"{cfg.name}: starting SGLang Engine (TP={args.tp}, plugin {'on' if cfg.plugin else 'off'}), log {logfile}"
+        )
+        t0 = time.time()
+        with open(logfile, "w") as f:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), "--_sglang-worker", str(spec_file)],
+                env=env,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                cwd=str(self.work),
+                start_new_session=True,
+            )
+            rc = self.proc.wait()
+        data = json.loads(result.read_text()) if result.is_file() else {"batches": {}}
+        tail = logfile.read_text().strip().splitlines()[-1:] if logfile.is_file() else []
+        for batch in BATCHES:
+            got = data["batches"].get(str(batch))
+            run = Run(cfg.name, batch)
+            if got:
+                run.outputs, run.wall_s = got["outputs"], got["wall_s"]
+                run.extra = dict(startup_s=data.get("startup_s"), meta=got["meta"])
+                verify = sum(m.get("spec_verify_ct") or 0 for m in got["meta"])
+                if verify:  # speculative runs: tokens per target pass, as bench_serving reads them
+                    run.extra["tokens_per_pass"] = sum(m.get("completion_tokens") or 0 for m in got["meta"]) / verify
+            else:
+                why = "stopped at the deadline" if self.stopped else f"exit {rc}"
+                run.error = f"{why}: {tail[0][:300] if tail else 'no output'} (see {logfile.name})"
+            self.results[run.key] = run
+        self.log.stamp(f"{cfg.name}: exit {rc} after {time.time() - t0:.1f} s")
+
+    def fail(self, cfg: SGLangRun, msg: str) -> None:
+        self.log.stamp(f"{cfg.name}: {msg}")
+        for batch in BATCHES:
+            self.results[f"{cfg.name} b{batch}"] = Run(cfg.name, batch, error=msg)
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # the worker and the scheduler processes it spawned
+            except ProcessLookupError:
+                pass
+
+
+def hf_reference(target: Path, prompts, args, device: str, log: Log) -> tuple[Run, list[list[float]]]:
+    """transformers' greedy generate (float32, one prompt at a time) and the top-1 - top-2 logit margins along it."""
+    import torch
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    t0 = time.time()
+    model = Qwen3_5ForConditionalGeneration.from_pretrained(str(target), dtype=torch.float32).to(device).eval()
+    model.generation_config.eos_token_id = None
+    outputs, margins = [], []
+    with torch.no_grad():
+        for p in prompts:
+            ids = torch.tensor([p], device=device)
+            gen = model.generate(
+                input_ids=ids,
+                attention_mask=torch.ones_like(ids),
+                max_new_tokens=args.max_new_tokens,
+                min_new_tokens=args.max_new_tokens,
+                do_sample=False,
+            )
+            new = gen[0, len(p) :].tolist()
+            logits = model(input_ids=gen[:, :-1]).logits[0, len(p) - 1 :].float()
+            top = logits.topk(2, dim=-1).values
+            assert logits.argmax(-1).tolist() == new, "transformers: generate and a full forward disagree"
+            outputs.append(new)
+            margins.append((top[:, 0] - top[:, 1]).tolist())
+    del model
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    run = Run("transformers fp32", 1, outputs=outputs, wall_s=time.time() - t0)
+    log.stamp(f"transformers: {len(prompts)} prompts in {run.wall_s:.1f} s")
+    return run, margins
+
+
+def engine_runs(target: Path, draft: Path, prompts, args, device: str, deadline: float, log: Log) -> list[Run]:
+    import torch
+
+    from sglang_dflash.engine import generate, load_pair
+
+    dtype = getattr(torch, args.engine_dtype)
+    tmodel, drafter = load_pair(target, draft, device=device, dtype=dtype)
+    configs = [("ar", 0), ("dflash", 0)] + [("ddtree", b) for b in args.budgets]
+    runs = []
+    for algo, budget in configs:
+        for batch in BATCHES:
+            name = f"engine {algo}{budget or ''}" + ("" if args.engine_dtype == "float32" else f" {args.engine_dtype}")
+            run = Run(name, batch)
+            runs.append(run)
+            if time.time() > deadline:
+                run.error = "skipped: deadline"
+                continue
+            t0 = time.time()
+            try:
+                outputs, accepts = [], []
+                for group in chunks(prompts, batch):
+                    res = generate(tmodel, group, args.max_new_tokens, algo, drafter, budget=budget or 64)
+                    outputs += res.output_ids
+                    accepts += [sum(a) / max(len(a), 1) + 1 for a in res.accept_lens]
+                run.outputs, run.wall_s = outputs, time.time() - t0
+                run.extra = dict(tokens_per_pass=sum(accepts) / len(accepts))
+            except Exception as e:  # reported in the table
+                run.error = repr(e)[:300]
+            log.stamp(f"{run.key}: {'ok' if run.error is None else run.error} ({time.time() - t0:.1f} s)")
+    return runs
+
+
+# ------------------------------------------------------------------------------------------------ report
+
+
+def first_diff(a: list[int], b: list[int]) -> int | None:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def cell(run: Run, i: int, ref: Run, margins) -> str:
+    if run.outputs is None:
+        return "-"
+    k = first_diff(run.outputs[i], ref.outputs[i])
+    if k is None:
+        return "="
+    m = margins[i][k] if k < len(margins[i]) else float("nan")
+    return f"!=@{k} ({m:.2g})"
+
+
+def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
+    shown = [r for r in runs if r is not ref]
+    lines = [
+        f"## Greedy tokens vs transformers (fp32), {len(prompts)} prompts x {args.max_new_tokens} new tokens, "
+        f"SGLang TP={args.tp}, CUDA graphs {'off' if args.no_cuda_graph else 'on'}",
+        "",
+        "`=`: equal to transformers; `!=@k (m)`: first difference at new token k, where transformers' "
+        "top-1 minus top-2 logit margin is m; `-`: no result (see below).",
+        "",
+        "| # | prompt len | " + " | ".join(r.key for r in shown) + " |",
+        "|---|---|" + "---|" * len(shown),
+    ]
+    for i, p in enumerate(prompts):
+        lines.append(f"| {i} | {len(p)} | " + " | ".join(cell(r, i, ref, margins) for r in shown) + " |")
+    ar = next((r for r in runs if r.name == "engine ar" and r.batch == 1 and r.outputs), None)
+    lines += ["", "| run | equal to transformers | equal to engine ar b1 | wall s | notes |", "|---|---|---|---|---|"]
+    for r in shown:
+        if r.outputs is None:
+            lines.append(f"| {r.key} | - | - | - | {r.error} |")
+            continue
+        eq = sum(a == b for a, b in zip(r.outputs, ref.outputs))
+        eq_ar = f"{sum(a == b for a, b in zip(r.outputs, ar.outputs))}/{len(prompts)}" if ar else "-"
+        notes = []
+        if "tokens_per_pass" in r.extra:
+            notes.append(f"{r.extra['tokens_per_pass']:.2f} tokens/pass")
+        if r.extra.get("startup_s") is not None:
+            notes.append(f"engine start-up {r.extra['startup_s']:.0f} s")
+        lines.append(f"| {r.key} | {eq}/{len(prompts)} | {eq_ar} | {r.wall_s:.1f} | {', '.join(notes)} |")
+    ms = sorted(m for row in margins for m in row)
+    if ms:
+        lines += ["", f"transformers' top-1 - top-2 logit margins over all reference tokens: min {ms[0]:.3g}, "
+                      f"median {ms[len(ms) // 2]:.3g}"]  # fmt: skip
+    text = "\n".join(lines)
+    log("\n" + text)
+    return text
+
+
+# -------------------------------------------------------------------------------------------------- main
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(
+        prog="python3 benchmarks/gpu/harness.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--tp", type=int, choices=(1, 2), default=1, help="SGLang tensor parallelism (2 needs two GPUs)")
+    p.add_argument("--site", type=Path, default=None, help="install the carried wheels here and run SGLang from it")
+    p.add_argument("--out", type=Path, default=None, help="logs and tables (default: $OUT, else WORK/out)")
+    p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_harness"), help="checkpoints and scratch")
+    p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument("--max-new-tokens", type=int, default=16)
+    p.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[16], help="DDTREE budgets (e.g. 16,64)")
+    p.add_argument(
+        "--speculative-algorithm",
+        nargs="*",
+        choices=("DFLASH", "DDTREE"),
+        default=[],
+        help="also run SGLang with these, through the plugin (its workers must exist)",
+    )
+    p.add_argument("--engine-dtype", choices=("float32", "bfloat16"), default="float32", help="standalone engine's dtype")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="for transformers and the standalone engine")
+    p.add_argument("--skip-sglang", action="store_true", help="no SGLang runs (e.g. a CPU check of the rest)")
+    p.add_argument("--skip-engine", action="store_true", help="no standalone-engine runs")
+    p.add_argument("--no-overlap", action="store_true", help="start SGLang only after the reference runs")
+    p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
+    p.add_argument("--mem-fraction", type=float, default=0.3, help="SGLang's mem_fraction_static")
+    p.add_argument("--deadline", type=float, default=0, help="seconds from start after which the harness stops waiting")
+    p.add_argument("--vocab", type=int, default=512)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--groups", type=int, default=2, help="target layers = 4 x groups (3 GDN + 1 attention each)")
+    p.add_argument("--draft-layers", type=int, default=2)
+    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--_sglang-worker", dest="sglang_worker", default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.sglang_worker:
+        return sglang_worker(args.sglang_worker)
+    out = args.out or Path(os.environ.get("OUT") or args.work / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "harness.log")
+    deadline = log.t0 + args.deadline if args.deadline > 0 else float("inf")
+    if args.device == "cpu":
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before sglang_dflash's kernels are decorated
+    log.stamp("harness:", " ".join(sys.argv[1:]) or "(defaults)")
+    import torch
+    import transformers
+
+    log.stamp(f"torch {torch.__version__}, CUDA {torch.cuda.is_available()} ({torch.cuda.device_count()} GPUs), "
+              f"transformers {transformers.__version__}")  # fmt: skip
+    queue = None
+    install = install_wheels(args.site, log) if args.site and not args.skip_sglang else None
+    target, draft = build_checkpoints(args.work, args, log)  # while pip installs
+    if not args.skip_sglang:
+        finish_install(install, log)
+        env = sglang_env(args.site, log)
+    prompts = make_prompts(args.num_prompts, args.vocab, args.seed)
+    log.stamp(f"prompts: lengths {[len(p) for p in prompts]}, {args.max_new_tokens} new tokens each")
+    if not args.skip_sglang:
+        queue = SGLangQueue(sglang_runs(args, target, draft), env, prompts, args, args.work, out, log)
+        if not args.no_overlap:
+            queue.start()
+    ref, margins = hf_reference(target, prompts, args, args.device, log)
+    runs = [ref]
+    if not args.skip_engine:
+        runs += engine_runs(target, draft, prompts, args, args.device, deadline, log)
+    if queue is not None:
+        if args.no_overlap:
+            queue.start()
+        queue.join(timeout=None if deadline == float("inf") else max(0.0, deadline - time.time()))
+        if queue.is_alive():
+            log.stamp("deadline reached: stopping SGLang")
+            queue.stop()
+            queue.join(timeout=30)
+        for cfg in queue.runs:
+            for batch in BATCHES:
+                key = f"{cfg.name} b{batch}"
+                runs.append(queue.results.get(key) or Run(cfg.name, batch, error="not run (deadline)"))
+    table = report(runs, ref, margins, prompts, args, log)
+    (out / "table.md").write_text(table + "\n")
+    (out / "results.json").write_text(
+        json.dumps(dict(prompts=prompts, margins=margins, runs=[asdict(r) for r in runs], args=vars(args)), default=str)
+    )
+    ok = all(r.outputs == ref.outputs for r in runs if r.outputs is not None) and all(r.outputs is not None for r in runs)
+    log.stamp("verdict:", "all runs equal transformers" if ok else "NOT all equal / not all ran (table above)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
