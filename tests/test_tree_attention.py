@@ -89,3 +89,34 @@ def test_tree_attention_reads_cache_rows_through_slots():
     with poisoned_outputs():
         out = tree_attention(*args, slots=slots.to(DEVICE), splits=2, BM=16, BN=16)
     torch.testing.assert_close(out.cpu().double(), gathered, rtol=1e-4, atol=1e-4)
+
+
+def test_sliding_window_over_the_prefix():
+    """window + positions: prefix key t is seen from position p only if p - t < window. Kernel and
+    reference against SDPA with the explicit mask (`models.layers.masked_attention`)."""
+    from sglang_dflash.models.layers import masked_attention
+
+    gen = torch.Generator().manual_seed(9)
+    R, N, HQ, HKV, Dh, T, window = 2, 6, 4, 2, 16, 40, 7
+    q = torch.randn(R, N, HQ, Dh, generator=gen)
+    k_cache, v_cache = (torch.randn(R, T, HKV, Dh, generator=gen) for _ in range(2))
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen) for _ in range(2))
+    prefix_lens = torch.tensor([T, 23])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    positions = prefix_lens[:, None] + anc.sum(-1) - 1  # root at the prefix length, + depth
+    t = torch.arange(T)
+    see_prefix = (t < prefix_lens[:, None, None]) & (positions[:, :, None] - t < window)
+    expected = masked_attention(
+        q.double(), torch.cat([k_cache, k_tree], 1).double(), torch.cat([v_cache, v_tree], 1).double(),
+        torch.cat([see_prefix, anc], 2), Dh**-0.5,
+    )  # fmt: skip
+    assert not see_prefix[0, 0, : T - window + 1].any()  # the window hides part of the prefix
+    ref = tree_attention_ref(
+        q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(), v_tree.double(), anc,
+        window=window, positions=positions,
+    )  # fmt: skip
+    torch.testing.assert_close(ref, expected)
+    args = [t.to(DEVICE) for t in (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)]
+    with poisoned_outputs():
+        out = tree_attention(*args, window=window, positions=positions.to(DEVICE), splits=3, BM=16, BN=16)
+    torch.testing.assert_close(out.cpu().double(), expected, rtol=1e-4, atol=1e-4)

@@ -16,8 +16,9 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from ..kernels.tree_attention import attend_tree
 from .config import DraftConfig, read_config
-from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into, masked_attention
+from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into
 from .qwen3_5 import scatter_rows
 
 
@@ -57,14 +58,14 @@ class DraftAttention(nn.Module):
             see = see & (d < self.window) & (-d < self.window)
         return see
 
-    def forward(self, x: Tensor, positions: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_lens: Tensor) -> Tensor:
+    def forward(self, x: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, slots: Tensor, ctx_lens: Tensor) -> Tensor:
+        """The block x [R, B, D] at positions [R, B] over the context K/V of cache rows `slots` (the first
+        ctx_lens[r] positions; every one precedes the block) and the block itself."""
         R, B, _ = x.shape
         q = self.rotary(self.q_norm(self.q_proj(x).view(R, B, -1, self.head_dim)), positions)
         k, v = self.kv(x, positions)
-        ctx_pos = torch.arange(k_ctx.shape[1], device=x.device).expand(R, -1)
-        ctx_see = self.visible(positions, ctx_pos, in_block=False) & (ctx_pos < ctx_lens[:, None])[:, None, :]
-        see = torch.cat([ctx_see, self.visible(positions, positions, in_block=True)], dim=2)
-        o = masked_attention(q, torch.cat([k_ctx, k], 1), torch.cat([v_ctx, v], 1), see, self.head_dim**-0.5)
+        in_block = self.visible(positions, positions, in_block=True)
+        o = attend_tree(q, k_cache, v_cache, ctx_lens, k, v, in_block, slots=slots, window=self.window, positions=positions)
         return self.o_proj(o.reshape(R, B, -1))
 
 
@@ -76,8 +77,8 @@ class DraftLayer(nn.Module):
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
 
-    def forward(self, h: Tensor, positions: Tensor, k_ctx: Tensor, v_ctx: Tensor, ctx_lens: Tensor) -> Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), positions, k_ctx, v_ctx, ctx_lens)
+    def forward(self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, slots: Tensor, ctx_lens: Tensor) -> Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, slots, ctx_lens)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -130,7 +131,7 @@ class DFlashDrafter(nn.Module):
         h = embed(block) * c.input_embedding_scale if c.input_embedding_scale != 1.0 else embed(block)
         positions = seq_lens[:, None] + torch.arange(c.block_size, device=anchors.device)
         for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
-            h = layer(h, positions, k_cache[slots], v_cache[slots], seq_lens)
+            h = layer(h, positions, k_cache, v_cache, slots, seq_lens)
         logits = lm_head(self.norm(h[:, 1:])).float() * c.output_multiplier
         if c.final_logit_softcapping:
             logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping

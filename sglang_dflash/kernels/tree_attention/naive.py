@@ -20,10 +20,13 @@ def tree_attention_ref(
     ancestor_mask: Tensor,
     scale: float | None = None,
     slots: Tensor | None = None,
+    window: int | None = None,
+    positions: Tensor | None = None,
 ) -> Tensor:
     """q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] with prefix_lens[r] <= T valid tokens (or
     [rows, T, HKV, Dh] read at rows `slots` [R]); k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool
-    [R, N, N] -> out [R, N, HQ, Dh] (q's dtype)."""
+    [R, N, N] -> out [R, N, HQ, Dh] (q's dtype). window, positions long [R, N]: prefix key t is seen
+    from position p only if p - t < window (a sliding-window layer; the tree part is ancestor_mask's)."""
     if slots is not None:
         k_cache, v_cache = k_cache[slots], v_cache[slots]
     R, N, HQ, Dh = q.shape
@@ -33,6 +36,8 @@ def tree_attention_ref(
     keys = torch.cat([k_cache, k_tree], dim=1).to(dtype).repeat_interleave(HQ // HKV, dim=2)  # [R, T + N, HQ, Dh]
     values = torch.cat([v_cache, v_tree], dim=1).to(dtype).repeat_interleave(HQ // HKV, dim=2)
     in_prefix = (torch.arange(T, device=q.device) < prefix_lens[:, None])[:, None, :].expand(R, N, T)
+    if window is not None:
+        in_prefix = in_prefix & (positions[:, :, None] - torch.arange(T, device=q.device) < window)
     visible = torch.cat([in_prefix, ancestor_mask], dim=2)
     scores = torch.einsum("rnhd,rthd->rhnt", q.to(dtype), keys) * scale
     probs = torch.softmax(scores.masked_fill(~visible[:, None], float("-inf")), dim=-1)

@@ -45,10 +45,10 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 
 @triton.jit
 def _tree_attention_kernel(
-    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, acc_out, m_out, l_out,
+    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, acc_out, m_out, l_out,
     N, T, CHUNK, scale, CACHE_ROWS,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-    FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr,
+    FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, WINDOW: tl.constexpr,
 ):  # fmt: skip
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
@@ -69,13 +69,20 @@ def _tree_attention_kernel(
             row = tl.load(slots + r).to(tl.int64)
             row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
         stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32))  # int32 like the tree branch
-        for n0 in range(split * CHUNK, stop, BN):
+        start = split * CHUNK
+        if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
+            qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
+            start = tl.maximum(start, tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1)
+        for n0 in range(start, stop, BN):
             keys = n0 + tl.arange(0, BN)
             ok = keys < stop
             kv = ((row * T + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
             kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
             vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
-            m_i, l_i, acc = _online_update(qv, kt, vt, live[:, None] & ok[None, :], m_i, l_i, acc, scale, FP32_DOTS)
+            seen = live[:, None] & ok[None, :]
+            if WINDOW > 0:
+                seen = seen & (qpos[:, None] - keys[None, :] < WINDOW)
+            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     else:  # the tree block: ancestors and itself
         for n0 in range(0, N, BN):
             keys = n0 + tl.arange(0, BN)
@@ -131,6 +138,8 @@ def tree_attention(
     ancestor_mask: Tensor,
     scale: float | None = None,
     slots: Tensor | None = None,
+    window: int | None = None,
+    positions: Tensor | None = None,
     splits: int | None = None,
     BM: int | None = None,
     BN: int | None = None,
@@ -140,11 +149,15 @@ def tree_attention(
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
     prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
     as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
+    window (with positions long [R, N], the queries' positions): a prefix key at position t is seen
+    only from positions p with p - t < window (sliding-window layers).
     splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
     the prefix lengths, so the launch is CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
     T, HKV = k_cache.shape[1], k_cache.shape[2]
     G = HQ // HKV
+    if window is not None and positions is None:
+        raise ValueError("a window needs the queries' positions")
     # Hopper: 128-row x 64-key tiles, 2 stages (31 us at N = 64 over 4096 keys on an H200; 64 x 32 with
     # 3 stages took 49, 64 x 64 with 3 stages needs 232 KB). SM86 (99 KB): 32 x 32, no pipelining.
     big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED
@@ -159,10 +172,11 @@ def tree_attention(
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
-        k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8), acc, m, l,
+        k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8),
+        q if positions is None else positions.contiguous(), acc, m, l,
         N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0],
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
-        HAS_SLOTS=slots is not None,
+        HAS_SLOTS=slots is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
     out = torch.empty_like(q)
