@@ -4,7 +4,7 @@ tile, bf16, padding requests; outputs poisoned first; conv_state untouched by ve
 
 import pytest
 import torch
-from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
+from tree_helpers import DEVICE, accepted_paths, poisoned_outputs, random_parents
 
 from sglang_dflash.kernels.tree_conv import tree_causal_conv1d_ref, tree_conv_commit_ref
 from sglang_dflash.kernels.tree_conv.tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
@@ -43,10 +43,7 @@ def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype):
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(y.cpu().double(), ref, **tol)
 
-    accepted = torch.full((R, 17), -1)
-    for r in range(R):
-        path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())[:17]
-        accepted[r, : len(path)] = torch.tensor(path)
+    accepted = accepted_paths(parents, 17, gen)
     expected = conv_state.clone()
     tree_conv_commit_ref(expected, slots, x, accepted)
     tree_conv_commit_triton(state, dev(slots), dev(x), dev(accepted))
@@ -61,10 +58,7 @@ def test_tree_conv_commit_of_stacked_layers_equals_each_layer():
     conv_state = torch.randn(layers, R + 1, D, W - 1, generator=gen)
     slots = torch.tensor([2, -1])
     parents = random_parents(R, N, gen, False)
-    accepted = torch.full((R, 8), -1)
-    for r in range(R):
-        path = root_path(parents, r, N - 1)[:8]
-        accepted[r, : len(path)] = torch.tensor(path)
+    accepted = accepted_paths(parents, 8)
     expected = conv_state.clone()
     for layer in range(layers):
         tree_conv_commit_ref(expected[layer], slots, x[layer], accepted)

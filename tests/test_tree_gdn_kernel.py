@@ -4,7 +4,7 @@ inputs; outputs poisoned first; the pool untouched by verify; commit equal to th
 
 import pytest
 import torch
-from tree_helpers import DEVICE, gdn_inputs, poisoned_outputs, random_parents, root_path
+from tree_helpers import DEVICE, accepted_paths, gdn_inputs, poisoned_outputs, random_parents
 
 from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
@@ -57,10 +57,7 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     assert rel_err(o.cpu(), ref_o.double()) <= tol
 
     # Commit a random root path; the last request is padding (slot -1) when R > 1.
-    accepted = torch.full((R, 16), -1)
-    for r in range(R):
-        path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())[:16]
-        accepted[r, : len(path)] = torch.tensor(path)
+    accepted = accepted_paths(parents, 16, gen)
     live = slots.clone()
     if R > 1:
         live[-1] = -1
@@ -85,10 +82,7 @@ def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     pool = torch.stack([x.pop("state_pool") for x in xs])
     slots = torch.tensor([1, -1])
     parents = random_parents(R, N, gen, False)
-    accepted = torch.full((R, 8), -1)
-    for r in range(R):
-        path = root_path(parents, r, N - 1)[:8]
-        accepted[r, : len(path)] = torch.tensor(path)
+    accepted = accepted_paths(parents, 8)
     ref_ctxs, ctxs = [], []
     for layer, x in enumerate(xs):
         ref_ctxs.append(tree_gdn_verify_ref(**x, state_pool=pool[layer], slots=slots, parents=parents)[1])

@@ -39,6 +39,18 @@ def root_path(parents: torch.Tensor, r: int, i: int) -> list[int]:
     return ([0] if i != 0 else []) + path[::-1]
 
 
+def accepted_paths(parents: torch.Tensor, width: int, gen: torch.Generator | None = None) -> torch.Tensor:
+    """Long [R, width]: each request's root path, to a random node (gen) or else to its last node,
+    cut to `width` nodes and padded -1 (the layout of `Acceptance.accepted_nodes`)."""
+    R, N = parents.shape
+    accepted = torch.full((R, width), -1)
+    for r in range(R):
+        end = torch.randint(0, N, (1,), generator=gen).item() if gen is not None else N - 1
+        path = root_path(parents, r, end)[:width]
+        accepted[r, : len(path)] = torch.tensor(path)
+    return accepted
+
+
 def gdn_inputs(R, N, H, HV, K, V, pool_size, gen, dtype=torch.float64):
     rnd = lambda *s: torch.randn(*s, generator=gen, dtype=dtype)  # noqa: E731
     return dict(
