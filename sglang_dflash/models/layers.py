@@ -17,21 +17,22 @@ def gpu_compiled(fn):
     otherwise. For the small elementwise chains around the GEMMs (norms, gates, RoPE), which cost one
     launch per op uncompiled: fused, a layer's glue is a few kernels. SGLANG_DFLASH_COMPILE=0 keeps
     everything eager."""
+    compiled = None
 
     @functools.wraps(fn)
     def call(x: Tensor, *args):
+        nonlocal compiled
         if not x.is_cuda:
             return fn(x, *args)
-        if call.compiled is None:  # importing torch's compiler takes seconds: only when a GPU needs it
-            call.compiled = fn
+        if compiled is None:  # importing torch's compiler takes seconds: only when a GPU needs it
+            compiled = fn
             if os.environ.get("SGLANG_DFLASH_COMPILE", "1") != "0":
-                call.compiled = torch.compile(fn, dynamic=True)
+                compiled = torch.compile(fn, dynamic=True)
                 # one variant per rank / stride pattern / 0-1 size of the inputs (the default 8 was hit
                 # on the 27B shard, and further variants then ran eagerly)
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        return call.compiled(x, *args)
+        return compiled(x, *args)
 
-    call.compiled = None
     return call
 
 
