@@ -179,3 +179,18 @@ def test_drafter_architecture_is_registered_with_sglang():
     stub = str(Path(__file__).parent / "sgl_kernel_stub")
     out = run_fresh(code, env={"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")])})
     assert "ARCH sglang_dflash.sglang.draft_model" in out.stdout, out.stderr[-2000:]
+
+
+def test_model_runner_gets_the_hidden_capture_patch():
+    """In a fresh interpreter (with the test-only sgl_kernel stand-in, which SGLang's model runner imports):
+    `ModelRunner.init_device_graphs` is wrapped, and is not when the plugin is disabled."""
+    code = (
+        "import sglang.srt.model_executor.model_runner as m; "
+        "print('PATCHED', getattr(m.ModelRunner, '_sglang_dflash_capture_patched', False))"
+    )
+    stub = str(Path(__file__).parent / "sgl_kernel_stub")
+    env = {"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")]), "SGLANG_USE_CPU_ENGINE": "1"}
+    out = run_fresh(code, env=env)
+    assert "PATCHED True" in out.stdout, out.stderr[-2000:]
+    off = run_fresh(code, env={**env, "SGLANG_DFLASH_DISABLE": "1"})
+    assert "PATCHED False" in off.stdout, off.stderr[-2000:]

@@ -4,10 +4,10 @@ tile, bf16, padding requests; outputs poisoned first; conv_state untouched by ve
 
 import pytest
 import torch
-from tree_helpers import DEVICE, accepted_paths, poisoned_outputs, random_parents
+from tree_helpers import DEVICE, accepted_paths, poisoned_outputs, random_parents, root_path
 
 from sglang_dflash.kernels.tree_conv import tree_causal_conv1d_ref, tree_conv_commit_ref
-from sglang_dflash.kernels.tree_conv.tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
+from sglang_dflash.kernels.tree_conv.tree_conv import conv_windows, tree_causal_conv1d_triton, tree_conv_commit_triton
 
 
 @pytest.mark.parametrize(
@@ -66,3 +66,17 @@ def test_tree_conv_commit_of_stacked_layers_equals_each_layer():
     tree_conv_commit_triton(state, slots.to(DEVICE), x.to(DEVICE), accepted.to(DEVICE))
     assert torch.equal(state.cpu(), expected)
     assert not torch.equal(expected[:, 2], conv_state[:, 2])  # the commit did something in every layer
+
+
+def test_conv_windows_are_the_ancestors_then_state_columns():
+    gen = torch.Generator().manual_seed(4)
+    R, N, W = 3, 12, 4
+    parents = random_parents(R, N, gen, False)
+    table = conv_windows(parents, W)
+    for r in range(R):
+        for i in range(N):
+            path = root_path(parents, r, i)  # root .. i
+            for m in range(1, W):
+                depth = len(path) - 1
+                want = path[depth - m] if m <= depth else -(m - depth)
+                assert table[r, i, m - 1].item() == want, (r, i, m)

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_attention import attend_tree
+from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import stack_contexts
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
@@ -58,6 +59,7 @@ class StepInput:
     slots: Tensor  # long [R]
     seq_lens: Tensor  # long [R]
     positions: Tensor  # long [R, N] = seq_lens + depth
+    conv_windows: Tensor  # long [R, N, W - 1]: `kernels.tree_conv.conv_windows`, for every conv layer
 
 
 class GatedDeltaNet(nn.Module):
@@ -82,7 +84,7 @@ class GatedDeltaNet(nn.Module):
         c, (R, N, _) = self.c, x.shape
         parents = step.tree.parents
         mixed = self.in_proj_qkv(x)
-        qkv = tree_causal_conv1d(mixed, conv_state, self.conv1d.weight[:, 0], None, step.slots, parents)
+        qkv = tree_causal_conv1d(mixed, conv_state, self.conv1d.weight[:, 0], None, step.slots, parents, step.conv_windows)
         q, k, v = qkv.split([self.key_dim, self.key_dim, self.value_dim], dim=-1)
         H, HV = c.linear_num_key_heads, c.linear_num_value_heads
         o, gdn_ctx = tree_gdn_verify(
@@ -216,7 +218,8 @@ class Qwen3_5Target(nn.Module):
     def verify(self, cache: TargetCache, tree: DraftTree, slots: Tensor, seq_lens: Tensor) -> VerifyOutput:
         """Run R trees of N nodes (node 0 at position seq_lens[r]) against the caches of `slots`; caches untouched.
         No host sync (CUDA-graph safe): the caller keeps seq_lens + depth below cache.max_len."""
-        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths)
+        windows = conv_windows(tree.parents, self.config.linear_conv_kernel_dim)
+        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
         for i, (layer, caches) in enumerate(zip(self.layers, self._caches(cache))):

@@ -13,7 +13,12 @@ import importlib.util
 import os
 import sys
 
-WATCHED = ("sglang.srt.speculative.spec_info", "sglang.srt.server_args", "sglang.srt.models.registry")
+WATCHED = (
+    "sglang.srt.speculative.spec_info",
+    "sglang.srt.server_args",
+    "sglang.srt.models.registry",
+    "sglang.srt.model_executor.model_runner",
+)
 DISABLE_ENV = "SGLANG_DFLASH_DISABLE"  # set to 1 to leave SGLang untouched
 
 

@@ -17,9 +17,18 @@ def patch_module(module) -> None:
         "sglang.srt.speculative.spec_info": patch_spec_info,
         "sglang.srt.server_args": patch_server_args,
         "sglang.srt.models.registry": register_draft_model,
+        "sglang.srt.model_executor.model_runner": patch_model_runner,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
+
+
+def patch_model_runner(module) -> None:
+    """The target's hidden-state capture, installed just before its CUDA graphs are captured
+    (`hidden_capture.patch_model_runner`; only for the experimental DFLASH worker's runs)."""
+    from .hidden_capture import patch_model_runner as patch
+
+    patch(module)
 
 
 def register_draft_model(module) -> None:

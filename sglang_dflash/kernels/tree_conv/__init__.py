@@ -4,15 +4,23 @@ on CUDA tensors and the pure-torch references otherwise."""
 from torch import Tensor
 
 from .naive import tree_causal_conv1d_ref, tree_conv_commit_ref
-from .tree_conv import tree_causal_conv1d_triton, tree_conv_commit_triton
+from .tree_conv import conv_windows, tree_causal_conv1d_triton, tree_conv_commit_triton
 
 
 def tree_causal_conv1d(
-    x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None, slots: Tensor, parents: Tensor
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    slots: Tensor,
+    parents: Tensor,
+    windows: Tensor | None = None,
 ) -> Tensor:
-    """x [R, N, D] (pre-conv) -> SiLU(conv) [R, N, D]; conv_state [S, D, W - 1] is not modified."""
-    conv = tree_causal_conv1d_triton if x.is_cuda else tree_causal_conv1d_ref
-    return conv(x, conv_state, weight, bias, slots, parents)
+    """x [R, N, D] (pre-conv) -> SiLU(conv) [R, N, D]; conv_state [S, D, W - 1] is not modified.
+    windows: `conv_windows(parents, W)`, made once per step and shared by the layers (the kernel's input)."""
+    if x.is_cuda:
+        return tree_causal_conv1d_triton(x, conv_state, weight, bias, slots, parents, windows=windows)
+    return tree_causal_conv1d_ref(x, conv_state, weight, bias, slots, parents)
 
 
 def tree_conv_commit(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
@@ -28,6 +36,7 @@ def tree_conv_commit(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_node
 
 
 __all__ = [
+    "conv_windows",
     "tree_causal_conv1d",
     "tree_causal_conv1d_ref",
     "tree_causal_conv1d_triton",

@@ -1,8 +1,9 @@
 """Triton: depthwise causal conv1d (+ SiLU) over draft trees, and its commit.
 
 verify: one program per (channel tile of BD, request), all N nodes at once. Node i's window is
-itself and its W - 1 nearest ancestors, walked up the parent pointers; above the root the walk
-continues into conv_state[slots[r]] (last column = newest input). conv_state is only read.
+itself and its W - 1 nearest ancestors (`conv_windows`, a table made once per step from the
+parent pointers); above the root it continues into conv_state[slots[r]] (last column = newest
+input). conv_state is only read.
 commit: conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path), read fully
 before it is written, by the program that owns that tile. Shapes as in `naive.py`.
 """
@@ -17,7 +18,7 @@ from torch import Tensor
 
 @triton.jit
 def _tree_conv_kernel(
-    x, conv_state, weight, bias, slots, parents, y, N, D,
+    x, conv_state, weight, bias, slots, windows, y, N, D,
     W: tl.constexpr, NN: tl.constexpr, BD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
 ):  # fmt: skip
     idt, r = tl.program_id(0), tl.program_id(1).to(tl.int64)
@@ -31,15 +32,12 @@ def _tree_conv_kernel(
 
     acc = tl.load(x + (r * N + n[:, None]) * D + d[None, :], mask=both, other=0.0).to(tl.float32)
     acc = acc * tl.load(weight + d * W + (W - 1), mask=dm, other=0.0).to(tl.float32)[None, :]
-    cur = n.to(tl.int64)  # node on the walk up, -1 once above the root
-    col = tl.full([NN], W - 1, tl.int64)  # state column once above the root
-    for m in tl.static_range(1, W):
-        up = tl.load(parents + r * N + tl.maximum(cur, 0), mask=nm & (cur >= 0), other=-1)
-        col = tl.where(cur >= 0, W - 2, col - 1)
-        cur = tl.where(cur >= 0, up, -1)
-        from_x = tl.load(x + (r * N + cur[:, None]) * D + d[None, :], mask=both & (cur >= 0)[:, None], other=0.0)
-        from_state = tl.load(state + d[None, :] * (W - 1) + col[:, None], mask=both & (cur < 0)[:, None] & (slot >= 0), other=0.0)
-        value = tl.where((cur >= 0)[:, None], from_x.to(tl.float32), from_state.to(tl.float32))
+    for m in tl.static_range(1, W):  # the window's entries are independent loads: no walk up the parents
+        up = tl.load(windows + (r * N + n) * (W - 1) + (m - 1), mask=nm, other=0)  # node, or -(steps above the root)
+        from_x = tl.load(x + (r * N + up[:, None]) * D + d[None, :], mask=both & (up >= 0)[:, None], other=0.0)
+        col = W - 1 + up  # above the root: the state's columns, newest last
+        from_state = tl.load(state + d[None, :] * (W - 1) + col[:, None], mask=both & (up < 0)[:, None] & (slot >= 0), other=0.0)
+        value = tl.where((up >= 0)[:, None], from_x.to(tl.float32), from_state.to(tl.float32))
         acc += value * tl.load(weight + d * W + (W - 1 - m), mask=dm, other=0.0).to(tl.float32)[None, :]
     if HAS_BIAS:
         acc += tl.load(bias + d, mask=dm, other=0.0).to(tl.float32)[None, :]
@@ -76,17 +74,39 @@ def _tree_conv_commit_kernel(
             tl.store(state + d * (W - 1) + c, value.to(conv_state.dtype.element_ty), mask=dm)
 
 
+def conv_windows(parents: Tensor, W: int) -> Tensor:
+    """Long [R, N, W - 1]: for m = 1 .. W - 1, node i's m-th ancestor, or -(steps above the root) once
+    the window leaves the tree (then state column W - 1 - steps). One table per step serves every
+    conv layer; graph-safe."""
+    cur = torch.arange(parents.shape[1], device=parents.device).expand_as(parents)
+    above = torch.zeros_like(parents)
+    table = []
+    for _ in range(W - 1):
+        cur = torch.where(cur >= 0, parents.gather(1, cur.clamp(min=0)), -1)
+        above = torch.where(cur >= 0, 0, above + 1)
+        table.append(torch.where(cur >= 0, cur, -above))
+    return torch.stack(table, dim=-1)
+
+
 def tree_causal_conv1d_triton(
-    x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None, slots: Tensor, parents: Tensor, activation: bool = True
+    x: Tensor,
+    conv_state: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    slots: Tensor,
+    parents: Tensor,
+    activation: bool = True,
+    windows: Tensor | None = None,
 ) -> Tensor:
-    """x [R, N, D] (pre-conv) -> y [R, N, D], conv_state [S, D, W - 1] untouched."""
+    """x [R, N, D] (pre-conv) -> y [R, N, D], conv_state [S, D, W - 1] untouched. windows: `conv_windows`
+    of the step's trees, computed here if not given."""
     R, N, D = x.shape
     W = weight.shape[1]
+    windows = conv_windows(parents, W) if windows is None else windows
     y = torch.empty_like(x)
     BD = min(64, triton.next_power_of_2(D))
     _tree_conv_kernel[(triton.cdiv(D, BD), R)](
-        x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots,
-        parents.contiguous(), y, N, D,
+        x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots, windows.contiguous(), y, N, D,
         W=W, NN=triton.next_power_of_2(N), BD=BD, HAS_BIAS=bias is not None, SILU=activation,
     )  # fmt: skip
     return y

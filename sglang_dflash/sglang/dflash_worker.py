@@ -1,0 +1,419 @@
+"""DFlashWorker: a first DFLASH (chain) worker for SGLang 0.5.10's spec-v1 (non-overlap) scheduler.
+
+EXPERIMENTAL, AND IT HAS NOT RUN ON A GPU YET. It is only reachable with
+SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (see `worker.py`). Only the pure helpers and the hidden capture
+are tested, on CPU (tests/test_dflash_worker.py). Written against SGLang 0.5.10.post1, modelled on
+`speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
+post-verify bookkeeping (`eagle_info.EagleVerifyInput.verify`, `eagle_worker._mamba_verify_update`).
+
+Design (calls in order)
+-----------------------
+Construction (scheduler `maybe_init_draft_worker`, after the target TpModelWorker exists and its
+CUDA graphs are captured):
+  1. Hidden capture (`hidden_capture.py`) on the target's decoder layers for the drafter's
+     `target_layer_ids`. If `hidden_capture.patch_model_runner` already installed it before the
+     target's graph capture, it is reused; otherwise it is installed now and the target's graphs
+     are recaptured once (`ModelRunner.init_device_graphs()`), so graph replays write the taps.
+  2. The drafter: the standalone `models.dflash_draft.DFlashDrafter`, replicated on every TP rank,
+     with its own dense `DraftCache` whose slot is SGLang's `req_pool_idx`. It borrows the target's
+     embedding (SGLang's VocabParallelEmbedding returns full rows on every rank) and the target's
+     LM-head shard; the chain is the full-vocabulary argmax merged over TP
+     (`vocab_parallel.argmax_vocab_parallel`), so every rank drafts the same tokens.
+     Why not the SGLang-layer `draft_model.DFlashDraftModel`: it needs a draft ModelRunner, a draft
+     KV pool at the target's slot indices, an ENCODER_ONLY attention backend in TARGET_VERIFY mode and
+     its own graph runner; each is a new SGLang-internals surface. The standalone drafter is already
+     checked against transformers and runs in the standalone engine on GPU, so this first worker
+     only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
+     all its weights and K/V), its cache is dense [slots, max_len] (SGLANG_DFLASH_DRAFT_MAX_LEN,
+     default min(context length, 8192)) and lies outside SGLang's KV budget (lower
+     --mem-fraction-static), the draft is not CUDA-graphed, and radix-cache hits would leave the
+     drafter without context, so --disable-radix-cache is required.
+Prefill / extend (`batch.forward_mode.is_extend()`):
+  3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
+     samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
+     positions prefix_len .. prefix_len + extend_len - 1 of slot req_pool_idx (chunked prefill
+     continues the same slot).
+Decode:
+  4. roots = each request's last output token (not yet in the KV cache, at position seq_len);
+     `drafter(cache, roots, req_pool_indices, seq_lens, embed, lm_head shard)` -> TP-merged argmax ->
+     `dflash.chain_tree` (N = --speculative-num-draft-tokens nodes) ->
+     `verify_io.eagle_verify_fields` -> `EagleVerifyInput(topk=1)` (the algorithm answers
+     is_eagle(), so SGLang's TARGET_VERIFY graphs expect exactly this class) ->
+     `EagleVerifyInput.prepare_for_verify` (allocates N KV slots per request, writes req_to_token,
+     sets mamba_track_indices) -> forward mode TARGET_VERIFY ->
+     `target_worker.forward_batch_generation(mwb, is_verify=True)`.
+  5. `ddtree.accept_greedy` on the verify logits (LogitsProcessor gathers the full vocabulary on
+     every rank, so each rank decides the same) -> `verify_io.eagle_acceptance` ->
+     `_commit` (EAGLE v1's page-size-1 bookkeeping: output_ids, check_finished, spec_verify_ct,
+     spec_accepted_tokens, acceptance histogram, kv_committed_len, free rejected KV slots,
+     req_to_token of the accepted slots, seq_lens).
+  6. GDN state: `EAGLEWorker._mamba_verify_update` itself (called unbound with this worker as self),
+     i.e. `attn_backend.update_mamba_state_after_mtp_verify(accepted_steps=accept_len, ...)`, SGLang's
+     own intermediate-state path. Our tree GDN kernels replace it later.
+  7. Drafter context: `drafter.append_context` with the verify taps of the accepted nodes, at
+     positions seq_len_before .. seq_len_before + accept_len.
+  8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
+
+Refused (clear error): sampling (non-greedy) requests, grammar, logprobs, page size > 1, radix cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from ..ddtree import Acceptance, accept_greedy
+from ..dflash import chain_tree
+from .hidden_capture import graph_capacity, install_on_model_runner
+from .verify_io import eagle_acceptance, eagle_verify_fields
+from .vocab_parallel import argmax_vocab_parallel
+
+logger = logging.getLogger(__name__)
+
+ENV_MAX_LEN = "SGLANG_DFLASH_DRAFT_MAX_LEN"
+
+
+# ----------------------------------------------------------------------------- pure helpers (CPU-tested)
+
+
+def extend_tap_layout(prefix_lens: list[int], extend_lens: list[int], device=None) -> tuple[Tensor, Tensor, Tensor]:
+    """For an extend batch whose tokens are packed request after request: (rows long [R, P] = the packed
+    row of request r's j-th extend token (0 where j >= extend_lens[r]), nodes long [R, P] = j or -1,
+    starts long [R] = prefix_lens), P = max extend length. `drafter.append_context(cache, taps[rows],
+    slots, starts, nodes)` then writes position prefix_lens[r] + j."""
+    R = len(extend_lens)
+    P = max(extend_lens) if R else 0
+    ext = torch.tensor(extend_lens, dtype=torch.long, device=device)
+    offsets = torch.cumsum(ext, 0) - ext
+    j = torch.arange(P, device=device)
+    valid = j[None, :] < ext[:, None]
+    rows = torch.where(valid, offsets[:, None] + j[None, :], 0)
+    nodes = torch.where(valid, j[None, :].expand(R, P), -1)
+    return rows, nodes, torch.tensor(prefix_lens, dtype=torch.long, device=device)
+
+
+def truncate_acceptance(acc: Acceptance, keep: list[int]) -> Acceptance:
+    """The acceptance with request r's path cut to its first keep[r] nodes (root included; a request that
+    finished mid-path keeps the nodes up to its finishing token)."""
+    nodes = acc.accepted_nodes
+    k = torch.tensor(keep, dtype=torch.long, device=nodes.device)
+    j = torch.arange(nodes.shape[1], device=nodes.device)
+    cut = torch.where(j[None, :] < k[:, None], nodes, -1)
+    return Acceptance(accept_len=(k - 1).clamp(min=0), accepted_nodes=cut, bonus_tokens=acc.bonus_tokens)
+
+
+def emit_tokens(req, tokens: list[int]) -> int:
+    """Append tokens to req.output_ids one at a time, stopping after the one that finishes it (EAGLE v1's
+    rule). Returns how many were appended."""
+    n = 0
+    for t in tokens:
+        req.output_ids.append(t)
+        n += 1
+        req.check_finished()
+        if req.finished():
+            break
+    return n
+
+
+def local_vocab_range(lm_head) -> tuple[int, int]:
+    """(global id of local row 0, number of real vocabulary rows) of a vocabulary-parallel LM head shard."""
+    s = getattr(lm_head, "shard_indices", None)
+    if s is None:
+        return 0, lm_head.weight.shape[0]
+    return s.org_vocab_start_index, s.org_vocab_end_index - s.org_vocab_start_index
+
+
+def resolve_draft_path(path: str, revision: str | None = None) -> Path:
+    local = Path(path)
+    if local.is_dir():
+        return local
+    from huggingface_hub import snapshot_download
+
+    return Path(snapshot_download(path, revision=revision))
+
+
+# ----------------------------------------------------------------------------- the worker (GPU, untested)
+
+
+class DFlashWorker:
+    """DFLASH chain worker for SGLang 0.5.10 spec v1. See the module docstring: not run on a GPU yet."""
+
+    def __init__(
+        self,
+        server_args,
+        gpu_id: int,
+        tp_rank: int,
+        dp_rank,
+        moe_ep_rank: int,
+        attn_cp_rank: int,
+        moe_dp_rank: int,
+        nccl_port: int,
+        target_worker,
+    ):
+        from ..models.dflash_draft import DFlashDrafter
+
+        self.server_args = server_args
+        self._target_worker = target_worker
+        self.model_runner = target_worker.model_runner
+        self.tp_rank = tp_rank
+        self.page_size = server_args.page_size or 1
+        self.num_nodes = self.speculative_num_draft_tokens = int(server_args.speculative_num_draft_tokens)
+        self.model_config = self.model_runner.model_config  # the scheduler's disaggregation set-up reads it
+        self.device = torch.device(f"cuda:{gpu_id}" if gpu_id >= 0 else "cuda")
+        self._check_server_args(server_args)
+
+        model = self.model_runner.model
+        draft_path = resolve_draft_path(server_args.speculative_draft_model_path, server_args.speculative_draft_model_revision)
+        dtype = self.model_runner.model_config.dtype
+        self.drafter = DFlashDrafter.from_pretrained(draft_path, device=self.device, dtype=dtype)
+        c = self.drafter.config
+        if not 2 <= self.num_nodes <= c.block_size:
+            raise ValueError(f"DFLASH: --speculative-num-draft-tokens {self.num_nodes} not in [2, {c.block_size}]")
+
+        # 1. hidden capture (before graph capture if the model-runner patch ran, else install + recapture)
+        runner = self.model_runner
+        self.capture = install_on_model_runner(runner, c.target_layer_ids, c.hidden_size, graph_capacity(server_args))
+        if not getattr(self.capture, "before_graphs", False) and getattr(runner, "graph_runner", None) is not None:
+            logger.warning("DFLASH: hidden capture installed after the target's CUDA graphs; recapturing them once.")
+            runner.init_device_graphs()
+            self.capture.before_graphs = True
+
+        # 2. drafter cache, one dense row per req_pool_idx
+        num_slots = runner.req_to_token_pool.req_to_token.shape[0]
+        context_len = runner.model_config.context_len
+        self.max_len = int(os.environ.get(ENV_MAX_LEN, min(context_len, 8192)))
+        self.cache = self.drafter.new_cache(num_slots, self.max_len)
+        cache_gib = 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30
+        logger.warning(
+            "DFLASH (experimental): drafter K/V cache %d slots x %d positions = %.2f GiB per rank, outside SGLang's "
+            "KV budget (%s=N to change).",
+            num_slots,
+            self.max_len,
+            cache_gib,
+            ENV_MAX_LEN,
+        )
+        self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
+
+        # borrowed embedding / LM head shard, TP group
+        lm = getattr(model, "lm_head", None) or model.model.lm_head
+        self.embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.model.embed_tokens
+        self.lm_head_weight = lm.weight
+        self.vocab_start, self.vocab_local = local_vocab_range(lm)
+        from sglang.srt.distributed import get_tensor_model_parallel_world_size, get_tp_group
+
+        self.tp_size = get_tensor_model_parallel_world_size()
+        self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
+
+    # --- what the scheduler expects of a spec worker
+    @property
+    def target_worker(self):
+        return self._target_worker
+
+    @property
+    def draft_worker(self):
+        return self
+
+    def clear_cache_pool(self):
+        self.ctx_lens = [0] * len(self.ctx_lens)
+
+    @staticmethod
+    def _check_server_args(args) -> None:
+        problems = []
+        if (args.page_size or 1) != 1:
+            problems.append("--page-size 1 (this first worker frees rejected KV slots one by one)")
+        if not args.disable_radix_cache:
+            problems.append("--disable-radix-cache (a prefix-cache hit would leave the drafter without context)")
+        if not args.disable_overlap_schedule:
+            problems.append("the non-overlap scheduler")
+        if problems:
+            raise ValueError("DFLASH experimental worker needs " + "; ".join(problems))
+
+    @staticmethod
+    def _check_batch(batch) -> None:
+        if not batch.sampling_info.is_all_greedy:
+            raise ValueError(
+                "DFLASH experimental worker: only greedy requests (temperature 0 / top_k 1) are supported yet; "
+                "a sampling request reached it"
+            )
+        if batch.has_grammar:
+            raise ValueError("DFLASH experimental worker: grammar-constrained requests are not supported yet")
+        if batch.return_logprob:
+            raise ValueError("DFLASH experimental worker: logprob requests are not supported yet")
+
+    # --- one scheduler step
+    def forward_batch_generation(self, batch):
+        from sglang.srt.managers.utils import GenerationBatchResult
+
+        if batch.forward_mode.is_idle():
+            raise ValueError("DFLASH experimental worker: idle batches (DP attention) are not supported")
+        self._check_batch(batch)
+        if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
+            return self._forward_extend(batch, GenerationBatchResult)
+        return self._forward_decode(batch, GenerationBatchResult)
+
+    def _forward_extend(self, batch, GenerationBatchResult):
+        mwb = batch.get_model_worker_batch()
+        result = self.target_worker.forward_batch_generation(mwb)
+        ext, pre = list(batch.extend_lens), list(batch.prefix_lens)
+        slots_cpu = batch.req_pool_indices.tolist()
+        for slot, p, e in zip(slots_cpu, pre, ext):
+            if p > 0 and p != self.ctx_lens[slot]:  # p == 0: a new (or retracted) request takes the slot
+                raise RuntimeError(
+                    f"DFLASH: request in slot {slot} extends from {p} tokens but the drafter holds {self.ctx_lens[slot]} "
+                    "(prefix-cache hit?); run with --disable-radix-cache"
+                )
+            if p + e > self.max_len:
+                raise RuntimeError(f"DFLASH: sequence of {p + e} tokens over the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+        taps = self.capture.taps(sum(ext))
+        rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)
+        self.drafter.append_context(self.cache, taps[rows], batch.req_pool_indices.long(), starts, nodes)
+        for slot, p, e in zip(slots_cpu, pre, ext):
+            self.ctx_lens[slot] = p + e
+        return GenerationBatchResult(
+            logits_output=result.logits_output,
+            next_token_ids=result.next_token_ids,
+            num_accepted_tokens=0,
+            can_run_cuda_graph=result.can_run_cuda_graph,
+        )
+
+    def _draft(self, batch) -> tuple[Tensor, Tensor]:
+        """(roots long [R], the drafted chain long [R, N - 1]), identical on every TP rank."""
+        roots = torch.tensor([req.output_ids[-1] for req in batch.reqs], dtype=torch.long, device=self.device)
+        slots = batch.req_pool_indices.long()
+        seq_lens = batch.seq_lens.long()
+        w = self.lm_head_weight
+
+        def lm_head(h):
+            return F.linear(h, w)[..., : self.vocab_local]
+
+        local = self.drafter(self.cache, roots, slots, seq_lens, self.embed, lm_head)  # [R, B - 1, Vs]
+        local = local[:, : self.num_nodes - 1]
+        if self.tp_size > 1:
+            draft = argmax_vocab_parallel(local, self.vocab_start, self.tp_group)
+        else:
+            draft = local.argmax(-1)
+        return roots, draft
+
+    def _forward_decode(self, batch, GenerationBatchResult):
+        from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
+        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+        from sglang.srt.speculative.eagle_worker import EAGLEWorker
+
+        bs, N = batch.batch_size(), self.num_nodes
+        slots_cpu = batch.req_pool_indices.tolist()
+        seq_cpu = batch.seq_lens_cpu.tolist()
+        for slot, s in zip(slots_cpu, seq_cpu):
+            if s != self.ctx_lens[slot]:
+                raise RuntimeError(f"DFLASH: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
+            if s + N > self.max_len:
+                raise RuntimeError(f"DFLASH: sequence of {s + N} tokens over the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+
+        # 4. draft, chain, verify input
+        roots, draft = self._draft(batch)
+        tree = chain_tree(draft, roots)
+        f = eagle_verify_fields(tree, batch.seq_lens.long(), int(batch.seq_lens_sum))
+        spec_info = EagleVerifyInput(
+            draft_token=f["draft_token"],
+            custom_mask=f["custom_mask"],
+            positions=f["positions"],
+            retrive_index=f["retrive_index"],
+            retrive_next_token=f["retrive_next_token"],
+            retrive_next_sibling=f["retrive_next_sibling"],
+            retrive_cum_len=None,
+            spec_steps=self.server_args.speculative_num_steps,
+            topk=1,
+            draft_token_num=N,
+            capture_hidden_mode=CaptureHiddenMode.FULL,
+            seq_lens_sum=int(batch.seq_lens_sum),
+            seq_lens_cpu=batch.seq_lens_cpu,
+        )
+        seq_lens_pre = batch.seq_lens.clone()
+        spec_info.prepare_for_verify(batch, self.page_size)
+        spec_info.num_tokens_per_req = N
+        batch.return_hidden_states = False
+        batch.forward_mode = ForwardMode.TARGET_VERIFY
+        batch.spec_info = spec_info
+        mwb = batch.get_model_worker_batch(seq_lens_cpu_cache=spec_info.seq_lens_cpu)
+        result = self.target_worker.forward_batch_generation(mwb, is_verify=True)
+        logits_output = result.logits_output
+        taps = self.capture.taps(bs * N).view(bs, N, -1)
+
+        # 5. accept (ours), commit (EAGLE v1 bookkeeping)
+        logits = logits_output.next_token_logits.view(bs, N, -1)
+        acc = accept_greedy(tree, logits)
+        predict, accept_index, _ = eagle_acceptance(tree, acc)
+        keep, flat_accept, verified_id = self._commit(batch, predict, accept_index, acc)
+        acc = truncate_acceptance(acc, keep)
+        accept_len_cpu = [k - 1 for k in keep]
+        accept_length = torch.tensor(accept_len_cpu, dtype=torch.int32, device=self.device)
+
+        # 6. GDN state through SGLang's intermediate-state path
+        runner = self.model_runner
+        if any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
+            res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
+            # it reads only .hidden_states.device of its logits_output argument
+            EAGLEWorker._mamba_verify_update(self, batch, res, SimpleNamespace(hidden_states=taps), spec_info, seq_lens_pre)
+
+        # 7. drafter context for the committed tokens
+        self.drafter.append_context(self.cache, taps, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
+        for slot, s, k in zip(slots_cpu, seq_cpu, keep):
+            self.ctx_lens[slot] = s + k
+
+        logits_output.next_token_logits = logits_output.next_token_logits[flat_accept]
+        if logits_output.hidden_states is not None:
+            logits_output.hidden_states = logits_output.hidden_states[flat_accept]
+        batch.forward_mode = ForwardMode.DECODE
+        batch.spec_info = None
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=verified_id,
+            num_accepted_tokens=sum(accept_len_cpu),
+            accept_length_per_req_cpu=accept_len_cpu,
+            can_run_cuda_graph=result.can_run_cuda_graph,
+            accept_lens=accept_length,
+        )
+
+    def _commit(self, batch, predict: Tensor, accept_index: Tensor, acc: Acceptance):
+        """EAGLE v1's post-verify bookkeeping (eagle_info.EagleVerifyInput.verify, page size 1, topk 1) for our
+        accept decisions. Returns (kept nodes per request incl. root, flat accepted indices, their tokens)."""
+        from sglang.srt.speculative.spec_utils import assign_req_to_token_pool_func
+
+        bs, N = batch.batch_size(), self.num_nodes
+        rows, predict_cpu = accept_index.tolist(), predict.tolist()
+        keep, flat_cpu = [], []
+        for req, row in zip(batch.reqs, rows):
+            path = [i for i in row if i != -1]
+            n = emit_tokens(req, [predict_cpu[i] for i in path])
+            keep.append(n)
+            flat_cpu += path[:n]
+            req.kv_committed_len += n
+            req.kv_allocated_len = req.kv_committed_len
+            req.spec_verify_ct += 1
+            req.spec_accepted_tokens += n - 1
+            req.update_spec_acceptance_histogram(n - 1)
+        flat = torch.tensor(flat_cpu, dtype=torch.long, device=self.device)
+        verified_id = predict[flat].long()
+        evict = torch.ones(bs * N, dtype=torch.bool, device=self.device)
+        evict[flat] = False
+        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc[evict])
+        kept = torch.tensor(keep, dtype=torch.long, device=self.device)
+        accepted_locs = batch.out_cache_loc[flat]
+        assign_req_to_token_pool_func(
+            batch.req_pool_indices,
+            batch.req_to_token_pool.req_to_token,
+            batch.seq_lens,
+            batch.seq_lens + kept,
+            accepted_locs,
+            bs,
+        )
+        batch.out_cache_loc = accepted_locs
+        batch.seq_lens.add_(kept.to(batch.seq_lens.dtype))
+        batch.seq_lens_cpu.add_(torch.tensor(keep, dtype=batch.seq_lens_cpu.dtype))
+        batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+        return keep, flat, verified_id

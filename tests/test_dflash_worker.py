@@ -1,0 +1,165 @@
+"""CPU tests of the experimental DFLASH worker's GPU-free parts: the target hidden capture on a stand-in
+decoder stack shaped like SGLang 0.5.10's Qwen3.5 layers, the extend/verify bookkeeping helpers, and the
+SGLANG_DFLASH_EXPERIMENTAL_WORKER switch. Nothing here imports SGLang's runtime modules (the worker
+module imports them only inside its methods), so no `tests/sgl_kernel_stub` is needed; the worker
+itself (draft, verify, commit, GDN update) needs a GPU and is not tested here.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch import nn
+
+from sglang_dflash.ddtree import accept_greedy
+from sglang_dflash.dflash import chain_tree
+from sglang_dflash.sglang.dflash_worker import (
+    emit_tokens,
+    extend_tap_layout,
+    local_vocab_range,
+    truncate_acceptance,
+)
+from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
+from sglang_dflash.sglang.verify_io import eagle_acceptance
+
+D = 8
+
+
+class Communicator:
+    """SGLang's LayerCommunicator in miniature: prepare_attn / prepare_mlp are fused add + RMSNorm that
+    leave the sum in `residual` and update it IN PLACE (as sgl_kernel's fused_add_rmsnorm does)."""
+
+    @staticmethod
+    def _add_norm(h, r):
+        if r is None:
+            return torch.nn.functional.rms_norm(h, (D,)), h.clone()
+        r.add_(h)
+        return torch.nn.functional.rms_norm(r, (D,)), r
+
+    def prepare_attn(self, hidden_states, residual, forward_batch):
+        return self._add_norm(hidden_states, residual)
+
+    def prepare_mlp(self, hidden_states, residual, forward_batch):
+        return self._add_norm(hidden_states, residual)
+
+
+class Layer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layer_communicator = Communicator()
+        self.attn, self.mlp = nn.Linear(D, D), nn.Linear(D, D)
+
+    def forward(self, positions, hidden_states, residual, forward_batch):
+        h, r = self.layer_communicator.prepare_attn(hidden_states, residual, forward_batch)
+        h, r = self.layer_communicator.prepare_mlp(self.attn(h), r, forward_batch)
+        return self.mlp(h), r
+
+
+class Stack(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.model = nn.Module()
+        self.model.layers = nn.ModuleList(Layer() for _ in range(n))
+
+    def forward(self, x):
+        h, r, outs = x, None, []
+        for layer in self.model.layers:
+            h, r = layer(None, h, r, None)
+            outs.append((h + r).clone())  # layer output = hidden + residual (reference)
+        return outs
+
+
+@torch.no_grad()
+@pytest.mark.parametrize("T", [5, 12])  # within the static buffer, and over it (a large prefill)
+def test_capture_equals_layer_outputs(T):
+    torch.manual_seed(0)
+    model = Stack(5)
+    ids = [1, 2, 4]  # 4 is the last layer: the forward-hook fallback
+    cap = HiddenCapture(ids, D, capacity=8, device="cpu", dtype=torch.float32)
+    cap.install(decoder_layers(model))
+    cap.install(decoder_layers(model))  # idempotent
+    x = torch.randn(T, D)
+    ref = model(x)
+    got = cap.taps(T)
+    assert got.shape == (T, len(ids) * D)
+    for tap, layer in enumerate(ids):
+        torch.testing.assert_close(got[:, tap * D : (tap + 1) * D], ref[layer])
+    if T <= 8:
+        assert got.data_ptr() == cap.buffer.data_ptr()  # graph-safe: the static buffer
+
+
+def test_capture_rejects_bad_layer_ids():
+    cap = HiddenCapture([7], D, capacity=4, device="cpu", dtype=torch.float32)
+    with pytest.raises(ValueError, match="out of range"):
+        cap.install(Stack(3).model.layers)
+    cap = HiddenCapture([0], D, capacity=4, device="cpu", dtype=torch.float32)
+    with pytest.raises(RuntimeError, match="asked for 9 tokens"):
+        cap.taps(9)
+
+
+def test_extend_tap_layout():
+    rows, nodes, starts = extend_tap_layout([0, 5, 2], [3, 1, 2])
+    assert rows.tolist() == [[0, 1, 2], [3, 0, 0], [4, 5, 0]]
+    assert nodes.tolist() == [[0, 1, 2], [0, -1, -1], [0, 1, -1]]
+    assert starts.tolist() == [0, 5, 2]
+
+
+class Req:
+    def __init__(self, stop_after=None):
+        self.output_ids, self.stop_after = [], stop_after
+
+    def check_finished(self):
+        pass
+
+    def finished(self):
+        return self.stop_after is not None and len(self.output_ids) >= self.stop_after
+
+
+def test_chain_accept_emits_target_greedy_and_truncates_at_finish():
+    torch.manual_seed(1)
+    R, L, V = 3, 4, 11
+    target = torch.randint(V, (R, L + 1))  # the target's greedy token after each chain node
+    draft = target[:, :L].clone()
+    draft[0, 2] = (draft[0, 2] + 1) % V  # request 0: 2 accepted
+    draft[1] = (draft[1] + 1) % V  # request 1: none accepted
+    tree = chain_tree(draft, torch.zeros(R, dtype=torch.long))
+    logits = torch.nn.functional.one_hot(target, V).float()
+    acc = accept_greedy(tree, logits)
+    assert acc.accept_len.tolist() == [2, 0, L]
+    predict, accept_index, _ = eagle_acceptance(tree, acc)
+    reqs = [Req(), Req(), Req(stop_after=2)]
+    keep = []
+    for req, row in zip(reqs, accept_index.tolist()):
+        keep.append(emit_tokens(req, [predict.tolist()[i] for i in row if i != -1]))
+    assert keep == [3, 1, 2]
+    for r, req in enumerate(reqs):
+        assert req.output_ids == target[r, : keep[r]].tolist()  # the target's own greedy tokens
+    cut = truncate_acceptance(acc, keep)
+    assert cut.accept_len.tolist() == [2, 0, 1]
+    assert cut.accepted_nodes.tolist() == [[0, 1, 2, -1, -1], [0, -1, -1, -1, -1], [0, 1, -1, -1, -1]]
+
+
+def test_local_vocab_range():
+    assert local_vocab_range(SimpleNamespace(weight=torch.zeros(6, 2))) == (0, 6)
+    head = SimpleNamespace(
+        weight=torch.zeros(8, 2), shard_indices=SimpleNamespace(org_vocab_start_index=8, org_vocab_end_index=15)
+    )
+    assert local_vocab_range(head) == (8, 7)
+
+
+def test_worker_switch(monkeypatch):
+    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
+    from sglang_dflash.sglang.worker import worker_class
+
+    monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
+    for name in ("DFLASH", "DDTREE"):
+        with pytest.raises(NotImplementedError, match="SGLANG_DFLASH_EXPERIMENTAL_WORKER=1"):
+            worker_class(DraftTreeAlgorithm(name), None)
+    monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
+    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+
+    assert worker_class(DraftTreeAlgorithm("DFLASH"), None) is DFlashWorker
+    with pytest.raises(NotImplementedError, match="DFLASH only"):
+        worker_class(DraftTreeAlgorithm("DDTREE"), None)
