@@ -5,7 +5,8 @@
 
 Per-GPU shard of Qwen3.6-27B at TP=2: hidden 5120, 64 layers (16 x [3 Gated DeltaNet + 1 gated
 attention]), GDN 8 QK / 24 V heads of 128, attention 12 Q / 2 KV heads of 256, MLP 8704, LM head
-124,160 rows; drafter: 5 layers, 16 Q / 4 KV heads of 128, block 16. bf16 weights, caches filled
+124,160 rows; drafter: 5 layers (4 causal sliding-window layers of 2048 + 1 full, as Qwen3.6-27B-DFlash),
+16 Q / 4 KV heads of 128, block 16. bf16 weights, caches filled
 with random values as if `--context` tokens had been prefilled. Each stage is captured in a CUDA
 graph and timed by median replay (benchmarks/timing.py): decode step (verify of the root alone +
 LM head + commit), chain verify of 16 (DFLASH), tree verifies of 32 / 64 / 128 nodes (DDTREE-shaped),
@@ -62,7 +63,8 @@ def draft_config(t: TargetConfig, heads: tuple[int, int, int]) -> DraftConfig:
         hidden_size=t.hidden_size, intermediate_size=t.intermediate_size, num_hidden_layers=5, num_attention_heads=heads[0],
         num_key_value_heads=heads[1], head_dim=heads[2], vocab_size=t.vocab_size, rms_norm_eps=1e-6, rope_theta=1e7,
         attention_bias=False, target_layer_ids=tuple(default_target_layer_ids(t.num_hidden_layers, 5)), mask_token_id=0,
-        block_size=16, layer_types=("full_attention",) * 5, sliding_window=None, causal=(False,) * 5,
+        block_size=16, layer_types=("sliding_attention",) * 4 + ("full_attention",), sliding_window=2048,
+        causal=(True,) * 4 + (False,),  # Qwen3.6-27B-DFlash: 4 causal sliding-window layers + 1 full
     )  # fmt: skip
 
 
