@@ -1,7 +1,8 @@
 """Every Triton kernel builds for SM86 (RTX A6000: no wgmma/TMA, 99 KB of shared memory per block),
 ahead of time on a machine without a GPU, at the launch configurations our wrappers pick for the
-production shapes (Qwen3.6-27B at TP=2, DDTree budgets 16/64/256 over L = 15 draft depths, and
-DFLASH's 16-node chain), as the wrappers choose them on a device with SM86's shared memory
+production shapes (Qwen3.6-27B at TP=2, DDTree budgets 16/64/256 over L = 15 draft depths,
+DFLASH's 16-node chain, and the Qwen3.6 drafter's block attention with and without its window),
+as the wrappers choose them on a device with SM86's shared memory
 (`kernels.device.shared_memory_per_block` patched: tree GDN in 16-node blocks, tree attention in
 32-row tiles without pipelining there).
 
@@ -41,6 +42,7 @@ NODES = (16,) + tuple(b + 1 for b in BUDGETS)  # a DFLASH chain, then DDTree tre
 HV, H, K = 24, 8, 128  # GDN: V heads, QK heads, head dim (= V head dim)
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096  # full attention: query heads, KV heads, head dim, cached tokens
 CONV_D, CONV_W = 10240 // 2, 4
+DRAFT_HQ, DRAFT_HKV, DRAFT_DH, DRAFT_WINDOW = 16, 4, 128, 2048  # Qwen3.6-27B-DFlash per GPU at TP=2, block 16
 
 
 def production_calls(kernels):
@@ -63,6 +65,14 @@ def production_calls(kernels):
         lens, anc = e(1, dtype=long), e(1, N, N, dtype=torch.bool)  # int64 lengths, as SGLang's seq_lens
         kernels.tree_attention.tree_attention(q, kv_cache, kv_cache, lens, kv_tree, kv_tree, anc)
 
+    def drafter_attention(window):
+        """The drafter's block of 16 over its context K/V cache rows, read through slots (sliding-window layers)."""
+        q, kv_cache = e(1, 16, DRAFT_HQ, DRAFT_DH, dtype=bf16), e(2, PREFIX, DRAFT_HKV, DRAFT_DH, dtype=bf16)
+        kv_block, mask, lens = e(1, 16, DRAFT_HKV, DRAFT_DH, dtype=bf16), e(1, 16, 16, dtype=torch.bool), e(1, dtype=long)
+        kernels.tree_attention.tree_attention(
+            q, kv_cache, kv_cache, lens, kv_block, kv_block, mask, slots=slots, window=window, positions=e(1, 16, dtype=long)
+        )
+
     def gdn_step(N):
         q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
         anc = e(1, N, N, dtype=torch.bool)
@@ -78,6 +88,7 @@ def production_calls(kernels):
     calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
     calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step) for N in NODES]
+    calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 
 
