@@ -262,6 +262,25 @@ def lr_at(frac: float, step: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
 
 
+def scheduled_steps(opt, steps: int, t0: float, budget_s: float, peak_lr: float, warmup: int, bar):
+    """Step numbers 1, 2, ... until `steps` are done or the time budget (from t0) is spent; sets each step's
+    learning rate (warm-up, then cosine over the budget) before yielding it, and advances `bar` after it."""
+    done = 0
+    while (frac := progress(done, steps, t0, budget_s)) < 1.0:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(frac, done, peak_lr, warmup)
+        done += 1
+        yield done
+        bar.update(1)
+
+
+def optimizer_step(opt, loss: torch.Tensor, params) -> None:
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def adamw(params, lr, device, wd=0.1):
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
@@ -334,22 +353,12 @@ def train_target(args, cfg, train: torch.Tensor, held: torch.Tensor, device, sta
     held_batch = windows(held, args.eval_batches, args.seq_len + 1, torch.Generator(device=device).manual_seed(1))
     t0, losses, step, running, best = time.perf_counter(), [], 0, 0.0, (float("inf"), 0, None)
     bar = tqdm(total=args.target_steps, desc="target", mininterval=args.bar_interval, unit="step")
-    while step < args.target_steps:
-        frac = progress(step, args.target_steps, t0, args.target_time)
-        if frac >= 1.0:
-            break
-        for group in opt.param_groups:
-            group["lr"] = lr_at(frac, step, args.target_lr, args.warmup)
+    for step in scheduled_steps(opt, args.target_steps, t0, args.target_time, args.target_lr, args.warmup, bar):
         x = windows(train, args.target_batch, args.seq_len + 1, gen)
         with autocast(device):
             logits = model(input_ids=x[:, :-1], use_cache=False).logits
         loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        bar.update(1)
+        optimizer_step(opt, loss, model.parameters())
         if step == 1:
             log(f"fast GDN path called {FAST_GDN_CALLS[0]} times in the first step (0: transformers' own path runs)")
         running = running + loss.detach()  # no host sync per step
@@ -680,24 +689,14 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
         stats["draft_initial_heldout"] = (round(vl, 4), round(va, 3))
     t0, step, hist, running = time.perf_counter(), 0, [], 0.0
     bar = tqdm(total=args.draft_steps, desc="drafter", mininterval=args.bar_interval, unit="step")
-    while step < args.draft_steps:
-        frac = progress(step, args.draft_steps, t0, args.draft_time)
-        if frac >= 1.0:
-            break
-        for group in opt.param_groups:
-            group["lr"] = lr_at(frac, step, args.draft_lr, args.warmup)
+    for step in scheduled_steps(opt, args.draft_steps, t0, args.draft_time, args.draft_lr, args.warmup, bar):
         idx = torch.randint(0, len(pool), (args.draft_batch - n_nat,), generator=gen, device=device)
         tokens = torch.cat([pool[idx], windows(train, n_nat, T, gen)]) if n_nat else pool[idx]
         anchors = sample_anchors(len(tokens), args.anchors, T, bs, gen, device)
         cached = (pool_cache[0][idx], pool_cache[1][idx]) if pool_cache else None
         logits, labels = draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached)
         loss, acc_len = block_loss(logits, labels, weights)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        bar.update(1)
+        optimizer_step(opt, loss, params)
         running = running + torch.stack([loss.detach(), acc_len.detach()])
         if step % args.avg_every == 0:
             avg = (running / args.avg_every).tolist()
