@@ -3,22 +3,31 @@
     python benchmarks/bench_ddtree.py [--out DIR]
 
 For R requests, L = 15 depths, vocabulary 248,320 (Qwen3.6), budget B (N = B + 1 nodes), bf16
-logits as an LM head produces them. Stages, each captured in its own CUDA graph and timed by
+logits as an LM head produces them. Two target cases: random verify logits (the walk stops at the
+root or soon after: the shallow case) and deep logits, the same with the argmax of every node on the
+root path of a depth-L node forced to that path's next token (the walk reaches depth L: the worst
+case for accept_greedy; its tree is built from draft logits with one boosted token per depth so that
+it has a depth-L chain). Stages, each captured in its own CUDA graph and timed by
 triton.testing.do_bench (median of replays):
-  vocab  draft_log_probs: top-B and logsumexp over the draft logits    [R, L, V] read
-  tree   build_ddtree_from_top_k: beams, global top-B, DraftTree tensors
-  argmax the target's argmax over the verify logits                    [R, N, V] read
-         (kernels.vocab.argmax; torch.argmax beside it as a second peer)
-  walk   walk_tree: the acceptance rule given the target tokens
-  total  build_ddtree + accept_greedy in one graph
+  vocab   draft_log_probs: top-B and logsumexp over the draft logits    [R, L, V] read
+  tree    build_ddtree_from_top_k: beams, global top-B, DraftTree tensors
+  argmax  the target's argmax over all verify logits                    [R, N, V] read
+          (kernels.vocab.argmax; torch.argmax beside it as a second peer): the previous accept path
+  walk    walk_tree: the acceptance rule given the target tokens (with argmax: the previous path)
+  accept  kernels.tree_walk.greedy_walk: the argmax of the accepted path's rows only, at most
+          L + 1 per request (L + 2 launches), random and deep logits
+  total   build_ddtree + accept_greedy in one graph, random and deep logits (accept_greedy takes
+          greedy_walk from R * N >= ddtree.PATH_WALK_ROWS rows, argmax + walk below)
 The peer, in the same run: the reference's host-side heap (GPU top-k, copy to host, best-first
-heap, visibility matrix row by row, copy back), R = 1, wall clock. The floor is the bytes of the
-two logits tensors over the copy bandwidth measured in the same run.
+heap, visibility matrix row by row, copy back), R = 1, wall clock. Floors, over the copy bandwidth
+measured in the same run: `all` the bytes of the two logits tensors (what build + the all-rows argmax
+read), `path` the draft logits plus the target rows on the deep walk's path (L + 1 per request).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -33,6 +42,7 @@ from reference_heap import heap_tree_tensors  # noqa: E402
 
 from benchmarks.timing import graph_us, print_kernel_times  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
+    DraftTree,
     accept_greedy,
     build_ddtree,
     build_ddtree_from_top_k,
@@ -41,8 +51,10 @@ from sglang_dflash.ddtree import (  # noqa: E402
 )
 from sglang_dflash.kernels import vocab  # noqa: E402
 from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
+from sglang_dflash.kernels.tree_walk import greedy_walk  # noqa: E402
 
 V, L = 248_320, 15
+ACCEPTANCE_FIELDS = ("accept_len", "accepted_nodes", "bonus_tokens")
 
 
 def copy_bandwidth() -> float:
@@ -64,8 +76,29 @@ def peer_us(draft_logits: torch.Tensor, budget: int, repeats: int = 15) -> float
     return statistics.median(times)
 
 
+def deep_draft(draft: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Draft logits with one token per depth boosted: the tree then holds a chain down to depth L."""
+    R, depths, vocab_size = draft.shape
+    boosted = torch.randint(0, vocab_size, (R, depths, 1), generator=gen, device=draft.device)
+    return draft.scatter_add(2, boosted, torch.full((R, depths, 1), 30.0, device=draft.device, dtype=draft.dtype))
+
+
+def deep_target(tree: DraftTree, target: torch.Tensor) -> torch.Tensor:
+    """target with the argmax of each node on the root path of the (first) deepest node set to the next
+    node's token (value 100, above any randn entry): the greedy walk accepts that whole path."""
+    deepest = tree.depths.argmax(1)
+    rows = torch.arange(target.shape[0], device=target.device)
+    on_path = tree.ancestor_mask[rows, deepest]  # [R, N]: the path, root and deepest node included
+    on_path[:, 0] = False  # the root has no parent to force
+    r, i = on_path.nonzero(as_tuple=True)
+    forced = target.clone()
+    forced[r, tree.parents[r, i], tree.token_ids[r, i]] = 100.0
+    return forced
+
+
 def check_against_cpu(gen: torch.Generator) -> bool:
-    """The GPU tree and acceptance equal the CPU ones (float32 logits: no ties)."""
+    """The GPU tree and acceptance equal the CPU ones (float32 logits: no ties; bf16 target logits,
+    random and deep, through greedy_walk: ties to the smaller index)."""
     logits = torch.randn(8, L, V, generator=gen, device="cuda") * 4
     target = torch.randn(8, 65, V, generator=gen, device="cuda")
     roots = torch.arange(8, device="cuda")
@@ -75,8 +108,17 @@ def check_against_cpu(gen: torch.Generator) -> bool:
         torch.equal(getattr(gpu, f).cpu(), getattr(cpu, f))
         for f in ("token_ids", "parents", "ancestor_mask", "next_token", "next_sibling")
     )
-    a, b = accept_greedy(gpu, target), accept_greedy(cpu, target.cpu())
-    return same and torch.equal(a.accepted_nodes.cpu(), b.accepted_nodes) and torch.equal(a.bonus_tokens.cpu(), b.bonus_tokens)
+    deep = build_ddtree(deep_draft(logits, gen), roots, 64)
+    deep_logits = deep_target(deep, target)
+    for tree, t in ((gpu, target), (gpu, target.bfloat16()), (deep, deep_logits), (deep, deep_logits.bfloat16())):
+        a, b = accept_greedy(tree, t), accept_greedy(cpu_tree(tree), t.cpu())
+        same &= all(torch.equal(x.cpu(), y) for x, y in ((getattr(a, f), getattr(b, f)) for f in ACCEPTANCE_FIELDS))
+    return same and bool((accept_greedy(deep, deep_logits).accept_len == L).all())
+
+
+def cpu_tree(tree: DraftTree) -> DraftTree:
+    fields = {f.name: getattr(tree, f.name) for f in dataclasses.fields(tree)}
+    return DraftTree(**{k: v.cpu() if torch.is_tensor(v) else v for k, v in fields.items()})
 
 
 def profile(gen: torch.Generator) -> None:
@@ -92,8 +134,12 @@ def profile(gen: torch.Generator) -> None:
         print(f"tree build num_warps sweep (us): {sweep}", flush=True)
 
 
+def path_walk(tree: DraftTree, target: torch.Tensor):
+    return greedy_walk(tree.token_ids, tree.parents, target, tree.max_depth)
+
+
 def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
-    """One (R, B) row: every stage graph-timed, the floor, and the heap peer at R = 1."""
+    """One (R, B) row: every stage graph-timed, the floors, and the heap peer at R = 1."""
     N = B + 1
     draft = (torch.randn(R, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
     target = torch.randn(R, N, V, generator=gen, device="cuda").to(torch.bfloat16)
@@ -101,7 +147,11 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
     logp, ids = draft_log_probs(draft, B)
     tree = build_ddtree(draft, roots, B)
     tokens = target.argmax(-1)
-    return dict(
+    draft_deep = deep_draft(draft, gen)
+    tree_deep = build_ddtree(draft_deep, roots, B)
+    target_deep = deep_target(tree_deep, target)
+    accepted, accepted_deep = accept_greedy(tree, target).accept_len, accept_greedy(tree_deep, target_deep).accept_len
+    row = dict(
         R=R,
         B=B,
         N=N,
@@ -110,11 +160,19 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
         argmax_us=graph_us(lambda: vocab.argmax(target)),
         argmax_torch_us=graph_us(lambda: target.argmax(-1)),
         walk_us=graph_us(lambda: walk_tree(tree, tokens)),
+        accept_us=graph_us(lambda: path_walk(tree, target)),
+        accept_deep_us=graph_us(lambda: path_walk(tree_deep, target_deep)),
         total_us=graph_us(lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)),
+        total_deep_us=graph_us(lambda: accept_greedy(build_ddtree(draft_deep, roots, B, validate=False), target_deep)),
         floor_us=(draft.numel() + target.numel()) * 2 / bw * 1e6,
+        floor_path_us=(draft.numel() + R * (int(tree_deep.depths.max()) + 1) * V) * 2 / bw * 1e6,
         peer_r1_us=peer_us(draft, B) if R == 1 else None,
         max_depth=int(tree.depths.max()),
+        max_depth_deep=int(tree_deep.depths.max()),
+        mean_accept_len=accepted.float().mean().item(),
+        mean_accept_len_deep=accepted_deep.float().mean().item(),
     )
+    return row
 
 
 def main() -> None:
@@ -148,13 +206,25 @@ def main() -> None:
     )
     with open(os.path.join(args.out, "ddtree_bench.json"), "w") as f:
         json.dump(result, f, indent=1)
-    print(f"\n{result['device']}, torch {torch.__version__}, copy {bw / 1e12:.2f} TB/s, GPU tree == CPU tree: {gpu_equals_cpu}")
-    print("   R     B |  vocab   tree  argmax  walk |  total  floor | peer(R=1 heap)   [us, medians]")
+    print(f"\n{result['device']}, torch {torch.__version__}, copy {bw / 1e12:.2f} TB/s")
+    print(f"GPU tree and acceptance == CPU: {gpu_equals_cpu}")
+    print_table(rows)
+
+
+def print_table(rows: list[dict]) -> None:
+    print(
+        "                       |     build     | previous accept |  accept_greedy  |  build + accept |    floor    |\n"
+        "   R     B  accepted   |  vocab   tree |  argmax   walk  |   rand    deep  |   rand    deep  |   all  path |"
+        " peer(R=1 heap)\n"
+        "   [us, medians; accepted: mean accepted length, random / deep logits]"
+    )
     for r in rows:
         peer = f"{r['peer_r1_us']:9.0f}" if r["peer_r1_us"] is not None else "        -"
         print(
-            f"{r['R']:4d} {r['B']:5d} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} {r['argmax_us']:6.1f} {r['walk_us']:5.1f} |"
-            f" {r['total_us']:6.1f} {r['floor_us']:6.1f} | {peer}"
+            f"{r['R']:4d} {r['B']:5d} {r['mean_accept_len']:4.1f} / {r['mean_accept_len_deep']:4.1f} |"
+            f" {r['vocab_us']:6.1f} {r['tree_us']:6.1f} |  {r['argmax_us']:6.1f} {r['walk_us']:6.1f}  |"
+            f" {r['accept_us']:6.1f}  {r['accept_deep_us']:6.1f}  | {r['total_us']:6.1f}  {r['total_deep_us']:6.1f}  |"
+            f" {r['floor_us']:5.1f} {r['floor_path_us']:5.1f} | {peer}"
         )
 
 

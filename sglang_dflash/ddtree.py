@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .kernels import vocab
 from .kernels.tree_build import MAX_TRITON_BUDGET, ancestors, select_prefixes_ref, tree_build
-from .kernels.tree_walk import tree_walk, walk_tree_ref
+from .kernels.tree_walk import greedy_walk, tree_walk, walk_tree_ref
 from .kernels.vocab import LOGP_FLOOR, chunk_width
 
 __all__ = [
@@ -215,11 +215,26 @@ def walk_tree(tree: DraftTree, target_tokens: Tensor) -> Acceptance:
     return Acceptance(accept_len=accept_len, accepted_nodes=accepted_nodes, bonus_tokens=bonus)
 
 
+PATH_WALK_ROWS = 512  # verify rows (R * N) from which accept_greedy reads only the accepted path's rows
+
+
 def accept_greedy(tree: DraftTree, target_logits: Tensor) -> Acceptance:
     """Greedy verification: the target's argmax at each node drives `walk_tree`.
-    target_logits: float [R, N, V] from the verify pass."""
+    target_logits: float [R, N, V] from the verify pass.
+
+    On the GPU, two equal ways, chosen by size (H200, benchmarks/RESULTS.md, issue 2): for R * N >=
+    PATH_WALK_ROWS, `kernels.tree_walk.greedy_walk` reads only the rows on the accepted path (at most
+    L + 1 per request, one launch per depth: 45 us at R = 8, N = 65 when the walk stops at the root,
+    102 us when it goes 15 deep, against 94 us for all 520 rows); below, the argmax of every row
+    (bandwidth-bound, and cheaper than 17 dependent launches) and `walk_tree`. No host sync either way."""
     _check_target_logits(tree, target_logits)
-    return walk_tree(tree, vocab.argmax(target_logits) if target_logits.is_cuda else target_logits.argmax(-1))
+    if not target_logits.is_cuda:
+        return walk_tree(tree, target_logits.argmax(-1))
+    R, N, _ = target_logits.shape
+    if R * N < PATH_WALK_ROWS:
+        return walk_tree(tree, vocab.argmax(target_logits))
+    accept_len, accepted_nodes, bonus = greedy_walk(tree.token_ids, tree.parents, target_logits, tree.max_depth)
+    return Acceptance(accept_len=accept_len, accepted_nodes=accepted_nodes, bonus_tokens=bonus)
 
 
 def accept_sampling(

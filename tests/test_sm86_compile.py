@@ -54,6 +54,9 @@ def production_calls(kernels):
     def walk(N):
         kernels.tree_walk.tree_walk(*(e(1, N, dtype=long) for _ in range(4)), DEPTHS)
 
+    def greedy_walk(R, N):  # accept_greedy: the argmax of the accepted path's rows, then the walk
+        kernels.tree_walk.greedy_walk(e(R, N, dtype=long), e(R, N, dtype=long), e(R, N, VOCAB, dtype=bf16), DEPTHS)
+
     def conv_step(N):
         x, state = e(1, N, CONV_D, dtype=bf16), e(2, CONV_D, CONV_W - 1, dtype=bf16)
         chain = (torch.arange(N) - 1)[None]  # real parents: the wrapper builds the window table from them
@@ -86,6 +89,7 @@ def production_calls(kernels):
 
     calls = [(f"N{N}", partial(f, N)) for f in (walk, conv_step) for N in NODES]
     calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
+    calls += [(f"N{N}", partial(greedy_walk, 1, N)) for N in NODES] + [("R8-N65", partial(greedy_walk, 8, 65))]
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
     calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step) for N in NODES]
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
@@ -94,11 +98,15 @@ def production_calls(kernels):
 
 def kernel_spec(kernel, args, kwargs):
     """What `kernel[grid](*args, **kwargs)` compiles: the signature from the example arguments, the
-    constexprs, the multiple-of-16 hints Triton's launcher gives (pointers, ints) and the options."""
+    constexprs, the multiple-of-16 hints Triton's launcher gives (pointers, ints not marked
+    do_not_specialize) and the options."""
     values = dict(zip(kernel.arg_names, args)) | {k: v for k, v in kwargs.items() if k in kernel.arg_names}
     signature = {k: "constexpr" if k in kwargs else mangle_type(v) for k, v in values.items()}
+    unspecialized = {p.name for p in kernel.params if p.do_not_specialize}
     aligned = [
-        i for i, (k, v) in enumerate(values.items()) if k not in kwargs and (torch.is_tensor(v) or type(v) is int and v % 16 == 0)
+        i
+        for i, (k, v) in enumerate(values.items())
+        if k not in kwargs and k not in unspecialized and (torch.is_tensor(v) or type(v) is int and v % 16 == 0)
     ]
     return dict(
         signature=signature,

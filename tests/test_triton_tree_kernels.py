@@ -5,11 +5,12 @@ import math
 
 import pytest
 import torch
-from tree_helpers import DEVICE, poisoned_outputs
+from tree_helpers import DEVICE, poisoned_outputs, root_path
 
-from sglang_dflash.ddtree import tree_from_parents
+from sglang_dflash.ddtree import DraftTree, build_ddtree, tree_from_parents
+from sglang_dflash.dflash import chain_tree
 from sglang_dflash.kernels.tree_build import select_prefixes_ref, tree_build
-from sglang_dflash.kernels.tree_walk import tree_walk, walk_tree_ref
+from sglang_dflash.kernels.tree_walk import greedy_walk, tree_walk, walk_tree_ref
 from sglang_dflash.kernels.vocab import argmax, draft_log_probs, draft_log_probs_ref
 
 
@@ -111,3 +112,111 @@ def test_draft_top_k_nan_row_is_nan():
     logits[1, 17] = float("nan")
     logp, _ = draft_log_probs(logits.to(DEVICE), 8)
     assert not logp[0].isnan().any() and logp[1].isnan().all()
+
+
+def greedy_reference(tree: DraftTree, logits: torch.Tensor):
+    """accept_greedy's torch path: the argmax of every row, then the walk."""
+    return walk_tree_ref(tree.token_ids, tree.parents, tree.depths, tree.ancestor_mask, logits.argmax(-1), tree.max_depth)
+
+
+def check_greedy_walk(tree: DraftTree, logits: torch.Tensor, **tiling):
+    ref = greedy_reference(tree, logits)
+    with poisoned_outputs():
+        got = greedy_walk(tree.token_ids.to(DEVICE), tree.parents.to(DEVICE), logits.to(DEVICE), tree.max_depth, **tiling)
+    for name, a, b in zip(("accept_len", "accepted_nodes", "bonus_tokens"), got, ref):
+        assert torch.equal(a.cpu(), b), name
+    return ref[0]
+
+
+def deep_tree(R, L, V, B, gen):
+    """build_ddtree with one boosted token per depth: the top-B include a chain down to depth L (B >= L)."""
+    draft = torch.randn(R, L, V, generator=gen) * 3
+    draft.scatter_add_(2, torch.randint(0, V, (R, L, 1), generator=gen), torch.full((R, L, 1), 20.0))
+    return build_ddtree(draft, torch.randint(0, V, (R,), generator=gen), B)
+
+
+def forced_logits(tree: DraftTree, V: int, ends: list[int], gen, ties: bool = False) -> torch.Tensor:
+    """Target logits [R, N, V] whose argmax leads from the root to node ends[r]; random below it.
+    ties: integer logits (duplicate maxima everywhere) and each forced maximum repeated at a larger index."""
+    R, N = tree.token_ids.shape
+    logits = torch.randint(0, 3, (R, N, V), generator=gen).float() if ties else torch.randn(R, N, V, generator=gen)
+    for r, end in enumerate(ends):
+        path = root_path(tree.parents, r, end)
+        for a, b in zip(path, path[1:]):
+            token = tree.token_ids[r, b].item()
+            logits[r, a, token] = 10.0
+            if ties and token + 1 < V:
+                logits[r, a, torch.randint(token + 1, V, (1,), generator=gen).item()] = 10.0
+    return logits
+
+
+def walk_ends(tree: DraftTree, gen) -> list[int]:
+    """Per request: the deepest node, a leaf above the deepest depth, the root, random nodes (in turn)."""
+    ends = []
+    for r in range(tree.token_ids.shape[0]):
+        depths, parents = tree.depths[r], tree.parents[r]
+        leaves = [i for i in range(len(parents)) if i not in parents.tolist() and depths[i] < depths.max()]
+        choice = r % 4
+        if choice == 0 or (choice == 1 and not leaves):
+            ends.append(depths.argmax().item())
+        elif choice == 1:
+            ends.append(leaves[torch.randint(len(leaves), (1,), generator=gen).item()])
+        else:
+            ends.append(0 if choice == 2 else torch.randint(len(parents), (1,), generator=gen).item())
+    return ends
+
+
+@pytest.mark.parametrize(
+    "R,L,V,B,dtype,block,chunk,ties",
+    [
+        (4, 4, 1000, 24, torch.float32, 64, 256, False),  # 4 chunks, the last one partial
+        (4, 6, 4099, 40, torch.bfloat16, 512, 1024, False),  # 5 chunks, the last one of 3 entries
+        (4, 5, 1000, 20, torch.float32, 128, 384, True),  # ties inside and across chunks
+        (3, 3, 700, 12, torch.bfloat16, None, None, False),  # the default tiling (6 chunks)
+    ],
+)
+def test_greedy_walk_forced_paths(R, L, V, B, dtype, block, chunk, ties):
+    gen = torch.Generator().manual_seed(V + B)
+    tree = deep_tree(R, L, V, B, gen)
+    assert tree.depths.max() == L
+    logits = forced_logits(tree, V, walk_ends(tree, gen), gen, ties).to(dtype)
+    accept_len = check_greedy_walk(tree, logits, block=block, chunk=chunk)
+    assert accept_len.max() == L and len(set(accept_len.tolist())) > 1
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_walk_random_logits(dtype):
+    """Random trees and logits (a slice: read in place): most walks stop at the root."""
+    gen = torch.Generator().manual_seed(5)
+    R, L, V, B = 3, 4, 1000, 30
+    tree = build_ddtree(torch.randn(R, L, V, generator=gen) * 3, torch.randint(0, V, (R,), generator=gen), B)
+    logits = torch.randn(R, B + 3, V, generator=gen).to(dtype)[:, :-2]  # strided over R, as a slice of N
+    check_greedy_walk(tree, logits, block=128, chunk=256)
+
+
+def test_greedy_walk_chain_to_max_depth():
+    """DFlash chains with L = 15: full acceptance, a stop halfway, a stop at the root."""
+    gen = torch.Generator().manual_seed(15)
+    R, L, V = 3, 15, 1000
+    tree = chain_tree(torch.randint(0, V, (R, L), generator=gen), torch.randint(0, V, (R,), generator=gen))
+    logits = forced_logits(tree, V, [L, 7, 0], gen).to(torch.bfloat16)
+    assert check_greedy_walk(tree, logits, block=1024, chunk=1024).tolist() == [L, 7, 0]
+
+
+def test_greedy_walk_single_node_and_degenerate_rows():
+    """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped)."""
+    gen = torch.Generator().manual_seed(1)
+    tree = chain_tree(torch.zeros(2, 0, dtype=torch.long), torch.tensor([3, 4]))
+    check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen), block=64, chunk=64)
+    tree = chain_tree(torch.tensor([[5, 6], [7, 8]]), torch.tensor([1, 2]))
+    logits = torch.full((2, 3, 300), -math.inf)
+    logits[0, 0, 5] = 1.0  # request 0 accepts node 1, whose row is all -inf: bonus 0
+    check_greedy_walk(tree, logits, block=64, chunk=128)
+    logits[1, 0] = torch.randn(300, generator=gen)
+    logits[1, 0, [3, 70, 299]] = math.nan
+    logits[1, 0, 9] = 5.0  # not the child's token 7: the walk stops at the root
+    clean = logits.nan_to_num(nan=-math.inf)
+    with poisoned_outputs():
+        got = greedy_walk(tree.token_ids, tree.parents, logits.to(DEVICE), 2, block=64, chunk=128)
+    assert torch.equal(got[2].cpu(), greedy_reference(tree, clean)[2])
+    assert got[2].tolist() == [0, 9]

@@ -1,6 +1,10 @@
 """Triton: argmax over the last dim of [M, V] logits (the first index of the maximum, as
 torch.argmax), in two passes so that a few rows of a 248k vocabulary still fill the GPU:
-chunk maxima over a (M, V / CHUNK) grid, then one program per row."""
+chunk maxima over a (M, V / CHUNK) grid, then one program per row.
+
+accept_greedy no longer takes this argmax of every verify row: on the GPU it reads only the rows on
+the accepted path (kernels.tree_walk.greedy_walk). This stays for callers that need every row's
+argmax (and as the benchmark's previous accept path)."""
 
 from __future__ import annotations
 
