@@ -158,8 +158,7 @@ def test_worker_switch(monkeypatch):
         with pytest.raises(NotImplementedError, match="SGLANG_DFLASH_EXPERIMENTAL_WORKER=1"):
             worker_class(DraftTreeAlgorithm(name), None)
     monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
-    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
 
     assert worker_class(DraftTreeAlgorithm("DFLASH"), None) is DFlashWorker
-    with pytest.raises(NotImplementedError, match="DFLASH only"):
-        worker_class(DraftTreeAlgorithm("DDTREE"), None)
+    assert worker_class(DraftTreeAlgorithm("DDTREE"), None) is DDTreeWorker

@@ -1,8 +1,13 @@
-"""DFlashWorker: a first DFLASH (chain) worker for SGLang 0.5.10's spec-v1 (non-overlap) scheduler.
+"""DFlashWorker / DDTreeWorker: first DFLASH (chain) and DDTREE (tree) workers for SGLang 0.5.10's spec-v1
+(non-overlap) scheduler.
 
-EXPERIMENTAL, AND IT HAS NOT RUN ON A GPU YET. It is only reachable with
-SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (see `worker.py`). Only the pure helpers and the hidden capture
-are tested, on CPU (tests/test_dflash_worker.py). Written against SGLang 0.5.10.post1, modelled on
+EXPERIMENTAL, only reachable with SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (see `worker.py`). The pure
+helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On one H200 inside stock
+SGLang (benchmarks/gpu/harness.py, random tiny model, TP=1, bf16): without CUDA graphs DFLASH's tokens
+are the target's argmax up to bf16 near ties (benchmarks/RESULTS.md); with graphs, SGLang's padding
+count broke one-token prompts (`hooks.patch_mamba_replay` fixes it, CPU-tested, not yet re-run on the
+GPU). SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
+acceptance). Written against SGLang 0.5.10.post1, modelled on
 `speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
 post-verify bookkeeping (`eagle_info.EagleVerifyInput.verify`, `eagle_worker._mamba_verify_update`).
 
@@ -36,8 +41,10 @@ Prefill / extend (`batch.forward_mode.is_extend()`):
 Decode:
   4. roots = each request's last output token (not yet in the KV cache, at position seq_len);
      `drafter(cache, roots, req_pool_indices, seq_lens, embed, lm_head shard)` -> TP-merged argmax ->
-     `dflash.chain_tree` (N = --speculative-num-draft-tokens nodes) ->
-     `verify_io.eagle_verify_fields` -> `EagleVerifyInput(topk=1)` (the algorithm answers
+     `dflash.chain_tree` (N = --speculative-num-draft-tokens nodes; DDTREE: `ddtree.build_ddtree` of the
+     drafter's marginals, budget N - 1, top-K merged over TP) ->
+     `verify_io.eagle_verify_fields` -> `EagleVerifyInput(topk=1, DDTREE: > 1 for SGLang's tree-mode GDN
+     verify)` (the algorithm answers
      is_eagle(), so SGLang's TARGET_VERIFY graphs expect exactly this class) ->
      `EagleVerifyInput.prepare_for_verify` (allocates N KV slots per request, writes req_to_token,
      sets mamba_track_indices) -> forward mode TARGET_VERIFY ->
@@ -68,11 +75,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ddtree import Acceptance, accept_greedy
+from ..ddtree import Acceptance, DraftTree, accept_greedy, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
+from .hooks import NUM_REQS_ATTR
 from .verify_io import eagle_acceptance, eagle_verify_fields
-from .vocab_parallel import argmax_vocab_parallel
+from .vocab_parallel import argmax_vocab_parallel, draft_log_probs_vocab_parallel
 
 logger = logging.getLogger(__name__)
 
@@ -138,11 +146,11 @@ def resolve_draft_path(path: str, revision: str | None = None) -> Path:
     return Path(snapshot_download(path, revision=revision))
 
 
-# ----------------------------------------------------------------------------- the worker (GPU, untested)
+# ----------------------------------------------------------------------------- the worker (GPU only; see the module docstring)
 
 
 class DFlashWorker:
-    """DFLASH chain worker for SGLang 0.5.10 spec v1. See the module docstring: not run on a GPU yet."""
+    """DFLASH chain worker for SGLang 0.5.10 spec v1 (see the module docstring); DDTreeWorker changes the draft."""
 
     def __init__(
         self,
@@ -159,6 +167,7 @@ class DFlashWorker:
         from ..models.dflash_draft import DFlashDrafter
 
         self.server_args = server_args
+        self.name = str(server_args.speculative_algorithm).upper()  # DFLASH or DDTREE
         self._target_worker = target_worker
         self.model_runner = target_worker.model_runner
         self.tp_rank = tp_rank
@@ -173,14 +182,13 @@ class DFlashWorker:
         dtype = self.model_runner.model_config.dtype
         self.drafter = DFlashDrafter.from_pretrained(draft_path, device=self.device, dtype=dtype)
         c = self.drafter.config
-        if not 2 <= self.num_nodes <= c.block_size:
-            raise ValueError(f"DFLASH: --speculative-num-draft-tokens {self.num_nodes} not in [2, {c.block_size}]")
+        self._check_num_nodes(c.block_size)
 
         # 1. hidden capture (before graph capture if the model-runner patch ran, else install + recapture)
         runner = self.model_runner
         self.capture = install_on_model_runner(runner, c.target_layer_ids, c.hidden_size, graph_capacity(server_args))
         if not getattr(self.capture, "before_graphs", False) and getattr(runner, "graph_runner", None) is not None:
-            logger.warning("DFLASH: hidden capture installed after the target's CUDA graphs; recapturing them once.")
+            logger.warning("%s: hidden capture installed after the target's CUDA graphs; recapturing them once.", self.name)
             runner.init_device_graphs()
             self.capture.before_graphs = True
 
@@ -191,14 +199,16 @@ class DFlashWorker:
         self.cache = self.drafter.new_cache(num_slots, self.max_len)
         cache_gib = 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30
         logger.warning(
-            "DFLASH (experimental): drafter K/V cache %d slots x %d positions = %.2f GiB per rank, outside SGLang's "
+            "%s (experimental): drafter K/V cache %d slots x %d positions = %.2f GiB per rank, outside SGLang's "
             "KV budget (%s=N to change).",
+            self.name,
             num_slots,
             self.max_len,
             cache_gib,
             ENV_MAX_LEN,
         )
         self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
+        self.debug_steps = int(os.environ.get("SGLANG_DFLASH_DEBUG_STEPS", "0"))  # log this many verify steps
 
         # borrowed embedding / LM head shard, TP group
         lm = getattr(model, "lm_head", None) or model.model.lm_head
@@ -222,8 +232,15 @@ class DFlashWorker:
     def clear_cache_pool(self):
         self.ctx_lens = [0] * len(self.ctx_lens)
 
-    @staticmethod
-    def _check_server_args(args) -> None:
+    def _check_num_nodes(self, block_size: int) -> None:
+        if not 2 <= self.num_nodes <= block_size:
+            raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} not in [2, {block_size}]")
+
+    def _check_fits(self, num_tokens: int) -> None:
+        if num_tokens > self.max_len:
+            raise RuntimeError(f"{self.name}: {num_tokens} tokens exceed the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+
+    def _check_server_args(self, args) -> None:
         problems = []
         if (args.page_size or 1) != 1:
             problems.append("--page-size 1 (this first worker frees rejected KV slots one by one)")
@@ -232,26 +249,25 @@ class DFlashWorker:
         if not args.disable_overlap_schedule:
             problems.append("the non-overlap scheduler")
         if problems:
-            raise ValueError("DFLASH experimental worker needs " + "; ".join(problems))
+            raise ValueError(f"{self.name} experimental worker needs " + "; ".join(problems))
 
-    @staticmethod
-    def _check_batch(batch) -> None:
+    def _check_batch(self, batch) -> None:
         if not batch.sampling_info.is_all_greedy:
             raise ValueError(
-                "DFLASH experimental worker: only greedy requests (temperature 0 / top_k 1) are supported yet; "
+                f"{self.name} experimental worker: only greedy requests (temperature 0 / top_k 1) are supported yet; "
                 "a sampling request reached it"
             )
         if batch.has_grammar:
-            raise ValueError("DFLASH experimental worker: grammar-constrained requests are not supported yet")
+            raise ValueError(f"{self.name} experimental worker: grammar-constrained requests are not supported yet")
         if batch.return_logprob:
-            raise ValueError("DFLASH experimental worker: logprob requests are not supported yet")
+            raise ValueError(f"{self.name} experimental worker: logprob requests are not supported yet")
 
     # --- one scheduler step
     def forward_batch_generation(self, batch):
         from sglang.srt.managers.utils import GenerationBatchResult
 
         if batch.forward_mode.is_idle():
-            raise ValueError("DFLASH experimental worker: idle batches (DP attention) are not supported")
+            raise ValueError(f"{self.name} experimental worker: idle batches (DP attention) are not supported")
         self._check_batch(batch)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, GenerationBatchResult)
@@ -265,11 +281,10 @@ class DFlashWorker:
         for slot, p, e in zip(slots_cpu, pre, ext):
             if p > 0 and p != self.ctx_lens[slot]:  # p == 0: a new (or retracted) request takes the slot
                 raise RuntimeError(
-                    f"DFLASH: request in slot {slot} extends from {p} tokens but the drafter holds {self.ctx_lens[slot]} "
+                    f"{self.name}: request in slot {slot} extends from {p} tokens but the drafter holds {self.ctx_lens[slot]} "
                     "(prefix-cache hit?); run with --disable-radix-cache"
                 )
-            if p + e > self.max_len:
-                raise RuntimeError(f"DFLASH: sequence of {p + e} tokens over the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+            self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))
         rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)
         self.drafter.append_context(self.cache, taps[rows], batch.req_pool_indices.long(), starts, nodes)
@@ -282,9 +297,16 @@ class DFlashWorker:
             can_run_cuda_graph=result.can_run_cuda_graph,
         )
 
-    def _draft(self, batch) -> tuple[Tensor, Tensor]:
-        """(roots long [R], the drafted chain long [R, N - 1]), identical on every TP rank."""
-        roots = torch.tensor([req.output_ids[-1] for req in batch.reqs], dtype=torch.long, device=self.device)
+    def _draft_logits(self, batch) -> tuple[Tensor, Tensor]:
+        """(roots long [R], this rank's drafter logits [R, block_size - 1, Vs] for depths 1 .. block_size - 1)."""
+        last = [req.output_ids[-1] if req.output_ids else req.origin_input_ids[-1] for req in batch.reqs]
+        vocab = self.embed.num_embeddings if hasattr(self.embed, "num_embeddings") else self.embed.weight.shape[0]
+        if not all(0 <= t < vocab for t in last) or not 0 <= self.drafter.config.mask_token_id < vocab:
+            raise RuntimeError(
+                f"{self.name}: draft block tokens out of the embedding's {vocab} rows: last tokens {last}, "
+                f"mask_token_id {self.drafter.config.mask_token_id}"
+            )
+        roots = torch.tensor(last, dtype=torch.long, device=self.device)
         slots = batch.req_pool_indices.long()
         seq_lens = batch.seq_lens.long()
         w = self.lm_head_weight
@@ -292,13 +314,17 @@ class DFlashWorker:
         def lm_head(h):
             return F.linear(h, w)[..., : self.vocab_local]
 
-        local = self.drafter(self.cache, roots, slots, seq_lens, self.embed, lm_head)  # [R, B - 1, Vs]
+        return roots, self.drafter(self.cache, roots, slots, seq_lens, self.embed, lm_head)
+
+    def _draft_tree(self, batch) -> DraftTree:
+        """DFLASH: the chain of the drafter's argmax tokens (N - 1 after the root), identical on every TP rank."""
+        roots, local = self._draft_logits(batch)
         local = local[:, : self.num_nodes - 1]
         if self.tp_size > 1:
             draft = argmax_vocab_parallel(local, self.vocab_start, self.tp_group)
         else:
             draft = local.argmax(-1)
-        return roots, draft
+        return chain_tree(draft, roots)
 
     def _forward_decode(self, batch, GenerationBatchResult):
         from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
@@ -310,14 +336,12 @@ class DFlashWorker:
         seq_cpu = batch.seq_lens_cpu.tolist()
         for slot, s in zip(slots_cpu, seq_cpu):
             if s != self.ctx_lens[slot]:
-                raise RuntimeError(f"DFLASH: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
-            if s + N > self.max_len:
-                raise RuntimeError(f"DFLASH: sequence of {s + N} tokens over the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+                raise RuntimeError(f"{self.name}: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
+            self._check_fits(s + N)
 
-        # 4. draft, chain, verify input
-        roots, draft = self._draft(batch)
-        tree = chain_tree(draft, roots)
-        f = eagle_verify_fields(tree, batch.seq_lens.long(), int(batch.seq_lens_sum))
+        # 4. draft (chain or tree), verify input
+        tree = self._draft_tree(batch)
+        f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
         spec_info = EagleVerifyInput(
             draft_token=f["draft_token"],
             custom_mask=f["custom_mask"],
@@ -327,12 +351,13 @@ class DFlashWorker:
             retrive_next_sibling=f["retrive_next_sibling"],
             retrive_cum_len=None,
             spec_steps=self.server_args.speculative_num_steps,
-            topk=1,
+            topk=self.server_args.speculative_eagle_topk,  # > 1 puts SGLang's GDN verify in tree mode
             draft_token_num=N,
             capture_hidden_mode=CaptureHiddenMode.FULL,
-            seq_lens_sum=int(batch.seq_lens_sum),
+            seq_lens_sum=sum(seq_cpu),
             seq_lens_cpu=batch.seq_lens_cpu,
         )
+        setattr(spec_info, NUM_REQS_ATTR, bs)  # hooks.patch_mamba_replay: a length-1 request is not graph padding
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
         spec_info.num_tokens_per_req = N
@@ -347,6 +372,32 @@ class DFlashWorker:
         # 5. accept (ours), commit (EAGLE v1 bookkeeping)
         logits = logits_output.next_token_logits.view(bs, N, -1)
         acc = accept_greedy(tree, logits)
+        if self.debug_steps > 0:
+            self.debug_steps -= 1
+            pool = getattr(self.model_runner.req_to_token_pool, "get_speculative_mamba2_params_all_layers", None)
+            if pool is not None and not getattr(self, "_logged_pool", False):
+                self._logged_pool = True
+                params = pool()
+                shapes = {
+                    k: [tuple(t.shape) for t in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(t, "shape")]
+                    for k, v in getattr(params, "__dict__", {}).items()
+                }
+                logger.warning("%s debug: mamba pools %s", self.name, shapes)
+            meta = getattr(getattr(self.model_runner.attn_backend, "linear_attn_backend", None), "forward_metadata", None)
+            logger.warning(
+                "%s debug: slots %s mamba %s seq_lens %s sum %s/%s roots %s draft %s accept %s bonus %s graph %s",
+                self.name,
+                slots_cpu,
+                getattr(meta, "mamba_cache_indices", None),
+                seq_cpu,
+                int(batch.seq_lens_sum),
+                sum(seq_cpu),
+                tree.token_ids[:, 0].tolist(),
+                tree.token_ids[:, 1:4].tolist(),
+                acc.accept_len.tolist(),
+                acc.bonus_tokens.tolist(),
+                result.can_run_cuda_graph,
+            )
         predict, accept_index, _ = eagle_acceptance(tree, acc)
         keep, flat_accept, verified_id = self._commit(batch, predict, accept_index, acc)
         acc = truncate_acceptance(acc, keep)
@@ -417,3 +468,22 @@ class DFlashWorker:
         batch.seq_lens_cpu.add_(torch.tensor(keep, dtype=batch.seq_lens_cpu.dtype))
         batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
         return keep, flat, verified_id
+
+
+class DDTreeWorker(DFlashWorker):
+    """DDTREE: the same step as DFlashWorker with the best `budget` = N - 1 prefixes of the drafter's per-depth
+    marginals as the tree (`ddtree.build_ddtree`; top-K merged over the vocabulary shards at TP > 1). The verify
+    runs SGLang's tree mode (topk > 1: ancestor custom mask, retrive_next_token / retrive_next_sibling for its GDN
+    kernel); the GDN state kept is the last accepted node's (`_mamba_verify_update` with the flat accepted path)."""
+
+    def _check_num_nodes(self, block_size: int) -> None:
+        if self.num_nodes < 2:
+            raise ValueError(f"DDTREE: --speculative-num-draft-tokens {self.num_nodes} < 2 (the root and a budget >= 1)")
+
+    def _draft_tree(self, batch) -> DraftTree:
+        roots, local = self._draft_logits(batch)
+        budget = self.num_nodes - 1
+        if self.tp_size > 1:
+            logp, ids = draft_log_probs_vocab_parallel(local, budget, self.vocab_start, self.tp_group)
+            return build_ddtree_from_top_k(logp, ids, roots, budget)
+        return build_ddtree(local, roots, budget, validate=False)

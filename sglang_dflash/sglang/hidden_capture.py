@@ -142,6 +142,17 @@ def graph_capacity(server_args) -> int:
     return bs * max(server_args.speculative_num_draft_tokens or 1, 1)
 
 
+def install_before_graphs(model_runner) -> HiddenCapture:
+    """The capture for the drafter of the runner's server arguments (its config read from
+    --speculative-draft-model-path), installed on the target runner; call it before graph capture."""
+    from ..models.config import DraftConfig
+    from .server_args import load_config_dict
+
+    args = model_runner.server_args
+    draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+    return install_on_model_runner(model_runner, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))
+
+
 def patch_model_runner(module) -> None:
     """`hooks.patch_module` on `sglang.srt.model_executor.model_runner`: installs the capture on the target
     runner just before its CUDA graphs are captured, when the algorithm is DFLASH/DDTREE and
@@ -153,20 +164,13 @@ def patch_model_runner(module) -> None:
     original = cls.init_device_graphs
 
     def init_device_graphs(self):
-        args = self.server_args
-        name = str(getattr(args, "speculative_algorithm", None) or "").upper()
+        name = str(getattr(self.server_args, "speculative_algorithm", None) or "").upper()
         if (
             name in ("DFLASH", "DDTREE")
             and not self.is_draft_worker
             and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
         ):
-            from ..models.config import DraftConfig
-            from .server_args import load_config_dict
-
-            draft = DraftConfig.from_dict(
-                load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision)
-            )
-            install_on_model_runner(self, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))
+            install_before_graphs(self)
         return original(self)
 
     cls.init_device_graphs = init_device_graphs

@@ -18,6 +18,7 @@ def patch_module(module) -> None:
         "sglang.srt.server_args": patch_server_args,
         "sglang.srt.models.registry": register_draft_model,
         "sglang.srt.model_executor.model_runner": patch_model_runner,
+        "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
@@ -29,6 +30,35 @@ def patch_model_runner(module) -> None:
     from .hidden_capture import patch_model_runner as patch
 
     patch(module)
+
+
+# Set on our EagleVerifyInput: the number of real requests in the verify batch.
+NUM_REQS_ATTR = "sglang_dflash_num_reqs"
+
+
+def patch_mamba_replay(module) -> None:
+    """SGLang 0.5.10's GDN backend counts CUDA-graph padding as the requests whose seq_lens_cpu equals the
+    graph fill value (1), so a real request of sequence length 1 (a one-token prompt at its first verify)
+    is taken for padding and verified from state slot -1, and the batch's LAST request loses its slot
+    (measured in the harness: garbage tokens for that request; correct without CUDA graphs). For verify
+    batches of our workers, which record the real request count on their spec_info, the real entries
+    are counted as real; the values are only counted there, never used as lengths."""
+    cls = module.MambaAttnBackendBase
+    if getattr(cls, _MARK, False):
+        return
+    original = cls._replay_metadata
+
+    @functools.wraps(original)
+    def _replay_metadata(self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu):
+        n = getattr(spec_info, NUM_REQS_ATTR, None)
+        if n is not None and seq_lens_cpu is not None:
+            fill = self.get_cuda_graph_seq_len_fill_value()
+            seq_lens_cpu = seq_lens_cpu.clone()
+            seq_lens_cpu[:n] = seq_lens_cpu[:n].masked_fill(seq_lens_cpu[:n] == fill, fill + 1)
+        return original(self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu)
+
+    cls._replay_metadata = _replay_metadata
+    setattr(cls, _MARK, True)
 
 
 def register_draft_model(module) -> None:
