@@ -47,6 +47,7 @@ FACING = {
     "sglang_dflash.sglang.vocab_parallel": "sglang.srt.speculative.dflash_vocab_parallel",
     "sglang_dflash.sglang.server_args": "sglang.srt.speculative.dflash_server_args",
     "sglang_dflash.sglang.dflash_worker": "sglang.srt.speculative.dflash_worker",
+    "sglang_dflash.sglang.tree_gdn_backend": "sglang.srt.speculative.dflash_tree_gdn",
 }
 # Plugin modules that are not ported (their job is done by the direct edits below), except for the
 # constants the ported modules import from them, which the core package's __init__ defines.
@@ -58,6 +59,7 @@ CONSTANTS = {
 DROP_DEFS = {
     "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
     "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
+    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend",),
 }
 PLUGIN_EDITS = {
     "sglang_dflash.sglang.server_args": (("    check_sglang_version()\n", ""),),
@@ -209,6 +211,7 @@ SPEC_INFO = f"{SRT}/speculative/spec_info.py"
 SERVER_ARGS = f"{SRT}/server_args.py"
 MODEL_RUNNER = f"{SRT}/model_executor/model_runner.py"
 MAMBA_BACKEND = f"{SRT}/layers/attention/hybrid_linear_attn_backend.py"
+GDN_BACKEND = f"{SRT}/layers/attention/linear/gdn_backend.py"
 
 # (file, anchor, replacement), applied in order; each anchor must occur exactly once.
 REGISTRATION_EDITS = (
@@ -276,8 +279,12 @@ CAPTURE_EDITS = (
         "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not self.is_draft_worker:\n"
         "            # The drafter reads the target's hidden states at its tapped layers from a static buffer that\n"
         "            # the target's graphs must write: install the capture before they are captured.\n"
-        "            from sglang.srt.speculative.dflash_hidden_capture import install_before_graphs\n\n"
-        "            install_before_graphs(self)\n\n",
+        "            from sglang.srt.speculative.dflash_hidden_capture import (\n"
+        "                install_before_graphs,\n"
+        "                install_tree_gdn_before_graphs,\n"
+        "            )\n\n"
+        "            install_before_graphs(self)\n"
+        "            install_tree_gdn_before_graphs(self)  # only with SGLANG_DFLASH_TREE_GDN=1\n\n",
     ),
 )
 
@@ -301,6 +308,21 @@ REPLAY_EDITS = (
         "        num_padding = torch.count_nonzero(\n"
         "            padding_lens == self.get_cuda_graph_seq_len_fill_value()\n"
         "        )\n",
+    ),
+)
+
+
+TREE_GDN_EDITS = (
+    (
+        GDN_BACKEND,
+        "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
+        "        assert isinstance(mixed_qkv, torch.Tensor)\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        "            from sglang.srt.speculative.dflash_tree_gdn import workspace\n\n"
+        "            tree_verify = workspace()  # DFLASH/DDTREE with SGLANG_DFLASH_TREE_GDN=1\n"
+        "            if tree_verify is not None:\n"
+        "                return tree_verify.verify(self, layer, forward_batch, mixed_qkv, a, b)\n"
+        "        seq_len = mixed_qkv.shape[0]\n",
     ),
 )
 
@@ -396,6 +418,16 @@ def series(read) -> list[Patch]:
             "emits garbage. Verify inputs that record their number of real requests (NUM_REQS_ATTR, set by\n"
             "the DFLASH/DDTREE workers) now have only the rows after them counted; others are unchanged.",
             apply_edits(read, REPLAY_EDITS),
+            new=False,
+        ),
+        Patch(
+            "gdn-backend-tree-verify",
+            "[Speculative] GDN TARGET_VERIFY through tree kernels for DFLASH/DDTREE (opt-in)",
+            "With SGLANG_DFLASH_TREE_GDN=1, the GDN layers of a DFLASH/DDTREE verify run the tree conv and\n"
+            "tree Gated DeltaNet kernels (outputs for every node, pools untouched, no per-node state), and\n"
+            "the worker commits the accepted path of every layer in one launch each, instead of the\n"
+            "intermediate_ssm / intermediate_conv_window snapshots and update_mamba_state_after_mtp_verify.",
+            apply_edits(read, TREE_GDN_EDITS),
             new=False,
         ),
     ]
@@ -528,7 +560,7 @@ architecture registers itself through `EntryClass` in `python/sglang/srt/models/
 After any change to the plugin's ported modules, rerun it and commit the result (the test fails
 until then). An edit whose anchor is no longer found stops the generator with the file and the
 line it looked for: that is how a newer SGLang release shows up, and its anchors are in
-`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `REPLAY_EDITS`).
+`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`).
 
 ## What maps where
 
@@ -536,13 +568,16 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
   (copied file by file; their relative imports unchanged)
 - `sglang/draft_model.py` -> `python/sglang/srt/models/dflash.py`
 - `sglang/{{dflash_worker,hidden_capture,verify_io,vocab_parallel,server_args}}.py` ->
-  `python/sglang/srt/speculative/dflash_*.py` (relative imports made absolute)
+  `python/sglang/srt/speculative/dflash_*.py` (relative imports made absolute), and
+  `sglang/tree_gdn_backend.py` -> `python/sglang/srt/speculative/dflash_tree_gdn.py`
 - `hooks.patch_spec_info`, `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.DFLASH` / `DDTREE`,
   `is_dflash()` / `is_ddtree()`, `create_worker`
 - `hooks.patch_server_args` -> the `--speculative-algorithm` choices, `_handle_speculative_decoding`
 - `hooks.register_draft_model` -> nothing: `EntryClass` in `models/dflash.py`
 - `hooks.patch_model_runner` (`hidden_capture.patch_model_runner`) -> `ModelRunner.init_device_graphs`
 - `hooks.patch_mamba_replay` -> `MambaAttnBackendBase._replay_metadata`
+- `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
+  (still opt-in through `SGLANG_DFLASH_TREE_GDN=1`, as in the plugin)
 
 ## Left out (plugin-only)
 

@@ -229,3 +229,18 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]
     assert "SLOTS None [12, -1, -1]" in out.stdout, out.stdout + out.stderr[-2000:]  # the bug, unmarked
     assert "SLOTS 2 [12, 13, -1]" in out.stdout, out.stdout + out.stderr[-2000:]
+
+
+def test_gdn_backend_gets_the_tree_verify_hook():
+    """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
+    one): `GDNAttnBackend.forward_extend` is wrapped (it acts only once `tree_gdn_backend.install` ran), and is
+    not when the plugin is disabled."""
+    code = (
+        "import sglang.srt.layers.attention.linear.gdn_backend as g; "
+        "print('PATCHED', getattr(g.GDNAttnBackend, '_sglang_dflash_patched', False))"
+    )
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
+    out = run_fresh(code, env=env)
+    assert "PATCHED True" in out.stdout, out.stderr[-2000:]
+    off = run_fresh(code, env={**env, "SGLANG_DFLASH_DISABLE": "1"})
+    assert "PATCHED False" in off.stdout, off.stderr[-2000:]

@@ -280,6 +280,7 @@ class SGLangRun:
     name: str
     plugin: bool  # False: SGLANG_DFLASH_DISABLE=1 (stock SGLang even where the plugin is installed)
     engine_kwargs: dict
+    env: dict = field(default_factory=dict)  # extra environment of its subprocess
 
 
 def sglang_base_kwargs(args, target: Path) -> dict:
@@ -322,6 +323,12 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     if args.also_without_graphs:  # to tell a graph-replay problem from a logic one
         runs += [
             SGLangRun(f"{r.name}-nograph", r.plugin, dict(r.engine_kwargs, disable_cuda_graph=True)) for r in runs if r.plugin
+        ]
+    if args.also_tree_gdn:  # the GDN layers' verify and commit through our tree kernels
+        runs += [
+            SGLangRun(f"{r.name}-treegdn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_GDN="1"))
+            for r in runs
+            if r.plugin
         ]
     return [r for r in runs if not args.runs or r.name in args.runs]
 
@@ -384,7 +391,7 @@ class SGLangQueue(threading.Thread):
         spec.update(batches=list(BATCHES), result=str(result))
         spec_file = self.work / f"{cfg.name}.spec.json"
         spec_file.write_text(json.dumps(spec))
-        env = dict(self.env)
+        env = dict(self.env, **cfg.env)
         if cfg.plugin:
             try:
                 ensure_plugin(env, self.log)
@@ -662,6 +669,11 @@ def parse_args(argv=None):
         type=lambda s: s.split(","),
         default=None,
         help="only these SGLang runs, comma-separated (e.g. sglang-dflash to debug it without the stock run)",
+    )
+    p.add_argument(
+        "--also-tree-gdn",
+        action="store_true",
+        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=1",
     )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")

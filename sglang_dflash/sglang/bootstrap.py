@@ -19,6 +19,7 @@ WATCHED = (
     "sglang.srt.models.registry",
     "sglang.srt.model_executor.model_runner",
     "sglang.srt.layers.attention.hybrid_linear_attn_backend",
+    "sglang.srt.layers.attention.linear.gdn_backend",
 )
 DISABLE_ENV = "SGLANG_DFLASH_DISABLE"  # set to 1 to leave SGLang untouched
 

@@ -54,9 +54,11 @@ Decode:
      `_commit` (EAGLE v1's page-size-1 bookkeeping: output_ids, check_finished, spec_verify_ct,
      spec_accepted_tokens, acceptance histogram, kv_committed_len, free rejected KV slots,
      req_to_token of the accepted slots, seq_lens).
-  6. GDN state: `EAGLEWorker._mamba_verify_update` itself (called unbound with this worker as self),
+  6. GDN state: with SGLANG_DFLASH_TREE_GDN=1, `tree_gdn_backend.TreeVerifyWorkspace.commit` (our tree
+     kernels ran the verify; every layer's accepted path committed in one launch each); otherwise
+     `EAGLEWorker._mamba_verify_update` itself (called unbound with this worker as self),
      i.e. `attn_backend.update_mamba_state_after_mtp_verify(accepted_steps=accept_len, ...)`, SGLang's
-     own intermediate-state path. Our tree GDN kernels replace it later.
+     own intermediate-state path.
   7. Drafter context: `drafter.append_context` with the verify taps of the accepted nodes, at
      positions seq_len_before .. seq_len_before + accept_len.
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
@@ -79,6 +81,7 @@ from ..ddtree import Acceptance, DraftTree, accept_greedy, build_ddtree, build_d
 from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .hooks import NUM_REQS_ATTR
+from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
 from .vocab_parallel import argmax_vocab_parallel, draft_log_probs_vocab_parallel
 
@@ -236,6 +239,11 @@ class DFlashWorker:
         if not 2 <= self.num_nodes <= block_size:
             raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} not in [2, {block_size}]")
 
+    def _graph_batch_size(self, bs: int) -> int | None:
+        """The captured batch size a TARGET_VERIFY of bs requests replays (SGLang pads up to the next), if any."""
+        sizes = sorted(getattr(getattr(self.model_runner, "graph_runner", None), "capture_bs", None) or [])
+        return next((s for s in sizes if s >= bs), None)
+
     def _check_fits(self, num_tokens: int) -> None:
         if num_tokens > self.max_len:
             raise RuntimeError(f"{self.name}: {num_tokens} tokens exceed the drafter cache ({ENV_MAX_LEN}={self.max_len})")
@@ -358,6 +366,9 @@ class DFlashWorker:
             seq_lens_cpu=batch.seq_lens_cpu,
         )
         setattr(spec_info, NUM_REQS_ATTR, bs)  # hooks.patch_mamba_replay: a length-1 request is not graph padding
+        tree_gdn = tree_gdn_workspace()
+        if tree_gdn is not None:
+            tree_gdn.set_parents(tree.parents, self._graph_batch_size(bs))
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
         spec_info.num_tokens_per_req = N
@@ -404,9 +415,13 @@ class DFlashWorker:
         accept_len_cpu = [k - 1 for k in keep]
         accept_length = torch.tensor(accept_len_cpu, dtype=torch.int32, device=self.device)
 
-        # 6. GDN state through SGLang's intermediate-state path
+        # 6. GDN state: our tree commit (SGLANG_DFLASH_TREE_GDN=1), else SGLang's intermediate-state path
         runner = self.model_runner
-        if any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
+        if tree_gdn is not None:
+            slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
+            graph_bs = self._graph_batch_size(bs) if result.can_run_cuda_graph else None
+            tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph_bs)
+        elif any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
             res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
             # it reads only .hidden_states.device of its logits_output argument
             EAGLEWorker._mamba_verify_update(self, batch, res, SimpleNamespace(hidden_states=taps), spec_info, seq_lens_pre)

@@ -153,6 +153,14 @@ def install_before_graphs(model_runner) -> HiddenCapture:
     return install_on_model_runner(model_runner, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))
 
 
+def install_tree_gdn_before_graphs(model_runner) -> None:
+    """With SGLANG_DFLASH_TREE_GDN=1: the tree-GDN verify workspace (`tree_gdn_backend`), before graph capture."""
+    from .tree_gdn_backend import enabled, install
+
+    if enabled():
+        install(model_runner, int(model_runner.server_args.speculative_num_draft_tokens))
+
+
 def patch_model_runner(module) -> None:
     """`hooks.patch_module` on `sglang.srt.model_executor.model_runner`: installs the capture on the target
     runner just before its CUDA graphs are captured, when the algorithm is DFLASH/DDTREE and
@@ -171,6 +179,7 @@ def patch_model_runner(module) -> None:
             and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
         ):
             install_before_graphs(self)
+            install_tree_gdn_before_graphs(self)
         return original(self)
 
     cls.init_device_graphs = init_device_graphs

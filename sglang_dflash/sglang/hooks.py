@@ -19,6 +19,7 @@ def patch_module(module) -> None:
         "sglang.srt.models.registry": register_draft_model,
         "sglang.srt.model_executor.model_runner": patch_model_runner,
         "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
+        "sglang.srt.layers.attention.linear.gdn_backend": patch_gdn_backend,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
@@ -59,6 +60,14 @@ def patch_mamba_replay(module) -> None:
 
     cls._replay_metadata = _replay_metadata
     setattr(cls, _MARK, True)
+
+
+def patch_gdn_backend(module) -> None:
+    """The GDN layers' TARGET_VERIFY through our tree kernels, only once `tree_gdn_backend.install` ran
+    (SGLANG_DFLASH_TREE_GDN=1 with the experimental workers); otherwise SGLang's own path."""
+    from .tree_gdn_backend import patch_gdn_backend as patch
+
+    patch(module)
 
 
 def register_draft_model(module) -> None:

@@ -1,0 +1,157 @@
+"""Our tree kernels in SGLang 0.5.10's GDN backend for the workers' TARGET_VERIFY (EXPERIMENTAL).
+
+SGLang verifies the Gated DeltaNet layers node by node, writing a full state per node into
+`intermediate_ssm` / `intermediate_conv_window`, and `update_mamba_state_after_mtp_verify` then copies
+the accepted node's back. With SGLANG_DFLASH_TREE_GDN=1 (and the experimental workers), the verify of
+each GDN layer runs `kernels.tree_causal_conv1d` and `kernels.tree_gdn_verify` instead: outputs for
+every node, the pools untouched, no per-node state. After acceptance the worker calls
+`TreeVerifyWorkspace.commit`: `tree_conv_commit` / `tree_gdn_commit` of every GDN layer, one launch
+each. Layouts are SGLang's: conv state [S, D, W - 1], SSM state [S, HV, V, K] float32, mixed_qkv rows
+[q | k | v] per token, requests packed N tokens apart.
+
+CUDA graphs. The verify forward is captured once per padded batch size, so:
+- the trees' parent pointers live in one static buffer per captured batch size, allocated before
+  capture (`install`) and written by the worker before each verify (`set_parents`); padding rows keep
+  a chain and GDN slot -1 (zero state read, never committed);
+- the first GDN layer of a forward derives the ancestor mask and conv windows from that buffer inside
+  the graph, and later layers reuse them;
+- what the commit needs (each layer's pre-conv input and kernel context) is recorded per (batch size,
+  captured or not), so the commit after a replay reads the tensors that replay wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import torch
+from torch import Tensor
+
+from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
+from ..kernels.tree_build import ancestors
+from ..kernels.tree_conv import conv_windows
+from ..kernels.tree_gdn import stack_contexts
+
+logger = logging.getLogger(__name__)
+
+ENV_SWITCH = "SGLANG_DFLASH_TREE_GDN"
+
+_workspace: TreeVerifyWorkspace | None = None
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH) == "1"
+
+
+def workspace() -> TreeVerifyWorkspace | None:
+    """The process's workspace, once `install` ran (only with SGLANG_DFLASH_TREE_GDN=1)."""
+    return _workspace
+
+
+def _capturing() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
+class TreeVerifyWorkspace:
+    """Static parents per batch size, the step's tree tables, and each GDN layer's verify record."""
+
+    def __init__(self, num_nodes: int, batch_sizes, device):
+        self.num_nodes = num_nodes
+        chain = torch.arange(-1, num_nodes - 1, device=device)
+        self.parents = {bs: chain.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
+        self.tables: dict[int, tuple[Tensor, Tensor, Tensor]] = {}  # bs -> (GDN slots, ancestor mask, conv windows)
+        self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
+
+    def set_parents(self, parents: Tensor, graph_bs: int | None) -> None:
+        """Before a verify of the trees `parents` [R, N]: into the eager buffer of R rows and, when the forward
+        will replay the graph of graph_bs >= R rows, into that graph's buffer (its rows past R keep a chain)."""
+        R = parents.shape[0]
+        if R not in self.parents:
+            self.parents[R] = parents.clone()
+        for bs in {R, graph_bs} - {None}:
+            self.parents[bs][:R].copy_(parents)
+
+    def verify(self, backend, layer, forward_batch, mixed_qkv: Tensor, a: Tensor, b: Tensor) -> Tensor:
+        """One GDN layer's TARGET_VERIFY: core attention output [1, R * N, HV, V] for mixed_qkv [R * N, D]."""
+        N = forward_batch.spec_info.draft_token_num
+        R = mixed_qkv.shape[0] // N
+        if N != self.num_nodes or R not in self.parents:
+            raise RuntimeError(f"tree GDN verify: {R} trees of {N} nodes, workspace has {self.num_nodes} nodes and "
+                               f"batch sizes {sorted(self.parents)}")  # fmt: skip
+        cache = backend.req_to_token_pool.mamba2_layer_cache(layer.layer_id)
+        conv_state, ssm_state = cache.conv[0], cache.temporal
+        parents = self.parents[R]
+        first = min(backend.req_to_token_pool.mamba_map) if hasattr(backend.req_to_token_pool, "mamba_map") else None
+        if layer.layer_id == first or R not in self.tables:  # once per forward: shared by every GDN layer
+            slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
+            self.tables[R] = (slots, ancestors(parents, N - 1), conv_windows(parents, layer.conv_weights.shape[1]))
+            self.records[(R, _capturing())] = {}
+        slots, ancestor_mask, windows = self.tables[R]
+        x = mixed_qkv.view(R, N, -1)
+        y = tree_causal_conv1d(x, conv_state, layer.conv_weights, layer.bias, slots, parents, windows)
+        q, k, v = y.split([layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
+        o, ctx = tree_gdn_verify(
+            q.view(R, N, layer.num_q_heads, layer.head_q_dim),
+            k.view(R, N, layer.num_k_heads, layer.head_k_dim),
+            v.view(R, N, layer.num_v_heads, layer.head_v_dim),
+            a.view(R, N, -1),
+            b.view(R, N, -1),
+            layer.A_log,
+            layer.dt_bias,
+            ssm_state,
+            slots,
+            parents,
+            ancestor_mask=ancestor_mask,
+            max_depth=N - 1,
+        )
+        self.records[(R, _capturing())][layer.layer_id] = (x, ctx)
+        return o.view(1, R * N, layer.num_v_heads, layer.head_v_dim)
+
+    def commit(self, req_to_token_pool, slots: Tensor, accepted_nodes: Tensor, graph_bs: int | None) -> None:
+        """After the verify of R requests (graph_bs: the graph it replayed, None if eager): GDN slot slots[r] <-
+        the state after request r's accepted path (accepted_nodes [R, L + 1] from node 0, padded -1), every layer."""
+        R = accepted_nodes.shape[0]
+        rows = R if graph_bs is None else graph_bs
+        record = self.records[(rows, graph_bs is not None)]
+        order = getattr(req_to_token_pool, "mamba_map", {i: i for i in record})
+        layers = sorted(record, key=order.__getitem__)
+        pools = req_to_token_pool.get_speculative_mamba2_params_all_layers()
+        if len(layers) != pools.temporal.shape[0]:
+            raise RuntimeError(f"tree GDN commit: {len(layers)} layers recorded, the pool has {pools.temporal.shape[0]}")
+        path = torch.full((rows, accepted_nodes.shape[1]), -1, dtype=torch.long, device=accepted_nodes.device)
+        path[:, 0] = 0
+        path[:R] = accepted_nodes
+        targets = torch.full((rows,), -1, dtype=torch.long, device=slots.device)
+        targets[:R] = slots[:R]
+        x = torch.stack([record[layer][0] for layer in layers])
+        tree_conv_commit(pools.conv[0], targets, x, path)
+        tree_gdn_commit(pools.temporal, targets, stack_contexts([record[layer][1] for layer in layers]), path)
+
+
+def install(model_runner, num_nodes: int) -> TreeVerifyWorkspace:
+    """The workspace for the target runner, before its graphs are captured (static buffers for every graph)."""
+    global _workspace
+    args = model_runner.server_args
+    largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
+    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), next(model_runner.model.parameters()).device)
+    logger.warning("sglang-dflash: tree GDN verify on (%s=1): %d nodes, batch sizes up to %d", ENV_SWITCH, num_nodes,
+                   largest)  # fmt: skip
+    return _workspace
+
+
+def patch_gdn_backend(module) -> None:
+    """`hooks.patch_module` on sglang.srt.layers.attention.linear.gdn_backend: TARGET_VERIFY through the
+    workspace when one is installed; every other call, and every run without it, is SGLang's own."""
+    cls = module.GDNAttnBackend
+    if getattr(cls, "_sglang_dflash_patched", False):
+        return
+    original = cls.forward_extend
+
+    def forward_extend(self, layer, forward_batch, mixed_qkv, a, b, **kwargs):
+        ws = _workspace
+        if ws is not None and forward_batch.forward_mode.is_target_verify():
+            return ws.verify(self, layer, forward_batch, mixed_qkv, a, b)
+        return original(self, layer, forward_batch, mixed_qkv, a, b, **kwargs)
+
+    cls.forward_extend = forward_extend
+    cls._sglang_dflash_patched = True

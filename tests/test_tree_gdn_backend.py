@@ -1,0 +1,160 @@
+"""The tree-GDN verify path inside SGLang's GDN backend (`sglang_dflash.sglang.tree_gdn_backend`), on CPU.
+
+Oracle: SGLang 0.5.10.post1's own TARGET_VERIFY kernels (`causal_conv1d_update` with its intermediate conv
+windows, `fused_sigmoid_gating_delta_rule_update` with its per-node states), run under the Triton
+interpreter on the same pools, for chains (SGLang's topk = 1 path). Our verify must give SGLang's outputs,
+leave the pools untouched, and our commit must leave in each slot the state SGLang keeps for the accepted
+step (what `update_mamba_state_after_mtp_verify` copies back). Graph padding rows (slot -1) stay untouched.
+
+SGLang's kernel modules import `sgl_kernel`, whose compiled build cannot load without a GPU driver; the
+test-only stand-in tests/sgl_kernel_stub goes first on sys.path when the real one is missing. Nothing
+tested here calls into it (both oracles are Triton kernels).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
+STUB = Path(__file__).parent / "sgl_kernel_stub"
+
+H, HV, K, V, W = 2, 4, 16, 16, 4
+D = 2 * H * K + HV * V
+LAYER_IDS = (0, 2)  # two GDN layers, not numbered 0..n-1
+
+
+@pytest.fixture(scope="module")
+def sgl():
+    try:
+        import sgl_kernel  # noqa: F401
+    except Exception:
+        sys.path.insert(0, str(STUB))
+    from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import fused_sigmoid_gating_delta_rule_update
+    from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_update
+
+    return SimpleNamespace(conv=causal_conv1d_update, gdn=fused_sigmoid_gating_delta_rule_update)
+
+
+class Pool:
+    """SGLang's HybridReqToTokenPool as the backend sees it: per-layer caches and the stacked pools."""
+
+    def __init__(self, slots: int, gen: torch.Generator):
+        n = len(LAYER_IDS)
+        self.mamba_map = {layer_id: i for i, layer_id in enumerate(LAYER_IDS)}
+        self.conv = torch.randn(n, slots, D, W - 1, generator=gen)
+        self.ssm = torch.randn(n, slots, HV, V, K, generator=gen) * 0.3
+
+    def mamba2_layer_cache(self, layer_id: int):
+        i = self.mamba_map[layer_id]
+        return SimpleNamespace(conv=[self.conv[i]], temporal=self.ssm[i])
+
+    def get_speculative_mamba2_params_all_layers(self):
+        return SimpleNamespace(conv=[self.conv], temporal=self.ssm)
+
+
+def make_layer(layer_id: int, gen: torch.Generator, bias: bool):
+    return SimpleNamespace(
+        layer_id=layer_id,
+        num_q_heads=H,
+        num_k_heads=H,
+        num_v_heads=HV,
+        head_q_dim=K,
+        head_k_dim=K,
+        head_v_dim=V,
+        q_dim=H * K,
+        k_dim=H * K,
+        v_dim=HV * V,
+        conv_weights=torch.randn(D, W, generator=gen) * 0.5,
+        bias=torch.randn(D, generator=gen) * 0.1 if bias else None,
+        A_log=torch.rand(HV, generator=gen) * 2,
+        dt_bias=torch.randn(HV, generator=gen) * 0.5,
+    )
+
+
+def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, a, b):
+    """SGLang's TARGET_VERIFY of one layer for chains (gdn_backend.forward_extend, topk = 1): outputs
+    [R, N, HV, V], and the per-node conv windows [R, N, D, W - 1] and states [R, N, HV, V, K]."""
+    R, N, _ = x.shape
+    cache = pool.mamba2_layer_cache(layer.layer_id)
+    conv_window = torch.zeros(R, N, D, W - 1)
+    states = torch.zeros(R, N, HV, V, K)
+    index = torch.arange(R, dtype=torch.int32)
+    # as gdn_backend passes them: the packed rows viewed [R, D, N] (transposed, not copied), and back
+    y = sgl.conv(x.transpose(1, 2), cache.conv[0].clone(), layer.conv_weights, layer.bias, "silu",
+                 conv_state_indices=slots, intermediate_conv_window=conv_window, intermediate_state_indices=index)  # fmt: skip
+    q, k, v = y.transpose(1, 2).view(R * N, D).split([layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
+    o = sgl.gdn(A_log=layer.A_log, dt_bias=layer.dt_bias, q=q.reshape(1, R * N, H, K), k=k.reshape(1, R * N, H, K),
+                v=v.reshape(1, R * N, HV, V), a=a, b=b, initial_state_source=cache.temporal,
+                initial_state_indices=slots, cu_seqlens=torch.arange(0, R * N + 1, N, dtype=torch.int32),
+                use_qk_l2norm_in_kernel=True, softplus_beta=1.0, softplus_threshold=20.0, is_kda=False,
+                disable_state_update=True, intermediate_states_buffer=states, intermediate_state_indices=index,
+                cache_steps=N, retrieve_parent_token=None)  # fmt: skip
+    return o.view(R, N, HV, V), conv_window, states
+
+
+@pytest.mark.parametrize("R, graph_rows, N, bias", [(2, None, 5, True), (3, 4, 6, False), (1, 1, 16, True)])
+def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, graph_rows, N, bias):
+    """graph_rows: the verify ran as a CUDA-graph batch of that many rows (padding rows with GDN slot -1); the
+    forward is then recorded as a capture's (as during SGLang's graph capture), and the commit reads that."""
+    from sglang_dflash.sglang import tree_gdn_backend
+    from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
+
+    monkeypatch.setattr(tree_gdn_backend, "_capturing", lambda: graph_rows is not None)
+
+    gen = torch.Generator().manual_seed(R * 100 + N)
+    S = 6
+    pool = Pool(S, gen)
+    before = (pool.conv.clone(), pool.ssm.clone())
+    layers = [make_layer(i, gen, bias) for i in LAYER_IDS]
+    rows = graph_rows or R
+    slots = torch.randperm(S, generator=gen)[:R].to(torch.int32)
+    padded = torch.cat([slots, torch.full((rows - R,), -1, dtype=torch.int32)])
+    ws = TreeVerifyWorkspace(N, range(1, 5), "cpu")
+    chain = torch.arange(-1, N - 1).expand(R, N)
+    ws.set_parents(chain, graph_rows)
+    backend = SimpleNamespace(forward_metadata=SimpleNamespace(mamba_cache_indices=padded), req_to_token_pool=pool)
+    batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N))
+
+    expected = []
+    for layer in layers:
+        x = torch.randn(rows, N, D, generator=gen)
+        a, b = torch.randn(rows * N, HV, generator=gen), torch.randn(rows * N, HV, generator=gen)
+        o = ws.verify(backend, layer, batch, x.reshape(rows * N, D), a, b)
+        assert o.shape == (1, rows * N, HV, V)
+        ref = sglang_verify(sgl, layer, pool, slots, x[:R], a[: R * N], b[: R * N])
+        torch.testing.assert_close(o.view(rows, N, HV, V)[:R], ref[0], rtol=1e-5, atol=1e-5)
+        expected.append(ref)
+    assert torch.equal(pool.conv, before[0]) and torch.equal(pool.ssm, before[1]), "verify modified the pools"
+
+    accept = torch.randint(0, N, (R,), generator=gen)  # accepted draft nodes; the kept step is node accept[r]
+    j = torch.arange(N)
+    accepted_nodes = torch.where(j[None, :] <= accept[:, None], j, -1)
+    ws.commit(pool, slots, accepted_nodes, graph_rows)
+    untouched = torch.ones(S, dtype=torch.bool)
+    untouched[slots.long()] = False
+    for i, (_, conv_window, states) in enumerate(expected):
+        for r in range(R):
+            s, step = int(slots[r]), int(accept[r])
+            torch.testing.assert_close(pool.conv[i, s], conv_window[r, step], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(pool.ssm[i, s], states[r, step], rtol=1e-5, atol=1e-5)
+        assert torch.equal(pool.conv[i, untouched], before[0][i, untouched])
+        assert torch.equal(pool.ssm[i, untouched], before[1][i, untouched])
+
+
+def test_set_parents_keeps_padding_rows_a_chain_and_rejects_unknown_sizes():
+    from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
+
+    ws = TreeVerifyWorkspace(4, [1, 4], "cpu")
+    tree = torch.tensor([[-1, 0, 0, 1], [-1, 0, 1, 1]])
+    ws.set_parents(tree, 4)
+    assert torch.equal(ws.parents[2], tree)  # eager buffer made for 2 rows
+    assert torch.equal(ws.parents[4][:2], tree)
+    assert torch.equal(ws.parents[4][2:], torch.tensor([[-1, 0, 1, 2]] * 2))
+    backend = SimpleNamespace(forward_metadata=None, req_to_token_pool=None)
+    with pytest.raises(RuntimeError, match="3 trees of 4 nodes"):
+        ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)
