@@ -13,12 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from sglang_dflash.ddtree import accept_greedy
+from sglang_dflash.ddtree import accept_greedy, accept_sampling, build_ddtree
 from sglang_dflash.dflash import chain_tree
 from sglang_dflash.sglang.dflash_worker import (
     emit_tokens,
     extend_tap_layout,
     local_vocab_range,
+    sampling_args,
+    sampling_unsupported,
     truncate_acceptance,
 )
 from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
@@ -162,3 +164,56 @@ def test_worker_switch(monkeypatch):
 
     assert worker_class(DraftTreeAlgorithm("DFLASH"), None) is DFlashWorker
     assert worker_class(DraftTreeAlgorithm("DDTREE"), None) is DDTreeWorker
+
+
+def sampling_info(**overrides):
+    """SGLang 0.5.10's SamplingBatchInfo fields the worker reads: request 0 greedy (SGLang's top_k = 1), request 1
+    temperature 0.7 with top-p 0.9 and no top-k (TOP_K_ALL), request 2 temperature 1.3 with top-k 5."""
+    info = dict(
+        is_all_greedy=False,
+        temperatures=torch.tensor([[1.0], [0.7], [1.3]]),
+        top_ps=torch.tensor([1.0, 0.9, 1.0]),
+        top_ks=torch.tensor([1, 1 << 30, 5], dtype=torch.int32),
+        need_min_p_sampling=False,
+        penalizer_orchestrator=SimpleNamespace(is_required=False),
+        has_custom_logit_processor=False,
+        logit_bias=None,
+    )
+    return SimpleNamespace(**{**info, **overrides})
+
+
+def test_sampling_args_map_sglang_sampling_info():
+    args = sampling_args(sampling_info())
+    assert args["temperature"].tolist() == pytest.approx([0.0, 0.7, 1.3])
+    assert args["top_p"].tolist() == pytest.approx([1.0, 0.9, 1.0])
+    assert args["top_k"].tolist() == [1, -1, 5]
+    assert sampling_args(sampling_info(is_all_greedy=True)) is None
+
+    # end to end: the greedy request of a sampled batch accepts exactly what greedy acceptance does, draw after
+    # draw (flat target logits over 11 tokens: had it lost both its top_k 1 and temperature 0, it would leave the
+    # argmax in most of 20 draws), while the others sample
+    gen = torch.Generator().manual_seed(0)
+    tree = build_ddtree(torch.randn(3, 4, 11, generator=gen), torch.tensor([1, 2, 3]), 6)
+    logits = torch.randn(3, 7, 11, generator=gen) * 0.3
+    greedy = accept_greedy(tree, logits)
+    bonus = set()
+    for _ in range(20):
+        sampled = accept_sampling(tree, logits, **args, generator=gen)
+        assert torch.equal(sampled.accepted_nodes[0], greedy.accepted_nodes[0])
+        assert sampled.bonus_tokens[0] == greedy.bonus_tokens[0]
+        bonus.add(int(sampled.bonus_tokens[1]))
+    assert len(bonus) > 1  # request 1 does sample
+
+
+@pytest.mark.parametrize(
+    "override, named",
+    [
+        (dict(need_min_p_sampling=True), "min_p"),
+        (dict(penalizer_orchestrator=SimpleNamespace(is_required=True)), "penalties"),
+        (dict(has_custom_logit_processor=True), "custom logit processors"),
+        (dict(logit_bias=torch.zeros(3, 11)), "logit_bias"),
+    ],
+)
+def test_sampling_features_the_workers_cannot_reproduce_are_named(override, named):
+    assert sampling_unsupported(sampling_info()) is None
+    assert named in sampling_unsupported(sampling_info(**override))

@@ -50,7 +50,9 @@ Decode:
      sets mamba_track_indices) -> forward mode TARGET_VERIFY ->
      `target_worker.forward_batch_generation(mwb, is_verify=True)`.
   5. `ddtree.accept_greedy` on the verify logits (LogitsProcessor gathers the full vocabulary on
-     every rank, so each rank decides the same) -> `verify_io.eagle_acceptance` ->
+     every rank, so each rank decides the same), or for a batch with sampled requests
+     `ddtree.accept_sampling` (SGLang's temperature / top-p / top-k; greedy rows argmax) with rank 0's
+     decisions broadcast over TP -> `verify_io.eagle_acceptance` ->
      `_commit` (EAGLE v1's page-size-1 bookkeeping: output_ids, check_finished, spec_verify_ct,
      spec_accepted_tokens, acceptance histogram, kv_committed_len, free rejected KV slots,
      req_to_token of the accepted slots, seq_lens).
@@ -63,7 +65,8 @@ Decode:
      positions seq_len_before .. seq_len_before + accept_len.
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
 
-Refused (clear error): sampling (non-greedy) requests, grammar, logprobs, page size > 1, radix cache.
+Refused (clear error): min-p, penalties, custom logit processors, logit_bias, grammar, logprobs,
+page size > 1, radix cache. Sampling is CPU-tested only (the GPU harness runs greedy).
 """
 
 from __future__ import annotations
@@ -77,13 +80,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..ddtree import Acceptance, DraftTree, accept_greedy, build_ddtree, build_ddtree_from_top_k
+from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .hooks import NUM_REQS_ATTR
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
-from .vocab_parallel import argmax_vocab_parallel, draft_log_probs_vocab_parallel
+from .vocab_parallel import argmax_vocab_parallel, broadcast_decisions, draft_log_probs_vocab_parallel
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +133,33 @@ def emit_tokens(req, tokens: list[int]) -> int:
         if req.finished():
             break
     return n
+
+
+def sampling_unsupported(info) -> str | None:
+    """What of SGLang's SamplingBatchInfo the workers cannot reproduce losslessly yet (None: all supported)."""
+    orchestrator = getattr(info, "penalizer_orchestrator", None)
+    checks = {
+        "min_p sampling": getattr(info, "need_min_p_sampling", False),
+        "frequency / presence / repetition penalties": orchestrator is not None and orchestrator.is_required,
+        "custom logit processors": getattr(info, "has_custom_logit_processor", False),
+        "logit_bias": getattr(info, "logit_bias", None) is not None,
+    }
+    found = [name for name, on in checks.items() if on]
+    return ", ".join(found) or None
+
+
+def sampling_args(info) -> dict | None:
+    """`ddtree.accept_sampling`'s temperature / top_p / top_k ([R] tensors) from SGLang's SamplingBatchInfo, or
+    None when every request is greedy. SGLang marks greedy requests top_k = 1 (temperature then 1): they get
+    temperature 0 here (argmax); top_k = TOP_K_ALL (1 << 30) means no top-k filter."""
+    if info.is_all_greedy:
+        return None
+    top_k = info.top_ks.long()
+    return dict(
+        temperature=torch.where(top_k <= 1, 0.0, info.temperatures.view(-1).float()),
+        top_p=info.top_ps.float(),
+        top_k=torch.where(top_k >= 1 << 30, -1, top_k),
+    )
 
 
 def local_vocab_range(lm_head) -> tuple[int, int]:
@@ -222,6 +252,7 @@ class DFlashWorker:
 
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
+        self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
 
     # --- what the scheduler expects of a spec worker
     @property
@@ -260,11 +291,9 @@ class DFlashWorker:
             raise ValueError(f"{self.name} experimental worker needs " + "; ".join(problems))
 
     def _check_batch(self, batch) -> None:
-        if not batch.sampling_info.is_all_greedy:
-            raise ValueError(
-                f"{self.name} experimental worker: only greedy requests (temperature 0 / top_k 1) are supported yet; "
-                "a sampling request reached it"
-            )
+        unsupported = sampling_unsupported(batch.sampling_info)
+        if unsupported:
+            raise ValueError(f"{self.name} experimental worker: {unsupported} not supported yet")
         if batch.has_grammar:
             raise ValueError(f"{self.name} experimental worker: grammar-constrained requests are not supported yet")
         if batch.return_logprob:
@@ -382,7 +411,13 @@ class DFlashWorker:
 
         # 5. accept (ours), commit (EAGLE v1 bookkeeping)
         logits = logits_output.next_token_logits.view(bs, N, -1)
-        acc = accept_greedy(tree, logits)
+        sampling = sampling_args(batch.sampling_info)
+        if sampling is None:
+            acc = accept_greedy(tree, logits)  # every rank has the full-vocabulary logits: the same decisions
+        else:  # the sample-at-node walk; rank 0's draws decide for every rank
+            acc = accept_sampling(tree, logits, **sampling)
+            if self.tp_size > 1:
+                broadcast_decisions([acc.accept_len, acc.accepted_nodes, acc.bonus_tokens], self.tp_src, self.tp_group)
         if self.debug_steps > 0:
             self.debug_steps -= 1
             pool = getattr(self.model_runner.req_to_token_pool, "get_speculative_mamba2_params_all_layers", None)

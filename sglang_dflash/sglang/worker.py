@@ -3,7 +3,7 @@
 By default the workers are not available: a server started with DFLASH or DDTREE stops at
 scheduler start-up with this message, before it serves anything. With
 SGLANG_DFLASH_EXPERIMENTAL_WORKER=1, DFLASH and DDTREE get the first, experimental workers
-(`dflash_worker.DFlashWorker` / `DDTreeWorker`: greedy only, TP=1 run on a GPU in the harness).
+(`dflash_worker.DFlashWorker` / `DDTreeWorker`: greedy and sampled, greedy TP=1 run on a GPU in the harness).
 """
 
 from __future__ import annotations
