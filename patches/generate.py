@@ -59,7 +59,7 @@ CONSTANTS = {
 DROP_DEFS = {
     "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
     "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
-    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend",),
+    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend", "patch_memory_pool"),
 }
 PLUGIN_EDITS = {
     "sglang_dflash.sglang.server_args": (("    check_sglang_version()\n", ""),),
@@ -212,6 +212,7 @@ SERVER_ARGS = f"{SRT}/server_args.py"
 MODEL_RUNNER = f"{SRT}/model_executor/model_runner.py"
 MAMBA_BACKEND = f"{SRT}/layers/attention/hybrid_linear_attn_backend.py"
 GDN_BACKEND = f"{SRT}/layers/attention/linear/gdn_backend.py"
+KV_CACHE_MIXIN = f"{SRT}/model_executor/model_runner_kv_cache_mixin.py"
 
 # (file, anchor, replacement), applied in order; each anchor must occur exactly once.
 REGISTRATION_EDITS = (
@@ -313,6 +314,20 @@ REPLAY_EDITS = (
 
 
 TREE_GDN_EDITS = (
+    (
+        KV_CACHE_MIXIN,
+        "                    mamba_spec_state_size=max_num_reqs,\n",
+        "                    # no per-node GDN verify states when the tree verify replaces them\n"
+        "                    mamba_spec_state_size=dflash_spec_state_size(max_num_reqs),\n",
+    ),
+    (
+        KV_CACHE_MIXIN,
+        "from sglang.srt.mem_cache.memory_pool import (\n",
+        "from sglang.srt.speculative.dflash_tree_gdn import (\n"
+        "    spec_state_size as dflash_spec_state_size,\n"
+        ")\n"
+        "from sglang.srt.mem_cache.memory_pool import (\n",
+    ),
     (
         GDN_BACKEND,
         "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
@@ -426,7 +441,8 @@ def series(read) -> list[Patch]:
             "With SGLANG_DFLASH_TREE_GDN=1, the GDN layers of a DFLASH/DDTREE verify run the tree conv and\n"
             "tree Gated DeltaNet kernels (outputs for every node, pools untouched, no per-node state), and\n"
             "the worker commits the accepted path of every layer in one launch each, instead of the\n"
-            "intermediate_ssm / intermediate_conv_window snapshots and update_mamba_state_after_mtp_verify.",
+            "intermediate_ssm / intermediate_conv_window snapshots and update_mamba_state_after_mtp_verify,\n"
+            "which are then allocated for one request slot only.",
             apply_edits(read, TREE_GDN_EDITS),
             new=False,
         ),

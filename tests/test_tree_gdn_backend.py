@@ -158,3 +158,24 @@ def test_set_parents_keeps_padding_rows_a_chain_and_rejects_unknown_sizes():
     backend = SimpleNamespace(forward_metadata=None, req_to_token_pool=None)
     with pytest.raises(RuntimeError, match="3 trees of 4 nodes"):
         ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)
+
+
+@pytest.mark.parametrize("tree_gdn, experimental, expected", [("1", "1", 0), ("1", None, 48), (None, "1", 48)])
+def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, tree_gdn, experimental, expected):
+    """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) only
+    when the tree verify that never reads them is on."""
+    from sglang_dflash.sglang.tree_gdn_backend import patch_memory_pool
+
+    for name, value in (("SGLANG_DFLASH_TREE_GDN", tree_gdn), ("SGLANG_DFLASH_EXPERIMENTAL_WORKER", experimental)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+
+    class HybridReqToTokenPool:  # the constructor's keyword interface, as model_runner_kv_cache_mixin calls it
+        def __init__(self, *, size, mamba_spec_state_size, speculative_num_draft_tokens):
+            self.spec = mamba_spec_state_size
+
+    patch_memory_pool(SimpleNamespace(HybridReqToTokenPool=HybridReqToTokenPool))
+    pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
+    assert pool.spec == expected

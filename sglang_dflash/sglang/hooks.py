@@ -20,6 +20,7 @@ def patch_module(module) -> None:
         "sglang.srt.model_executor.model_runner": patch_model_runner,
         "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
         "sglang.srt.layers.attention.linear.gdn_backend": patch_gdn_backend,
+        "sglang.srt.mem_cache.memory_pool": patch_memory_pool,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
@@ -66,6 +67,14 @@ def patch_gdn_backend(module) -> None:
     """The GDN layers' TARGET_VERIFY through our tree kernels, only once `tree_gdn_backend.install` ran
     (SGLANG_DFLASH_TREE_GDN=1 with the experimental workers); otherwise SGLang's own path."""
     from .tree_gdn_backend import patch_gdn_backend as patch
+
+    patch(module)
+
+
+def patch_memory_pool(module) -> None:
+    """SGLang's per-node GDN verify states allocated for one slot when our tree verify replaces them
+    (`tree_gdn_backend.patch_memory_pool`; only with SGLANG_DFLASH_TREE_GDN=1 and the experimental workers)."""
+    from .tree_gdn_backend import patch_memory_pool as patch
 
     patch(module)
 

@@ -43,6 +43,11 @@ def enabled() -> bool:
     return os.environ.get(ENV_SWITCH) == "1"
 
 
+def spec_state_size(max_num_reqs: int) -> int:
+    """Request slots for SGLang's per-node GDN verify states: none needed (one allocated) with the tree verify."""
+    return 0 if enabled() else max_num_reqs
+
+
 def workspace() -> TreeVerifyWorkspace | None:
     """The process's workspace, once `install` ran (only with SGLANG_DFLASH_TREE_GDN=1)."""
     return _workspace
@@ -137,6 +142,29 @@ def install(model_runner, num_nodes: int) -> TreeVerifyWorkspace:
     logger.warning("sglang-dflash: tree GDN verify on (%s=1): %d nodes, batch sizes up to %d", ENV_SWITCH, num_nodes,
                    largest)  # fmt: skip
     return _workspace
+
+
+def patch_memory_pool(module) -> None:
+    """`hooks.patch_module` on sglang.srt.mem_cache.memory_pool: with the tree verify on (SGLANG_DFLASH_TREE_GDN=1
+    and the experimental workers), SGLang's per-node verify states (`intermediate_ssm`, `intermediate_conv_window`:
+    N states per request and GDN layer, about 2.5 GB per request for Qwen3.6-27B at TP=2 and 33 nodes) are never
+    read, so they are allocated for one request slot instead of max_running_requests (SGLang still asserts
+    they exist). What the tree verify keeps instead is per step and per layer: u [R, N, HV, V] fp32, path gate
+    sums and the keys. Note: SGLang's KV-budget estimate still subtracts the full intermediate size."""
+    cls = module.HybridReqToTokenPool
+    if getattr(cls, "_sglang_dflash_patched", False):
+        return
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        if enabled() and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1" and "mamba_spec_state_size" in kwargs:
+            logger.warning("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, not %s",
+                           kwargs["mamba_spec_state_size"])  # fmt: skip
+            kwargs["mamba_spec_state_size"] = spec_state_size(kwargs["mamba_spec_state_size"])
+        original(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    cls._sglang_dflash_patched = True
 
 
 def patch_gdn_backend(module) -> None:
