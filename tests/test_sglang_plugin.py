@@ -41,7 +41,8 @@ PROBE = textwrap.dedent(
             continue
         algo = SpeculativeAlgorithm.from_string(a.speculative_algorithm)
         row = {k: getattr(a, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-               "speculative_num_draft_tokens", "disable_overlap_schedule", "max_running_requests", "enable_mixed_chunk")}
+               "speculative_num_draft_tokens", "disable_overlap_schedule", "max_running_requests", "enable_mixed_chunk",
+               "disable_radix_cache")}
         row["all_fields"] = {k: repr(v) for k, v in dataclasses.asdict(a).items()}
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
@@ -112,8 +113,9 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is True
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 8, 33)
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
+    assert r["disable_radix_cache"]  # no drafter context for prefix-cache hits yet
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
-    assert "not implemented yet" in r["create_worker"]  # the workers are the next part of issue 5
+    assert "not implemented yet" in r["create_worker"]  # the workers stay off without SGLANG_DFLASH_EXPERIMENTAL_WORKER=1
 
 
 def test_dflash_verifies_the_drafter_block_as_a_chain(probe):

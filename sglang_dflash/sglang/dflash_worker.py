@@ -283,7 +283,7 @@ class DFlashWorker:
         problems = []
         if (args.page_size or 1) != 1:
             problems.append("--page-size 1 (this first worker frees rejected KV slots one by one)")
-        if not args.disable_radix_cache:
+        if not args.disable_radix_cache:  # server_args.resolve_speculative_args sets it; guards other entry points
             problems.append("--disable-radix-cache (a prefix-cache hit would leave the drafter without context)")
         if not args.disable_overlap_schedule:
             problems.append("the non-overlap scheduler")

@@ -116,6 +116,11 @@ def resolve_speculative_args(args) -> None:
     if not args.disable_overlap_schedule:
         logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled.", name)
         args.disable_overlap_schedule = True
+    if not args.disable_radix_cache:
+        logger.warning(
+            "%s: radix cache disabled (the workers do not rebuild the drafter's context for prefix-cache hits yet).", name
+        )
+        args.disable_radix_cache = True
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
         args.enable_mixed_chunk = False
