@@ -62,8 +62,10 @@ def init_draft(
     mask_token_id: int | None = None,
     taps: int = 5,
     sliding_window: int | None = None,
+    dtype: torch.dtype | None = None,
 ) -> DFlashDrafter:
-    """Write a random drafter for the target at target_dir into out_dir; returns it."""
+    """Write a random drafter for the target at target_dir into out_dir (weights in `dtype`, default float32);
+    returns it. Only the target's config.json is read."""
     target = TargetConfig.from_dict(read_config(target_dir))
     mask = target.vocab_size - 1 if mask_token_id is None else mask_token_id
     cfg = draft_config_dict(target, num_layers, block_size, mask, taps, sliding_window)
@@ -77,7 +79,7 @@ def init_draft(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-    save_checkpoint(model, out)
+    save_checkpoint(model, out, dtype=dtype)
     return model
 
 
@@ -98,13 +100,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--mask-token-id", type=int, default=None, help="block filler token (default: the last vocabulary id)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--dtype", choices=("float32", "bfloat16"), default="float32", help="weights on disk (bfloat16 halves a large drafter)"
+    )
     args = p.parse_args(argv)
     if args.layers < 1:
         p.error(f"--layers must be >= 1, got {args.layers}")
     if args.block_size < 2:
         p.error(f"--block-size must be >= 2, got {args.block_size}")
     model = init_draft(
-        args.target, args.out, args.layers, args.block_size, args.seed, args.mask_token_id, args.taps, args.sliding_window
+        args.target,
+        args.out,
+        args.layers,
+        args.block_size,
+        args.seed,
+        args.mask_token_id,
+        args.taps,
+        args.sliding_window,
+        getattr(torch, args.dtype),
     )
     n = sum(p.numel() for p in model.parameters())
     print(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 from model_helpers import save_tiny_target, tiny_target_config
 
 from sglang_dflash import generate, init_draft
@@ -70,3 +71,16 @@ def test_generate_refuses_bad_input(pair_dirs, tmp_path, capsys):
             generate.parse_args(bad)
     with pytest.raises(SystemExit):
         init_draft.main(["--target", str(target), "--out", str(tmp_path / "d"), "--block-size", "1"])
+
+
+def test_init_draft_writes_bfloat16_weights_on_request(pair_dirs, tmp_path):
+    """--dtype bfloat16 (for large stand-in drafters): the same random drafter, rounded to bf16 on disk."""
+    from safetensors.torch import load_file
+
+    target, draft = pair_dirs
+    out = tmp_path / "bf16"
+    args = ["--target", str(target), "--out", str(out), "--layers", "2", "--block-size", "6", "--taps", "2"]
+    assert init_draft.main([*args, "--dtype", "bfloat16"]) == 0
+    half, full = load_file(str(out / "model.safetensors")), load_file(str(draft / "model.safetensors"))
+    assert half.keys() == full.keys() and {t.dtype for t in half.values()} == {torch.bfloat16}
+    assert all(torch.equal(half[k], full[k].to(torch.bfloat16)) for k in full)  # same seed, same draws

@@ -219,6 +219,11 @@ def randomize_text_(model, seed: int) -> None:
             p.data.copy_(rnd * 1.5 / math.sqrt(p.shape[-1]))
 
 
+def repo_env() -> dict:
+    """This process's environment with the repository first on PYTHONPATH (for `python -m sglang_dflash...`)."""
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
 def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
@@ -236,8 +241,7 @@ def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
     del model
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft)]
     cmd += ["--layers", str(args.draft_layers), "--block-size", str(args.block_size), "--seed", str(args.seed + 1)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=repo_env())
     log.stamp(f"checkpoints: target {target} ({4 * args.groups} layers, hidden {args.hidden}, vocab {args.vocab}, bf16);",
               out.stdout.strip())  # fmt: skip
     return target, draft
@@ -351,6 +355,9 @@ def sglang_worker(spec_file: str) -> int:
     print(f"harness: engine up in {results['startup_s']:.1f} s", flush=True)
     params = {"max_new_tokens": spec["max_new_tokens"], "temperature": 0.0, "ignore_eos": True}
     try:
+        t = time.time()  # warm-up (Triton JIT of the draft and verify kernels) outside the timed batches
+        engine.generate(input_ids=[spec["prompts"][-1]], sampling_params=dict(params, max_new_tokens=8))
+        results["warmup_s"] = time.time() - t
         for batch in spec["batches"]:
             t = time.time()
             outputs, metas = [], []

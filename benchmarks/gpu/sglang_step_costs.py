@@ -1,0 +1,147 @@
+"""Step costs inside stock SGLang at Qwen3.6-27B shapes (issue 6, item 3), on the GPU machine.
+
+    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--tp 1|2] [--budgets 32,64] [--out $OUT]
+
+(device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) NOT RUN YET.
+
+A Qwen3.6-27B-shaped target (64 layers, hidden 5120, 16 x [3 GDN + 1 gated attention], vocab 248,320)
+with SGLang's random `load_format="dummy"` weights (no checkpoint is written, only config.json), and a
+random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window layers + 1 full, block 16).
+SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
+batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
+DFLASH (chain of 16), DDTREE at each budget; with --also-tree-gdn each plugin run again with our tree
+GDN verify (SGLANG_DFLASH_TREE_GDN=1). Random drafters accept about nothing, so a speculative step is
+one verify pass plus the draft and the plugin's own work, and
+
+    ms per step = wall time of the batch / target passes (SGLang's spec_verify_ct, or tokens for stock).
+
+The wall time includes each prompt's prefill (prompts are 1-130 tokens) and a warm-up request runs
+first. The table (stdout, $OUT/step_costs.md) gives ms per step and its ratio to stock decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+
+QWEN36_27B_TEXT = dict(
+    vocab_size=248_320,
+    hidden_size=5120,
+    intermediate_size=17_408,
+    num_hidden_layers=64,
+    layer_types=[h.LIN, h.LIN, h.LIN, h.FULL] * 16,
+    full_attention_interval=4,
+    num_attention_heads=24,
+    num_key_value_heads=4,
+    head_dim=256,
+    linear_num_key_heads=16,
+    linear_num_value_heads=48,
+    linear_key_head_dim=128,
+    linear_value_head_dim=128,
+    linear_conv_kernel_dim=4,
+    partial_rotary_factor=0.25,
+    rope_theta=10_000_000.0,
+    eos_token_id=None,
+    pad_token_id=None,
+)
+
+
+def build(work: Path, log: h.Log) -> tuple[Path, Path]:
+    """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it."""
+    from transformers import Qwen3_5Config
+
+    target, draft = work / "target27b", work / "draft27b"
+    _, vision = h.target_configs(512, 5120, 1)
+    cfg = Qwen3_5Config(text_config=QWEN36_27B_TEXT, vision_config=vision, tie_word_embeddings=False)
+    cfg.eos_token_id = None
+    cfg.save_pretrained(target)
+    cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft), "--layers", "5",
+           "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16"]  # fmt: skip
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=h.repo_env())
+    log.stamp("checkpoints: Qwen3.6-27B-shaped target config (dummy weights);", out.stdout.strip())
+    return target, draft
+
+
+def passes(run: h.Run) -> int:
+    meta = run.extra.get("meta") or []
+    verify = sum(m.get("spec_verify_ct") or 0 for m in meta)
+    return verify or sum(m.get("completion_tokens") or 0 for m in meta)
+
+
+def table(runs: list[h.Run], args) -> str:
+    stock = {r.batch: r for r in runs if r.name == "sglang" and r.outputs}
+    lines = [
+        f"## SGLang step costs, Qwen3.6-27B shapes (dummy weights), TP={args.tp}, {args.num_prompts} prompts x "
+        f"{args.max_new_tokens} tokens, CUDA graphs on",
+        "",
+        "| run | batch | ms / step | x stock decode | tokens / pass | wall s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        if r.outputs is None:
+            lines.append(f"| {r.name} | {r.batch} | - | - | - | {r.error} |")
+            continue
+        ms = 1e3 * r.wall_s / max(passes(r), 1)
+        base = stock.get(r.batch)
+        ratio = ms / (1e3 * base.wall_s / max(passes(base), 1)) if base else float("nan")
+        tpp = r.extra.get("tokens_per_pass", 1.0)
+        lines.append(f"| {r.name} | {r.batch} | {ms:.2f} | {ratio:.2f} | {tpp:.2f} | {r.wall_s:.1f} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
+    p.add_argument("--tp", type=int, choices=(1, 2), default=1)
+    p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
+    p.add_argument("--num-prompts", type=int, default=4)
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--also-tree-gdn", action="store_true", help="each plugin run again with SGLANG_DFLASH_TREE_GDN=1")
+    p.add_argument("--mem-fraction", type=float, default=0.85)
+    p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_steps"))
+    mine = p.parse_args(argv)
+    hargs = h.parse_args(
+        ["--tp", str(mine.tp), "--site", str(mine.site), "--work", str(mine.work), "--num-prompts", str(mine.num_prompts),
+         "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
+         "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
+        + (["--also-tree-gdn"] if mine.also_tree_gdn else [])
+    )  # fmt: skip
+    out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    mine.work.mkdir(parents=True, exist_ok=True)
+    log = h.Log(out / "step_costs.log")
+    install = h.install_wheels(mine.site, log)
+    target, draft = build(mine.work, log)
+    h.finish_install(install, log)
+    env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
+    runs = h.sglang_runs(hargs, target, draft)
+    for run in runs:
+        run.engine_kwargs.update(load_format="dummy", context_length=2048)
+    prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
+    queue = h.SGLangQueue(runs, env, prompts, hargs, mine.work, out, log)
+    queue.start()
+    queue.join(timeout=max(0.0, log.t0 + mine.deadline - time.time()))
+    if queue.is_alive():
+        log.stamp("deadline reached: stopping SGLang")
+        queue.stop()
+        queue.join(timeout=30)
+    missing = "not run (deadline)"
+    results = [queue.results.get(f"{r.name} b{b}") or h.Run(r.name, b, error=missing) for r in runs for b in h.BATCHES]
+    text = table(results, mine)
+    log("\n" + text)
+    (out / "step_costs.md").write_text(text + "\n")
+    (out / "step_costs.json").write_text(json.dumps([h.asdict(r) for r in results], default=str))
+    return 0 if all(r.outputs is not None for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
