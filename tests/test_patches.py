@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from sglang_probes import REPLAY_SLOTS
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
 
@@ -104,7 +105,7 @@ def test_series_applies_and_compiles(patched, series, tmp_path):
             py_compile.compile(str(patched / path), cfile=str(tmp_path / "check.pyc"), doraise=True)
 
 
-PROBE = textwrap.dedent(
+PROBE = REPLAY_SLOTS + textwrap.dedent(
     """
     import argparse, json, sys, torch
     from types import SimpleNamespace
@@ -122,22 +123,8 @@ PROBE = textwrap.dedent(
     for name in sys.argv[1:]:  # every new module imports (their SGLang and core imports resolve)
         __import__(name)
 
-    # the GDN graph-replay fix: two real requests (the first of length 1) in a graph of batch 3
-    import sglang.srt.layers.attention.hybrid_linear_attn_backend as m
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-
-    be = object.__new__(m.MambaAttnBackendBase)
-    mapping = torch.tensor([10, 11, 12, 13])
-    be.req_to_token_pool = SimpleNamespace(get_mamba_indices=lambda idx: mapping[idx])
-    be.state_indices_list = [torch.full((i + 1,), -7, dtype=torch.int32) for i in range(4)]
-    be.query_start_loc_list = [torch.zeros(i + 2, dtype=torch.int32) for i in range(4)]
-    be.cached_cuda_graph_verify_query_start_loc = torch.arange(0, 5 * 16, 16, dtype=torch.int32)
-    for mark in (None, 2):
-        spec = SimpleNamespace(topk=1, draft_token_num=16)
-        if mark is not None:
-            setattr(spec, NUM_REQS_ATTR, mark)
-        meta = be._replay_metadata(3, torch.tensor([2, 3, 0]), ForwardMode.TARGET_VERIFY, spec, torch.tensor([1, 9, 1]))
-        out[f"slots_{mark}"] = meta.mamba_cache_indices.tolist()
+    # the GDN graph-replay fix (sglang_probes.REPLAY_SLOTS)
+    out.update({f"slots_{k}": v for k, v in replay_slots(NUM_REQS_ATTR).items()})
     out["plugin_modules"] = sorted(m for m in sys.modules if m.startswith("sglang_dflash"))
     print("RESULTS" + json.dumps(out))
     """

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from model_helpers import save_tiny_target, tiny_target_config
+from sglang_probes import REPLAY_SLOTS
 
 from sglang_dflash.init_draft import init_draft
 from sglang_dflash.sglang import bootstrap
@@ -198,27 +199,16 @@ def test_model_runner_gets_the_hidden_capture_patch():
     assert "PATCHED False" in off.stdout, off.stderr[-2000:]
 
 
-MAMBA_REPLAY = """
-import torch
-from types import SimpleNamespace
+MAMBA_REPLAY = (
+    REPLAY_SLOTS
+    + """
+import json
 import sglang.srt.layers.attention.hybrid_linear_attn_backend as m
-from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 print('PATCHED', getattr(m.MambaAttnBackendBase, '_sglang_dflash_patched', False))
-be = object.__new__(m.MambaAttnBackendBase)
-mapping = torch.tensor([10, 11, 12, 13])  # req_pool_idx -> GDN state slot
-be.req_to_token_pool = SimpleNamespace(get_mamba_indices=lambda idx: mapping[idx])
-be.state_indices_list = [torch.full((i + 1,), -7, dtype=torch.int32) for i in range(4)]
-be.query_start_loc_list = [torch.zeros(i + 2, dtype=torch.int32) for i in range(4)]
-be.cached_cuda_graph_verify_query_start_loc = torch.arange(0, 5 * 16, 16, dtype=torch.int32)
-for mark in (None, 2):
-    spec = SimpleNamespace(topk=1, draft_token_num=16)
-    if mark is not None:
-        spec.sglang_dflash_num_reqs = mark
-    # two real requests (the first of sequence length 1) in a graph of batch 3 (one padding row, fill value 1)
-    meta = be._replay_metadata(3, torch.tensor([2, 3, 0]), ForwardMode.TARGET_VERIFY, spec, torch.tensor([1, 9, 1]))
-    print('SLOTS', mark, meta.mamba_cache_indices.tolist())
+print('SLOTS', json.dumps(replay_slots('sglang_dflash_num_reqs')))
 """
+)
 
 
 def test_mamba_graph_replay_counts_a_length_one_request_as_real():
@@ -229,8 +219,9 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
     env = {"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")]), "SGLANG_USE_CPU_ENGINE": "1"}
     out = run_fresh(MAMBA_REPLAY, env=env)
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]
-    assert "SLOTS None [12, -1, -1]" in out.stdout, out.stdout + out.stderr[-2000:]  # the bug, unmarked
-    assert "SLOTS 2 [12, 13, -1]" in out.stdout, out.stdout + out.stderr[-2000:]
+    line = next((x for x in out.stdout.splitlines() if x.startswith("SLOTS ")), None)
+    assert line, out.stdout + out.stderr[-2000:]
+    assert json.loads(line.removeprefix("SLOTS ")) == {"None": [12, -1, -1], "2": [12, 13, -1]}  # the bug unmarked
 
 
 def test_gdn_backend_gets_the_tree_verify_hook():
