@@ -272,6 +272,20 @@ REGISTRATION_EDITS = (
     ),
 )
 
+SCHEDULER = f"{SRT}/managers/scheduler.py"
+ADMISSION_EDITS = (
+    (
+        SCHEDULER,
+        "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n",
+        "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n"
+        "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not req.finished():\n"
+        "            from sglang.srt.speculative.dflash_worker import request_unsupported\n\n"
+        "            message = request_unsupported(req)  # features the workers cannot serve losslessly yet\n"
+        "            if message:\n"
+        "                req.set_finish_with_abort(message)\n",
+    ),
+)
+
 CAPTURE_EDITS = (
     (
         MODEL_RUNNER,
@@ -422,6 +436,15 @@ def series(read) -> list[Patch]:
             "copies them into a static buffer, so it must be installed on the target model before\n"
             "ModelRunner.init_device_graphs captures the CUDA graphs (replays run no Python).",
             apply_edits(read, CAPTURE_EDITS),
+            new=False,
+        ),
+        Patch(
+            "scheduler-dflash-admission",
+            "[Speculative] Abort DFLASH/DDTREE requests the workers cannot serve yet, at admission",
+            "Logprobs, grammar, min-p, penalties, logit_bias and custom logit processors are not served\n"
+            "losslessly by the DFLASH/DDTREE workers yet. Such a request now finishes at admission with an\n"
+            "error naming the feature (as an over-long prompt does), instead of reaching the worker.",
+            apply_edits(read, ADMISSION_EDITS),
             new=False,
         ),
         Patch(
@@ -576,7 +599,7 @@ architecture registers itself through `EntryClass` in `python/sglang/srt/models/
 After any change to the plugin's ported modules, rerun it and commit the result (the test fails
 until then). An edit whose anchor is no longer found stops the generator with the file and the
 line it looked for: that is how a newer SGLang release shows up, and its anchors are in
-`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`).
+`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `ADMISSION_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`).
 
 ## What maps where
 
@@ -591,6 +614,7 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `hooks.patch_server_args` -> the `--speculative-algorithm` choices, `_handle_speculative_decoding`
 - `hooks.register_draft_model` -> nothing: `EntryClass` in `models/dflash.py`
 - `hooks.patch_model_runner` (`hidden_capture.patch_model_runner`) -> `ModelRunner.init_device_graphs`
+- `hooks.patch_scheduler` -> `Scheduler._add_request_to_queue`
 - `hooks.patch_mamba_replay` -> `MambaAttnBackendBase._replay_metadata`
 - `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
   (still opt-in through `SGLANG_DFLASH_TREE_GDN=1`, as in the plugin)

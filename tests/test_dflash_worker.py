@@ -19,8 +19,8 @@ from sglang_dflash.sglang.dflash_worker import (
     emit_tokens,
     extend_tap_layout,
     local_vocab_range,
+    request_unsupported,
     sampling_args,
-    sampling_unsupported,
     truncate_acceptance,
 )
 from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
@@ -205,15 +205,61 @@ def test_sampling_args_map_sglang_sampling_info():
     assert len(bonus) > 1  # request 1 does sample
 
 
+def request(**params):
+    """An SGLang Req as `request_unsupported` reads it: SamplingParams' defaults, overridden."""
+    defaults = dict(min_p=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0, logit_bias=None,
+                    json_schema=None, regex=None, ebnf=None, structural_tag=None)  # fmt: skip
+    return_logprob = params.pop("return_logprob", False)
+    processor = params.pop("custom_logit_processor", None)
+    return SimpleNamespace(sampling_params=SimpleNamespace(**{**defaults, **params}), return_logprob=return_logprob,
+                           custom_logit_processor=processor)  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "override, named",
     [
-        (dict(need_min_p_sampling=True), "min_p"),
-        (dict(penalizer_orchestrator=SimpleNamespace(is_required=True)), "penalties"),
-        (dict(has_custom_logit_processor=True), "custom logit processors"),
-        (dict(logit_bias=torch.zeros(3, 11)), "logit_bias"),
+        (dict(return_logprob=True), "logprobs"),
+        (dict(regex="[a-z]+"), "grammar"),
+        (dict(json_schema="{}"), "grammar"),
+        (dict(min_p=0.05), "min_p"),
+        (dict(frequency_penalty=0.5), "penalties"),
+        (dict(repetition_penalty=1.1), "penalties"),
+        (dict(logit_bias={"7": 2.0}), "logit_bias"),
+        (dict(custom_logit_processor="serialized"), "custom logit processors"),
     ],
 )
-def test_sampling_features_the_workers_cannot_reproduce_are_named(override, named):
-    assert sampling_unsupported(sampling_info()) is None
-    assert named in sampling_unsupported(sampling_info(**override))
+def test_requests_the_workers_cannot_serve_are_named(override, named):
+    assert request_unsupported(request(temperature=0.7, top_p=0.9)) is None  # plain sampling is served
+    message = request_unsupported(request(**override))
+    assert message.startswith("sglang-dflash workers do not support") and named in message
+
+
+def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms_only():
+    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
+    from sglang_dflash.sglang.hooks import patch_scheduler
+
+    class Req:
+        def __init__(self, **params):
+            self.__dict__.update(vars(request(**params)))
+            self.aborted = None
+
+        def finished(self):
+            return self.aborted is not None
+
+        def set_finish_with_abort(self, message):
+            self.aborted = message
+
+    class Scheduler:  # the method the hook wraps, as SGLang 0.5.10's scheduler calls it
+        def __init__(self, algorithm):
+            self.spec_algorithm, self.queue = algorithm, []
+
+        def _add_request_to_queue(self, req, is_retracted=False):
+            self.queue.append(req)
+
+    patch_scheduler(SimpleNamespace(Scheduler=Scheduler))
+    ours, other = Scheduler(DraftTreeAlgorithm("DDTREE")), Scheduler(object())
+    for scheduler in (ours, other):
+        scheduler._add_request_to_queue(Req(min_p=0.1))
+        scheduler._add_request_to_queue(Req(temperature=0.5))
+    assert "min_p" in ours.queue[0].aborted and ours.queue[1].aborted is None  # queued either way, as SGLang does
+    assert [r.aborted for r in other.queue] == [None, None]

@@ -224,14 +224,16 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
     assert json.loads(line.removeprefix("SLOTS ")) == {"None": [12, -1, -1], "2": [12, 13, -1]}  # the bug unmarked
 
 
-def test_gdn_backend_gets_the_tree_verify_hook():
+@pytest.mark.parametrize(
+    "module, cls",
+    [("sglang.srt.layers.attention.linear.gdn_backend", "GDNAttnBackend"), ("sglang.srt.managers.scheduler", "Scheduler")],
+)
+def test_runtime_hooks_attach_at_import(module, cls):
     """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
-    one): `GDNAttnBackend.forward_extend` is wrapped (it acts only once `tree_gdn_backend.install` ran), and is
-    not when the plugin is disabled."""
-    code = (
-        "import sglang.srt.layers.attention.linear.gdn_backend as g; "
-        "print('PATCHED', getattr(g.GDNAttnBackend, '_sglang_dflash_patched', False))"
-    )
+    one): the tree-verify hook on `GDNAttnBackend.forward_extend` (it acts only once `tree_gdn_backend.install`
+    ran) and the admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) are in place,
+    and are not when the plugin is disabled."""
+    code = f"import {module} as m; print('PATCHED', getattr(m.{cls}, '_sglang_dflash_patched', False))"
     env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
     out = run_fresh(code, env=env)
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]

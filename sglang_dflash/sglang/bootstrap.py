@@ -21,6 +21,7 @@ WATCHED = (
     "sglang.srt.layers.attention.hybrid_linear_attn_backend",
     "sglang.srt.layers.attention.linear.gdn_backend",
     "sglang.srt.mem_cache.memory_pool",
+    "sglang.srt.managers.scheduler",
 )
 DISABLE_ENV = "SGLANG_DFLASH_DISABLE"  # set to 1 to leave SGLang untouched
 

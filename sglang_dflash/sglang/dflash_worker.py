@@ -65,8 +65,10 @@ Decode:
      positions seq_len_before .. seq_len_before + accept_len.
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
 
-Refused (clear error): min-p, penalties, custom logit processors, logit_bias, grammar, logprobs,
-page size > 1, radix cache. Sampling is CPU-tested only (the GPU harness runs greedy).
+Requests with min-p, penalties, custom logit processors, logit_bias, grammar or logprobs are aborted
+at admission with a message naming the feature (`request_unsupported`, `hooks.patch_scheduler`); page
+size > 1 is refused at start; the radix cache is turned off by the server arguments. Sampling is
+CPU-tested only (the GPU harness runs greedy).
 """
 
 from __future__ import annotations
@@ -135,17 +137,24 @@ def emit_tokens(req, tokens: list[int]) -> int:
     return n
 
 
-def sampling_unsupported(info) -> str | None:
-    """What of SGLang's SamplingBatchInfo the workers cannot reproduce losslessly yet (None: all supported)."""
-    orchestrator = getattr(info, "penalizer_orchestrator", None)
+def request_unsupported(req) -> str | None:
+    """What of an SGLang Req the workers cannot serve losslessly yet, named (None: all supported). The scheduler
+    hook (`hooks.patch_scheduler`) aborts such a request with this message; the worker refuses a batch with one."""
+    p = req.sampling_params
     checks = {
-        "min_p sampling": getattr(info, "need_min_p_sampling", False),
-        "frequency / presence / repetition penalties": orchestrator is not None and orchestrator.is_required,
-        "custom logit processors": getattr(info, "has_custom_logit_processor", False),
-        "logit_bias": getattr(info, "logit_bias", None) is not None,
+        "logprobs": getattr(req, "return_logprob", False),
+        "grammar-constrained decoding": any(getattr(p, k, None) for k in ("json_schema", "regex", "ebnf", "structural_tag")),
+        "min_p sampling": (getattr(p, "min_p", 0.0) or 0.0) > 0.0,
+        "frequency / presence / repetition penalties": (
+            getattr(p, "frequency_penalty", 0.0) != 0.0
+            or getattr(p, "presence_penalty", 0.0) != 0.0
+            or getattr(p, "repetition_penalty", 1.0) != 1.0
+        ),
+        "logit_bias": bool(getattr(p, "logit_bias", None)),
+        "custom logit processors": getattr(req, "custom_logit_processor", None) is not None,
     }
     found = [name for name, on in checks.items() if on]
-    return ", ".join(found) or None
+    return "sglang-dflash workers do not support " + ", ".join(found) + " yet" if found else None
 
 
 def sampling_args(info) -> dict | None:
@@ -291,13 +300,11 @@ class DFlashWorker:
             raise ValueError(f"{self.name} experimental worker needs " + "; ".join(problems))
 
     def _check_batch(self, batch) -> None:
-        unsupported = sampling_unsupported(batch.sampling_info)
-        if unsupported:
-            raise ValueError(f"{self.name} experimental worker: {unsupported} not supported yet")
-        if batch.has_grammar:
-            raise ValueError(f"{self.name} experimental worker: grammar-constrained requests are not supported yet")
-        if batch.return_logprob:
-            raise ValueError(f"{self.name} experimental worker: logprob requests are not supported yet")
+        """A guard: the scheduler hook already aborted such requests at admission."""
+        for req in batch.reqs:
+            unsupported = request_unsupported(req)
+            if unsupported:
+                raise ValueError(f"{self.name}: {unsupported} (request {req.rid})")
 
     # --- one scheduler step
     def forward_batch_generation(self, batch):

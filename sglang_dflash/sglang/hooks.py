@@ -21,6 +21,7 @@ def patch_module(module) -> None:
         "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
         "sglang.srt.layers.attention.linear.gdn_backend": patch_gdn_backend,
         "sglang.srt.mem_cache.memory_pool": patch_memory_pool,
+        "sglang.srt.managers.scheduler": patch_scheduler,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
@@ -77,6 +78,29 @@ def patch_memory_pool(module) -> None:
     from .tree_gdn_backend import patch_memory_pool as patch
 
     patch(module)
+
+
+def patch_scheduler(module) -> None:
+    """Under DFLASH/DDTREE, a request the workers cannot serve yet (logprobs, grammar, min-p, penalties,
+    logit_bias, custom logit processors: `dflash_worker.request_unsupported`) finishes at admission with an
+    error naming the feature, as SGLang aborts an over-long prompt; other algorithms are untouched."""
+    cls = module.Scheduler
+    if getattr(cls, _MARK, False):
+        return
+    original = cls._add_request_to_queue
+
+    @functools.wraps(original)
+    def _add_request_to_queue(self, req, *args, **kwargs):
+        if isinstance(getattr(self, "spec_algorithm", None), DraftTreeAlgorithm) and not req.finished():
+            from .dflash_worker import request_unsupported
+
+            message = request_unsupported(req)
+            if message:
+                req.set_finish_with_abort(message)
+        return original(self, req, *args, **kwargs)
+
+    cls._add_request_to_queue = _add_request_to_queue
+    setattr(cls, _MARK, True)
 
 
 def register_draft_model(module) -> None:
