@@ -36,7 +36,7 @@ SRT = "python/sglang/srt"
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
 # The SGLang-independent core, vendored as the package sglang.srt.speculative.dflash.
-CORE = ("ddtree.py", "dflash.py", "kernels", "models")
+CORE = ("ddtree.py", "dflash.py", "cuda_graph.py", "kernels", "models")
 CORE_PACKAGE = "sglang.srt.speculative.dflash"
 
 # Plugin module -> upstream module, for the SGLang-facing modules that make sense upstream.
@@ -603,7 +603,7 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 
 ## What maps where
 
-- `sglang_dflash/{{ddtree,dflash}}.py`, `kernels/`, `models/` -> `python/sglang/srt/speculative/dflash/`
+- `sglang_dflash/{{ddtree,dflash,cuda_graph}}.py`, `kernels/`, `models/` -> `python/sglang/srt/speculative/dflash/`
   (copied file by file; their relative imports unchanged)
 - `sglang/draft_model.py` -> `python/sglang/srt/models/dflash.py`
 - `sglang/{{dflash_worker,hidden_capture,verify_io,vocab_parallel,server_args}}.py` ->

@@ -9,13 +9,13 @@ whose every node is accepted.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from ..cuda_graph import CapturedStep, sync_time
 from ..ddtree import DraftTree, accept_greedy, accept_sampling, build_ddtree, sample_tokens, tree_from_parents
 from ..dflash import chain_tree, greedy_chain
 
@@ -47,45 +47,8 @@ class GenerationResult:
         return sum(a + 1 for a in steps) / len(steps) if steps else float("nan")
 
 
-class CapturedStep:
-    """fn(roots, slots, lens) captured in a CUDA graph for R requests, replayed on copies of its inputs.
-
-    Warm-up runs with slots = -1, for which every commit goes to scratch (GDN / conv commits skip
-    negative slots, K/V and drafter-context scatters land in the caches' scratch row), so capturing
-    never writes into a live request's caches."""
-
-    def __init__(self, fn, R: int, device: torch.device):
-        start = _sync(device)
-        self.roots = torch.zeros(R, dtype=torch.long, device=device)
-        self.slots = torch.full((R,), -1, dtype=torch.long, device=device)
-        self.lens = torch.zeros(R, dtype=torch.long, device=device)
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                fn(self.roots, self.slots, self.lens)
-        torch.cuda.current_stream(device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = fn(self.roots, self.slots, self.lens)
-        self.capture_s = _sync(device) - start  # kept out of the decode time
-
-    def __call__(self, roots: Tensor, slots: Tensor, lens: Tensor):
-        self.roots.copy_(roots)
-        self.slots.copy_(slots)
-        self.lens.copy_(lens)
-        self.graph.replay()
-        return self.out
-
-
 def root_only(roots: Tensor) -> DraftTree:
     return tree_from_parents(roots[:, None], torch.full_like(roots[:, None], -1), max_depth=0)
-
-
-def _sync(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
 
 
 @torch.no_grad()
@@ -165,7 +128,7 @@ def generate(
             graphs[len(slots)] = CapturedStep(lambda *a: decode_step(*a, accept), len(slots), device)
         return graphs[len(slots)](roots, slots, lens)
 
-    start = _sync(device)
+    start = sync_time(device)
     last = torch.empty(R, dtype=torch.long, device=device)
     for r, prompt in enumerate(prompts):
         slot = torch.tensor([r], device=device)
@@ -174,13 +137,13 @@ def generate(
             commit(out, slot, seq_lens[slot], torch.arange(len(chunk), device=device)[None])
             seq_lens[slot] += len(chunk)
         last[r] = pick(target.logits(out.hidden[:, -1:]))[0, 0]
-    prefill_s = _sync(device) - start
+    prefill_s = sync_time(device) - start
 
     outputs = [[int(t)] for t in last.tolist()]
     accept_lens: list[list[int]] = [[] for _ in range(R)]
     done = [max_new_tokens <= 1 or int(last[r]) in eos_token_ids for r in range(R)]
     bar = tqdm(total=R * max_new_tokens, initial=R, disable=not progress, unit="tok", desc=f"generate ({algo})")
-    start = _sync(device)
+    start = sync_time(device)
     while not all(done):
         active = [r for r in range(R) if not done[r]]
         slots = torch.tensor(active, device=device)
@@ -198,6 +161,6 @@ def generate(
                     done[r] = True
                     break
             last[r] = bonus[i]
-    decode_s = _sync(device) - start - sum(g.capture_s for g in graphs.values())
+    decode_s = sync_time(device) - start - sum(g.capture_s for g in graphs.values())
     bar.close()
     return GenerationResult(outputs, accept_lens, prefill_s, decode_s)

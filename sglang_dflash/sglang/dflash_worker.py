@@ -31,8 +31,8 @@ CUDA graphs are captured):
      only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
      all its weights and K/V), its cache is dense [slots, max_len] (SGLANG_DFLASH_DRAFT_MAX_LEN,
      default min(context length, 8192)) and lies outside SGLang's KV budget (lower
-     --mem-fraction-static), the draft is not CUDA-graphed, and radix-cache hits would leave the
-     drafter without context, so --disable-radix-cache is required.
+     --mem-fraction-static), its pass is CUDA-graphed per batch size only at TP=1, and radix-cache hits would
+     leave the drafter without context, so the radix cache is turned off.
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
@@ -82,6 +82,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..cuda_graph import CapturedStep
 from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
@@ -93,6 +94,7 @@ from .vocab_parallel import argmax_vocab_parallel, broadcast_decisions, draft_lo
 logger = logging.getLogger(__name__)
 
 ENV_MAX_LEN = "SGLANG_DFLASH_DRAFT_MAX_LEN"
+ENV_DRAFT_GRAPHS = "SGLANG_DFLASH_DRAFT_GRAPHS"
 
 
 # ----------------------------------------------------------------------------- pure helpers (CPU-tested)
@@ -262,6 +264,10 @@ class DFlashWorker:
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
         self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
+        # the drafter pass as one CUDA graph per batch size (TP=1: at TP > 1 its embedding all-reduces outside
+        # SGLang's graph-capture context); SGLANG_DFLASH_DRAFT_GRAPHS=0 runs it eagerly
+        graphs = self.tp_size == 1 and self.device.type == "cuda" and os.environ.get(ENV_DRAFT_GRAPHS, "1") == "1"
+        self.draft_graphs: dict[int, CapturedStep] | None = {} if graphs else None
 
     # --- what the scheduler expects of a spec worker
     @property
@@ -351,14 +357,20 @@ class DFlashWorker:
                 f"mask_token_id {self.drafter.config.mask_token_id}"
             )
         roots = torch.tensor(last, dtype=torch.long, device=self.device)
-        slots = batch.req_pool_indices.long()
-        seq_lens = batch.seq_lens.long()
-        w = self.lm_head_weight
+        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
+        if self.draft_graphs is None:
+            return roots, self._run_drafter(roots, slots, seq_lens)
+        R = len(last)
+        if R not in self.draft_graphs:  # captured at the first step of each batch size (warm-up on the scratch slot)
+            self.draft_graphs[R] = CapturedStep(self._run_drafter, R, self.device)
+        return roots, self.draft_graphs[R](roots, slots, seq_lens)
 
-        def lm_head(h):
-            return F.linear(h, w)[..., : self.vocab_local]
+    def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
+        """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs] (graph-capturable)."""
+        return self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
 
-        return roots, self.drafter(self.cache, roots, slots, seq_lens, self.embed, lm_head)
+    def _lm_head(self, h: Tensor) -> Tensor:
+        return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
 
     def _draft_tree(self, batch) -> DraftTree:
         """DFLASH: the chain of the drafter's argmax tokens (N - 1 after the root), identical on every TP rank."""
