@@ -438,31 +438,7 @@ class DFlashWorker:
             if self.tp_size > 1:
                 broadcast_decisions([acc.accept_len, acc.accepted_nodes, acc.bonus_tokens], self.tp_src, self.tp_group)
         if self.debug_steps > 0:
-            self.debug_steps -= 1
-            pool = getattr(self.model_runner.req_to_token_pool, "get_speculative_mamba2_params_all_layers", None)
-            if pool is not None and not getattr(self, "_logged_pool", False):
-                self._logged_pool = True
-                params = pool()
-                shapes = {
-                    k: [tuple(t.shape) for t in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(t, "shape")]
-                    for k, v in getattr(params, "__dict__", {}).items()
-                }
-                logger.warning("%s debug: mamba pools %s", self.name, shapes)
-            meta = getattr(getattr(self.model_runner.attn_backend, "linear_attn_backend", None), "forward_metadata", None)
-            logger.warning(
-                "%s debug: slots %s mamba %s seq_lens %s sum %s/%s roots %s draft %s accept %s bonus %s graph %s",
-                self.name,
-                slots_cpu,
-                getattr(meta, "mamba_cache_indices", None),
-                seq_cpu,
-                int(batch.seq_lens_sum),
-                sum(seq_cpu),
-                tree.token_ids[:, 0].tolist(),
-                tree.token_ids[:, 1:4].tolist(),
-                acc.accept_len.tolist(),
-                acc.bonus_tokens.tolist(),
-                result.can_run_cuda_graph,
-            )
+            self._log_step(batch, slots_cpu, seq_cpu, tree, acc, result.can_run_cuda_graph)
         predict, accept_index, _ = eagle_acceptance(tree, acc)
         keep, flat_accept, verified_id = self._commit(batch, predict, accept_index, acc)
         acc = truncate_acceptance(acc, keep)
@@ -497,6 +473,33 @@ class DFlashWorker:
             accept_length_per_req_cpu=accept_len_cpu,
             can_run_cuda_graph=result.can_run_cuda_graph,
             accept_lens=accept_length,
+        )
+
+    def _log_step(self, batch, slots_cpu, seq_cpu, tree: DraftTree, acc: Acceptance, graph: bool) -> None:
+        """SGLANG_DFLASH_DEBUG_STEPS: one verify step's slots, GDN state slots, lengths, draft and acceptance."""
+        self.debug_steps -= 1
+        pool = getattr(self.model_runner.req_to_token_pool, "get_speculative_mamba2_params_all_layers", None)
+        if pool is not None and not getattr(self, "_logged_pool", False):
+            self._logged_pool = True
+            shapes = {
+                k: [tuple(t.shape) for t in (v if isinstance(v, (list, tuple)) else [v]) if hasattr(t, "shape")]
+                for k, v in getattr(pool(), "__dict__", {}).items()
+            }
+            logger.warning("%s debug: mamba pools %s", self.name, shapes)
+        meta = getattr(getattr(self.model_runner.attn_backend, "linear_attn_backend", None), "forward_metadata", None)
+        logger.warning(
+            "%s debug: slots %s mamba %s seq_lens %s sum %s/%s roots %s draft %s accept %s bonus %s graph %s",
+            self.name,
+            slots_cpu,
+            getattr(meta, "mamba_cache_indices", None),
+            seq_cpu,
+            int(batch.seq_lens_sum),
+            sum(seq_cpu),
+            tree.token_ids[:, 0].tolist(),
+            tree.token_ids[:, 1:4].tolist(),
+            acc.accept_len.tolist(),
+            acc.bonus_tokens.tolist(),
+            graph,
         )
 
     def _commit(self, batch, predict: Tensor, accept_index: Tensor, acc: Acceptance):
