@@ -263,3 +263,26 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
         scheduler._add_request_to_queue(Req(temperature=0.5))
     assert "min_p" in ours.queue[0].aborted and ours.queue[1].aborted is None  # queued either way, as SGLang does
     assert [r.aborted for r in other.queue] == [None, None]
+
+
+@pytest.mark.parametrize("N", [2, 9, 16])
+def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
+    """TP=1: DFlashWorker drafts the chain of the argmax over the first N - 1 depths, DDTreeWorker the best
+    N - 1 prefixes of all block_size - 1 depths (what the standalone engine verifies for the same logits)."""
+    from sglang_dflash.dflash import chain_tree
+    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+
+    gen = torch.Generator().manual_seed(N)
+    roots, logits = torch.tensor([5, 9, 2]), torch.randn(3, 15, 40, generator=gen)
+    trees = {}
+    for cls in (DFlashWorker, DDTreeWorker):
+        worker = cls.__new__(cls)  # only what drafting reads
+        worker.num_nodes, worker.tp_size = N, 1
+        worker._draft_logits = lambda batch: (roots, logits)
+        trees[cls] = worker._draft_tree(batch=None)
+    chain, tree = trees[DFlashWorker], trees[DDTreeWorker]
+    assert torch.equal(chain.token_ids, chain_tree(logits[:, : N - 1].argmax(-1), roots).token_ids)
+    expected = build_ddtree(logits, roots, N - 1)
+    for field in ("token_ids", "parents", "depths", "next_token", "next_sibling"):
+        assert torch.equal(getattr(tree, field), getattr(expected, field)), field
+    assert tree.num_nodes == chain.num_nodes == N
