@@ -369,6 +369,15 @@ def sglang_worker(spec_file: str) -> int:
             results["batches"][str(batch)] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t)
             out.write_text(json.dumps(results))
             print(f"harness: batch {batch} done in {time.time() - t:.1f} s", flush=True)
+        if spec.get("sampled"):  # all prompts in flight, sampled: it must finish (every TP rank takes rank 0's decisions)
+            t = time.time()
+            sampled = dict(params, temperature=0.8, top_p=0.9, top_k=50)
+            res = engine.generate(input_ids=spec["prompts"], sampling_params=sampled)
+            results["sampled"] = dict(
+                tokens=sum(len(r["output_ids"]) for r in res), meta=[r.get("meta_info", {}) for r in res], wall_s=time.time() - t
+            )
+            out.write_text(json.dumps(results))
+            print(f"harness: sampled batch done in {time.time() - t:.1f} s", flush=True)
     finally:
         engine.shutdown()
     return 0
@@ -395,7 +404,7 @@ class SGLangQueue(threading.Thread):
         result = self.work / f"{cfg.name}.json"
         result.unlink(missing_ok=True)
         spec = dict(engine_kwargs=cfg.engine_kwargs, prompts=self.prompts, max_new_tokens=args.max_new_tokens)
-        spec.update(batches=list(BATCHES), result=str(result))
+        spec.update(batches=list(BATCHES), result=str(result), sampled=args.sampled)
         spec_file = self.work / f"{cfg.name}.spec.json"
         spec_file.write_text(json.dumps(spec))
         env = dict(self.env, **cfg.env)
@@ -429,7 +438,7 @@ class SGLangQueue(threading.Thread):
             run = Run(cfg.name, batch)
             if got:
                 run.outputs, run.wall_s = got["outputs"], got["wall_s"]
-                run.extra = dict(startup_s=data.get("startup_s"), meta=got["meta"])
+                run.extra = dict(startup_s=data.get("startup_s"), meta=got["meta"], sampled=data.get("sampled"))
                 verify = sum(m.get("spec_verify_ct") or 0 for m in got["meta"])
                 if verify:  # speculative runs: tokens per target pass, as bench_serving reads them
                     run.extra["tokens_per_pass"] = sum(m.get("completion_tokens") or 0 for m in got["meta"]) / verify
@@ -606,6 +615,9 @@ def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
         notes = []
         if "tokens_per_pass" in r.extra:
             notes.append(f"{r.extra['tokens_per_pass']:.2f} tokens/pass")
+        sampled = r.extra.get("sampled")
+        if sampled and r.batch == max(BATCHES):
+            notes.append(f"sampled batch (T 0.8, top-p 0.9, top-k 50): {sampled['tokens']} tokens in {sampled['wall_s']:.1f} s")
         if r.extra.get("startup_s") is not None:
             notes.append(f"engine start-up {r.extra['startup_s']:.0f} s")
         lines.append(f"| {r.key} | {equal(r, ref)} | {equal(r, ar)} | {equal(r, stock)} | {r.wall_s:.1f} | {', '.join(notes)} |")
@@ -682,6 +694,11 @@ def parse_args(argv=None):
         action="store_true",
         help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=1",
     )
+    p.add_argument(
+        "--sampled",
+        action="store_true",
+        help="after the greedy batches, every prompt at once with temperature 0.8 / top-p 0.9 / top-k 50: it must finish",
+    )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
     p.add_argument("--mem-fraction", type=float, default=0.3, help="SGLang's mem_fraction_static")
@@ -753,13 +770,17 @@ def main(argv=None) -> int:
     tolerance = args.tie_tolerance if args.tie_tolerance is not None else max(2 * stock_gap, 0.05)
     exact = [r.key for r in runs if r.outputs is not None and not r.name.startswith("sglang") and r.outputs != ref.outputs]
     loose = [r.key for r in runs if r.name.startswith("sglang") and gap_summary(r)[2] > tolerance]
-    ok = ran and not exact and not loose
+    want = len(prompts) * args.max_new_tokens
+    unsampled = [r.key for r in runs if args.sampled and r.name.startswith("sglang") and r.outputs is not None
+                 and (r.extra.get("sampled") or {}).get("tokens") != want]  # fmt: skip
+    ok = ran and not exact and not loose and not unsampled
     log.stamp(
         "verdict:",
         "all ran; float32 runs equal transformers; every SGLang run's tokens are transformers' argmax up to gaps "
         f"<= {tolerance:.3g} (near ties)"
         if ok
-        else f"FAILED: not all ran={not ran}, float32 runs differing={exact}, SGLang runs over gap {tolerance:.3g}={loose}",
+        else f"FAILED: not all ran={not ran}, float32 runs differing={exact}, SGLang runs over gap {tolerance:.3g}={loose}, "
+        f"sampled batch incomplete={unsampled}",
     )
     return 0 if ok else 1
 
