@@ -59,7 +59,7 @@ CONSTANTS = {
 DROP_DEFS = {
     "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
     "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
-    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend", "patch_memory_pool"),
+    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend", "patch_memory_pool", "patch_kv_cache_mixin"),
 }
 PLUGIN_EDITS = {
     "sglang_dflash.sglang.server_args": (("    check_sglang_version()\n", ""),),
@@ -328,6 +328,15 @@ REPLAY_EDITS = (
 
 
 TREE_GDN_EDITS = (
+    (
+        KV_CACHE_MIXIN,
+        "                config.mamba2_cache_params.mamba_cache_per_req\n"
+        "                * max_running_requests\n"
+        "                * server_args.speculative_num_draft_tokens\n",
+        "                config.mamba2_cache_params.mamba_cache_per_req\n"
+        "                * max(dflash_spec_state_size(max_running_requests), 1)  # one slot with the tree verify\n"
+        "                * server_args.speculative_num_draft_tokens\n",
+    ),
     (
         KV_CACHE_MIXIN,
         "                    mamba_spec_state_size=max_num_reqs,\n",

@@ -226,13 +226,19 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
 
 @pytest.mark.parametrize(
     "module, cls",
-    [("sglang.srt.layers.attention.linear.gdn_backend", "GDNAttnBackend"), ("sglang.srt.managers.scheduler", "Scheduler")],
+    [
+        ("sglang.srt.layers.attention.linear.gdn_backend", "GDNAttnBackend"),
+        ("sglang.srt.managers.scheduler", "Scheduler"),
+        ("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin"),
+        ("sglang.srt.mem_cache.memory_pool", "HybridReqToTokenPool"),
+    ],
 )
 def test_runtime_hooks_attach_at_import(module, cls):
     """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
     one): the tree-verify hook on `GDNAttnBackend.forward_extend` (it acts only once `tree_gdn_backend.install`
-    ran) and the admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) are in place,
-    and are not when the plugin is disabled."""
+    ran), the admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) and the memory
+    hooks of the tree verify (only with SGLANG_DFLASH_TREE_GDN=1) are in place, and are not when the plugin is
+    disabled."""
     code = f"import {module} as m; print('PATCHED', getattr(m.{cls}, '_sglang_dflash_patched', False))"
     env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
     out = run_fresh(code, env=env)

@@ -179,3 +179,30 @@ def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypa
     patch_memory_pool(SimpleNamespace(HybridReqToTokenPool=HybridReqToTokenPool))
     pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
     assert pool.spec == expected
+
+
+@pytest.mark.parametrize("tree_gdn", ["1", None])
+def test_memory_plan_reserves_one_requests_per_node_states_with_the_tree_verify(monkeypatch, tree_gdn):
+    """SGLang's handle_max_mamba_cache subtracts mamba_cache_per_req x max_running_requests x verify tokens (GiB) for
+    its per-node states; with the tree verify only one request's worth is allocated, so the rest comes back."""
+    from sglang_dflash.sglang.tree_gdn_backend import patch_kv_cache_mixin
+
+    monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
+    if tree_gdn is None:
+        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
+    else:
+        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
+    GiB = 1 << 30
+
+    class ModelRunnerKVCacheMixin:  # SGLang 0.5.10's reservation, as handle_max_mamba_cache computes it
+        def handle_max_mamba_cache(self, total_rest_memory):
+            args, per_req = self.server_args, self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+            return total_rest_memory - per_req * args.max_running_requests * args.speculative_num_draft_tokens / GiB
+
+    patch_kv_cache_mixin(SimpleNamespace(ModelRunnerKVCacheMixin=ModelRunnerKVCacheMixin))
+    runner = ModelRunnerKVCacheMixin()
+    runner.server_args = SimpleNamespace(max_running_requests=32, speculative_num_draft_tokens=33, enable_dp_attention=False)
+    runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
+    runner.spec_algorithm, runner.dp_size = SimpleNamespace(is_none=lambda: False), 1
+    left = runner.handle_max_mamba_cache(100.0)
+    assert left == pytest.approx(100.0 - (1 if tree_gdn else 32) * 33 / 16)

@@ -21,6 +21,7 @@ def patch_module(module) -> None:
         "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
         "sglang.srt.layers.attention.linear.gdn_backend": patch_gdn_backend,
         "sglang.srt.mem_cache.memory_pool": patch_memory_pool,
+        "sglang.srt.model_executor.model_runner_kv_cache_mixin": patch_kv_cache_mixin,
         "sglang.srt.managers.scheduler": patch_scheduler,
     }.get(module.__name__)
     if patch is not None:
@@ -76,6 +77,14 @@ def patch_memory_pool(module) -> None:
     """SGLang's per-node GDN verify states allocated for one slot when our tree verify replaces them
     (`tree_gdn_backend.patch_memory_pool`; only with SGLANG_DFLASH_TREE_GDN=1 and the experimental workers)."""
     from .tree_gdn_backend import patch_memory_pool as patch
+
+    patch(module)
+
+
+def patch_kv_cache_mixin(module) -> None:
+    """SGLang's memory plan stops reserving the per-node GDN verify states the tree verify does not allocate
+    (`tree_gdn_backend.patch_kv_cache_mixin`; only with SGLANG_DFLASH_TREE_GDN=1 and the experimental workers)."""
+    from .tree_gdn_backend import patch_kv_cache_mixin as patch
 
     patch(module)
 

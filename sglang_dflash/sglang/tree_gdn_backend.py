@@ -149,21 +149,49 @@ def patch_memory_pool(module) -> None:
     and the experimental workers), SGLang's per-node verify states (`intermediate_ssm`, `intermediate_conv_window`:
     N states per request and GDN layer, about 2.5 GB per request for Qwen3.6-27B at TP=2 and 33 nodes) are never
     read, so they are allocated for one request slot instead of max_running_requests (SGLang still asserts
-    they exist). What the tree verify keeps instead is per step and per layer: u [R, N, HV, V] fp32, path gate
-    sums and the keys. Note: SGLang's KV-budget estimate still subtracts the full intermediate size."""
+    they exist; `patch_kv_cache_mixin` gives the memory plan the rest back). What the tree verify keeps instead
+    is per step and per layer: u [R, N, HV, V] fp32, path gate sums and the keys."""
     cls = module.HybridReqToTokenPool
     if getattr(cls, "_sglang_dflash_patched", False):
         return
     original = cls.__init__
 
     def __init__(self, *args, **kwargs):
-        if enabled() and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1" and "mamba_spec_state_size" in kwargs:
+        if _active() and "mamba_spec_state_size" in kwargs:
             logger.warning("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, not %s",
                            kwargs["mamba_spec_state_size"])  # fmt: skip
             kwargs["mamba_spec_state_size"] = spec_state_size(kwargs["mamba_spec_state_size"])
         original(self, *args, **kwargs)
 
     cls.__init__ = __init__
+    cls._sglang_dflash_patched = True
+
+
+def _active() -> bool:
+    return enabled() and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
+
+
+def patch_kv_cache_mixin(module) -> None:
+    """`hooks.patch_module` on sglang.srt.model_executor.model_runner_kv_cache_mixin: SGLang's memory plan reserves
+    the per-node GDN verify states of max_running_requests requests before sizing the KV cache
+    (`handle_max_mamba_cache`: mamba_cache_per_req x requests x verify tokens). With the tree verify
+    (`patch_memory_pool`) one request slot is allocated, so the plan gets the rest back: at 27B, TP=2, 33 nodes
+    and 32 requests that is about 78 GB SGLang would otherwise hold back (more than an A6000 has)."""
+    cls = module.ModelRunnerKVCacheMixin
+    if getattr(cls, "_sglang_dflash_patched", False):
+        return
+    original = cls.handle_max_mamba_cache
+
+    def handle_max_mamba_cache(self, total_rest_memory):
+        args = self.server_args
+        if _active() and not self.spec_algorithm.is_none() and args.max_running_requests:
+            requests = args.max_running_requests // (self.dp_size if args.enable_dp_attention else 1)
+            per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+            unused = requests - 1  # patch_memory_pool still allocates one request's states
+            total_rest_memory += per_req * unused * args.speculative_num_draft_tokens / (1 << 30)
+        return original(self, total_rest_memory)
+
+    cls.handle_max_mamba_cache = handle_max_mamba_cache
     cls._sglang_dflash_patched = True
 
 
