@@ -176,7 +176,7 @@ def patch_kv_cache_mixin(module) -> None:
     the per-node GDN verify states of max_running_requests requests before sizing the KV cache
     (`handle_max_mamba_cache`: mamba_cache_per_req x requests x verify tokens). With the tree verify
     (`patch_memory_pool`) one request slot is allocated, so the plan gets the rest back: at 27B, TP=2, 33 nodes
-    and 32 requests that is about 78 GB SGLang would otherwise hold back (more than an A6000 has)."""
+    and 32 requests that is about 80 GB SGLang would otherwise hold back (more than an A6000 has)."""
     cls = module.ModelRunnerKVCacheMixin
     if getattr(cls, "_sglang_dflash_patched", False):
         return
