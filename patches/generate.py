@@ -294,12 +294,10 @@ CAPTURE_EDITS = (
         "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not self.is_draft_worker:\n"
         "            # The drafter reads the target's hidden states at its tapped layers from a static buffer that\n"
         "            # the target's graphs must write: install the capture before they are captured.\n"
-        "            from sglang.srt.speculative.dflash_hidden_capture import (\n"
-        "                install_before_graphs,\n"
-        "                install_tree_gdn_before_graphs,\n"
-        "            )\n\n"
+        "            from sglang.srt.speculative.dflash_hidden_capture import install_before_graphs\n"
+        "            from sglang.srt.speculative.dflash_tree_gdn import install as install_tree_gdn\n\n"
         "            install_before_graphs(self)\n"
-        "            install_tree_gdn_before_graphs(self)  # only with SGLANG_DFLASH_TREE_GDN=1\n\n",
+        "            install_tree_gdn(self)  # only with SGLANG_DFLASH_TREE_GDN=1\n\n",
     ),
 )
 

@@ -440,8 +440,10 @@ class SGLangQueue(threading.Thread):
                 run.outputs, run.wall_s = got["outputs"], got["wall_s"]
                 run.extra = dict(startup_s=data.get("startup_s"), meta=got["meta"], sampled=data.get("sampled"))
                 verify = sum(m.get("spec_verify_ct") or 0 for m in got["meta"])
+                tokens = sum(m.get("completion_tokens") or 0 for m in got["meta"])
+                run.extra["passes"] = verify or tokens  # target forward passes (stock: one per token)
                 if verify:  # speculative runs: tokens per target pass, as bench_serving reads them
-                    run.extra["tokens_per_pass"] = sum(m.get("completion_tokens") or 0 for m in got["meta"]) / verify
+                    run.extra["tokens_per_pass"] = tokens / verify
             else:
                 why = "stopped at the deadline" if self.stopped else f"exit {rc}"
                 run.error = f"{why}: {tail[0][:300] if tail else 'no output'} (see {logfile.name})"

@@ -69,12 +69,6 @@ def build(work: Path, log: h.Log) -> tuple[Path, Path]:
     return target, draft
 
 
-def passes(run: h.Run) -> int:
-    meta = run.extra.get("meta") or []
-    verify = sum(m.get("spec_verify_ct") or 0 for m in meta)
-    return verify or sum(m.get("completion_tokens") or 0 for m in meta)
-
-
 def table(runs: list[h.Run], args) -> str:
     stock = {r.batch: r for r in runs if r.name == "sglang" and r.outputs}
     lines = [
@@ -88,9 +82,9 @@ def table(runs: list[h.Run], args) -> str:
         if r.outputs is None:
             lines.append(f"| {r.name} | {r.batch} | - | - | - | {r.error} |")
             continue
-        ms = 1e3 * r.wall_s / max(passes(r), 1)
+        ms = 1e3 * r.wall_s / max(r.extra["passes"], 1)
         base = stock.get(r.batch)
-        ratio = ms / (1e3 * base.wall_s / max(passes(base), 1)) if base else float("nan")
+        ratio = ms / (1e3 * base.wall_s / max(base.extra["passes"], 1)) if base else float("nan")
         tpp = r.extra.get("tokens_per_pass", 1.0)
         lines.append(f"| {r.name} | {r.batch} | {ms:.2f} | {ratio:.2f} | {tpp:.2f} | {r.wall_s:.1f} |")
     return "\n".join(lines)

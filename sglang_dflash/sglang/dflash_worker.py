@@ -414,9 +414,9 @@ class DFlashWorker:
             seq_lens_cpu=batch.seq_lens_cpu,
         )
         setattr(spec_info, NUM_REQS_ATTR, bs)  # hooks.patch_mamba_replay: a length-1 request is not graph padding
-        tree_gdn = tree_gdn_workspace()
+        tree_gdn, graph_bs = tree_gdn_workspace(), self._graph_batch_size(bs)
         if tree_gdn is not None:
-            tree_gdn.set_parents(tree.parents, self._graph_batch_size(bs))
+            tree_gdn.set_parents(tree.parents, graph_bs)
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
         spec_info.num_tokens_per_req = N
@@ -449,8 +449,7 @@ class DFlashWorker:
         runner = self.model_runner
         if tree_gdn is not None:
             slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
-            graph_bs = self._graph_batch_size(bs) if result.can_run_cuda_graph else None
-            tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph_bs)
+            tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph_bs if result.can_run_cuda_graph else None)
         elif any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
             res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
             # it reads only .hidden_states.device of its logits_output argument

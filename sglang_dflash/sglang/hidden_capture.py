@@ -153,14 +153,6 @@ def install_before_graphs(model_runner) -> HiddenCapture:
     return install_on_model_runner(model_runner, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))
 
 
-def install_tree_gdn_before_graphs(model_runner) -> None:
-    """With SGLANG_DFLASH_TREE_GDN=1: the tree-GDN verify workspace (`tree_gdn_backend`), before graph capture."""
-    from .tree_gdn_backend import enabled, install
-
-    if enabled():
-        install(model_runner, int(model_runner.server_args.speculative_num_draft_tokens))
-
-
 def patch_model_runner(module) -> None:
     """`hooks.patch_module` on `sglang.srt.model_executor.model_runner`: installs the capture on the target
     runner just before its CUDA graphs are captured, when the algorithm is DFLASH/DDTREE and
@@ -178,8 +170,10 @@ def patch_model_runner(module) -> None:
             and not self.is_draft_worker
             and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
         ):
+            from .tree_gdn_backend import install as install_tree_gdn
+
             install_before_graphs(self)
-            install_tree_gdn_before_graphs(self)
+            install_tree_gdn(self)  # only with SGLANG_DFLASH_TREE_GDN=1
         return original(self)
 
     cls.init_device_graphs = init_device_graphs

@@ -133,10 +133,14 @@ class TreeVerifyWorkspace:
         tree_gdn_commit(pools.temporal, targets, stack_contexts([record[layer][1] for layer in layers]), path)
 
 
-def install(model_runner, num_nodes: int) -> TreeVerifyWorkspace:
-    """The workspace for the target runner, before its graphs are captured (static buffers for every graph)."""
+def install(model_runner) -> TreeVerifyWorkspace | None:
+    """With SGLANG_DFLASH_TREE_GDN=1, the workspace for the target runner (static buffers for every graph), to be
+    installed before its graphs are captured; None otherwise."""
     global _workspace
+    if not enabled():
+        return None
     args = model_runner.server_args
+    num_nodes = int(args.speculative_num_draft_tokens)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), next(model_runner.model.parameters()).device)
     logger.warning("sglang-dflash: tree GDN verify on (%s=1): %d nodes, batch sizes up to %d", ENV_SWITCH, num_nodes,
