@@ -99,11 +99,19 @@ def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, 
 
 @pytest.mark.parametrize("R, graph_rows, N, bias", [(2, None, 5, True), (3, 4, 6, False), (1, 1, 16, True)])
 def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, graph_rows, N, bias):
-    """graph_rows: the verify ran as a CUDA-graph batch of that many rows (padding rows with GDN slot -1); the
-    forward is then recorded as a capture's (as during SGLang's graph capture), and the commit reads that."""
-    from sglang_dflash.sglang import tree_gdn_backend
+    """Through SGLang's own dispatch (HybridLinearAttnBackend.forward -> GDNAttnBackend.forward_extend, as the
+    plugin's import hook patched it). graph_rows: the verify ran as a CUDA-graph batch of that many rows (padding
+    rows with GDN slot -1); the forward is then recorded as a capture's (as during SGLang's graph capture), and
+    the commit reads that."""
+    from sglang.srt.layers.attention import hybrid_linear_attn_backend
+    from sglang.srt.layers.attention.linear import gdn_backend
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    from sglang_dflash.sglang import hooks, tree_gdn_backend
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
 
+    for module in (hybrid_linear_attn_backend, gdn_backend):  # no-ops where sglang_dflash.pth already did it
+        hooks.patch_module(module)
     monkeypatch.setattr(tree_gdn_backend, "_capturing", lambda: graph_rows is not None)
 
     gen = torch.Generator().manual_seed(R * 100 + N)
@@ -117,14 +125,17 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
     ws = TreeVerifyWorkspace(N, range(1, 5), "cpu")
     chain = torch.arange(-1, N - 1).expand(R, N)
     ws.set_parents(chain, graph_rows)
-    backend = SimpleNamespace(forward_metadata=SimpleNamespace(mamba_cache_indices=padded), req_to_token_pool=pool)
-    batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N))
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
+    gdn = object.__new__(gdn_backend.GDNAttnBackend)  # only what the verify reads
+    gdn.forward_metadata, gdn.req_to_token_pool = SimpleNamespace(mamba_cache_indices=padded), pool
+    backend = hybrid_linear_attn_backend.HybridLinearAttnBackend(None, gdn, full_attn_layers=[1])
+    batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N), forward_mode=ForwardMode.TARGET_VERIFY)
 
     expected = []
     for layer in layers:
         x = torch.randn(rows, N, D, generator=gen)
         a, b = torch.randn(rows * N, HV, generator=gen), torch.randn(rows * N, HV, generator=gen)
-        o = ws.verify(backend, layer, batch, x.reshape(rows * N, D), a, b)
+        o = backend.forward(layer=layer, forward_batch=batch, mixed_qkv=x.reshape(rows * N, D), a=a, b=b)
         assert o.shape == (1, rows * N, HV, V)
         ref = sglang_verify(sgl, layer, pool, slots, x[:R], a[: R * N], b[: R * N])
         torch.testing.assert_close(o.view(rows, N, HV, V)[:R], ref[0], rtol=1e-5, atol=1e-5)

@@ -158,8 +158,10 @@ def patch_model_runner(module) -> None:
     runner just before its CUDA graphs are captured, when the algorithm is DFLASH/DDTREE and
     SGLANG_DFLASH_EXPERIMENTAL_WORKER=1. Should it not have run (model_runner imported before the
     plugin), the worker installs the capture itself and recaptures the target's graphs once."""
+    from .hooks import claim  # plugin-only (not in patches/)
+
     cls = module.ModelRunner
-    if getattr(cls, "_sglang_dflash_capture_patched", False):
+    if not claim(cls):
         return
     original = cls.init_device_graphs
 
@@ -177,4 +179,3 @@ def patch_model_runner(module) -> None:
         return original(self)
 
     cls.init_device_graphs = init_device_graphs
-    cls._sglang_dflash_capture_patched = True

@@ -12,6 +12,14 @@ from .algorithm import ALGORITHMS, DraftTreeAlgorithm
 _MARK = "_sglang_dflash_patched"
 
 
+def claim(cls) -> bool:
+    """True once per class: marks cls as patched by us. The mark is read from cls's own namespace, never
+    inherited: GDNAttnBackend subclasses MambaAttnBackendBase, and each has its own patch."""
+    if vars(cls).get(_MARK, False):
+        return False
+    return True
+
+
 def patch_module(module) -> None:
     patch = {
         "sglang.srt.speculative.spec_info": patch_spec_info,
@@ -48,7 +56,7 @@ def patch_mamba_replay(module) -> None:
     batches of our workers, which record the real request count on their spec_info, the real entries
     are counted as real; the values are only counted there, never used as lengths."""
     cls = module.MambaAttnBackendBase
-    if getattr(cls, _MARK, False):
+    if not claim(cls):
         return
     original = cls._replay_metadata
 
@@ -62,7 +70,6 @@ def patch_mamba_replay(module) -> None:
         return original(self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu)
 
     cls._replay_metadata = _replay_metadata
-    setattr(cls, _MARK, True)
 
 
 def patch_gdn_backend(module) -> None:
@@ -94,7 +101,7 @@ def patch_scheduler(module) -> None:
     logit_bias, custom logit processors: `dflash_worker.request_unsupported`) finishes at admission with an
     error naming the feature, as SGLang aborts an over-long prompt; other algorithms are untouched."""
     cls = module.Scheduler
-    if getattr(cls, _MARK, False):
+    if not claim(cls):
         return
     original = cls._add_request_to_queue
 
@@ -109,7 +116,6 @@ def patch_scheduler(module) -> None:
         return original(self, req, *args, **kwargs)
 
     cls._add_request_to_queue = _add_request_to_queue
-    setattr(cls, _MARK, True)
 
 
 def register_draft_model(module) -> None:
@@ -127,7 +133,7 @@ def register_draft_model(module) -> None:
 
 def patch_spec_info(module) -> None:
     cls = module.SpeculativeAlgorithm
-    if getattr(cls, _MARK, False):
+    if not claim(cls):
         return
     original = cls.from_string.__func__
 
@@ -138,12 +144,11 @@ def patch_spec_info(module) -> None:
         return original(klass, name)
 
     cls.from_string = classmethod(from_string)
-    setattr(cls, _MARK, True)
 
 
 def patch_server_args(module) -> None:
     cls = module.ServerArgs
-    if getattr(cls, _MARK, False):
+    if not claim(cls):
         return
     add_cli_args = cls.add_cli_args
     handle = cls._handle_speculative_decoding
@@ -169,4 +174,3 @@ def patch_server_args(module) -> None:
 
     cls.add_cli_args = staticmethod(add_cli_args_with_ours)
     cls._handle_speculative_decoding = handle_with_ours
-    setattr(cls, _MARK, True)

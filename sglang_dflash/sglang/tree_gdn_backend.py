@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import Counter
 
 import torch
 from torch import Tensor
@@ -66,6 +67,7 @@ class TreeVerifyWorkspace:
         self.parents = {bs: chain.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
         self.tables: dict[int, tuple[Tensor, Tensor, Tensor]] = {}  # bs -> (GDN slots, ancestor mask, conv windows)
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
+        self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
 
     def set_parents(self, parents: Tensor, graph_bs: int | None) -> None:
         """Before a verify of the trees `parents` [R, N]: into the eager buffer of R rows and, when the forward
@@ -91,6 +93,7 @@ class TreeVerifyWorkspace:
             slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
             self.tables[R] = (slots, ancestors(parents, N - 1), conv_windows(parents, layer.conv_weights.shape[1]))
             self.records[(R, _capturing())] = {}
+            self.forwards[(R, _capturing())] += 1
         slots, ancestor_mask, windows = self.tables[R]
         x = mixed_qkv.view(R, N, -1)
         y = tree_causal_conv1d(x, conv_state, layer.conv_weights, layer.bias, slots, parents, windows)
@@ -117,7 +120,10 @@ class TreeVerifyWorkspace:
         the state after request r's accepted path (accepted_nodes [R, L + 1] from node 0, padded -1), every layer."""
         R = accepted_nodes.shape[0]
         rows = R if graph_bs is None else graph_bs
-        record = self.records[(rows, graph_bs is not None)]
+        record = self.records.get((rows, graph_bs is not None))
+        if record is None:
+            raise RuntimeError(f"tree GDN commit: no verify recorded for {rows} rows ({'graph' if graph_bs else 'eager'}); "
+                               f"verify forwards seen (rows, captured): {dict(self.forwards)}")  # fmt: skip
         order = getattr(req_to_token_pool, "mamba_map", {i: i for i in record})
         layers = sorted(record, key=order.__getitem__)
         pools = req_to_token_pool.get_speculative_mamba2_params_all_layers()
@@ -155,8 +161,10 @@ def patch_memory_pool(module) -> None:
     read, so they are allocated for one request slot instead of max_running_requests (SGLang still asserts
     they exist; `patch_kv_cache_mixin` gives the memory plan the rest back). What the tree verify keeps instead
     is per step and per layer: u [R, N, HV, V] fp32, path gate sums and the keys."""
+    from .hooks import claim  # plugin-only (not in patches/)
+
     cls = module.HybridReqToTokenPool
-    if getattr(cls, "_sglang_dflash_patched", False):
+    if not claim(cls):
         return
     original = cls.__init__
 
@@ -168,7 +176,6 @@ def patch_memory_pool(module) -> None:
         original(self, *args, **kwargs)
 
     cls.__init__ = __init__
-    cls._sglang_dflash_patched = True
 
 
 def _active() -> bool:
@@ -181,8 +188,10 @@ def patch_kv_cache_mixin(module) -> None:
     (`handle_max_mamba_cache`: mamba_cache_per_req x requests x verify tokens). With the tree verify
     (`patch_memory_pool`) one request slot is allocated, so the plan gets the rest back: at 27B, TP=2, 33 nodes
     and 32 requests that is about 80 GB SGLang would otherwise hold back (more than an A6000 has)."""
+    from .hooks import claim  # plugin-only (not in patches/)
+
     cls = module.ModelRunnerKVCacheMixin
-    if getattr(cls, "_sglang_dflash_patched", False):
+    if not claim(cls):
         return
     original = cls.handle_max_mamba_cache
 
@@ -196,14 +205,15 @@ def patch_kv_cache_mixin(module) -> None:
         return original(self, total_rest_memory)
 
     cls.handle_max_mamba_cache = handle_max_mamba_cache
-    cls._sglang_dflash_patched = True
 
 
 def patch_gdn_backend(module) -> None:
     """`hooks.patch_module` on sglang.srt.layers.attention.linear.gdn_backend: TARGET_VERIFY through the
     workspace when one is installed; every other call, and every run without it, is SGLang's own."""
+    from .hooks import claim  # plugin-only (not in patches/)
+
     cls = module.GDNAttnBackend
-    if getattr(cls, "_sglang_dflash_patched", False):
+    if not claim(cls):
         return
     original = cls.forward_extend
 
@@ -214,4 +224,3 @@ def patch_gdn_backend(module) -> None:
         return original(self, layer, forward_batch, mixed_qkv, a, b, **kwargs)
 
     cls.forward_extend = forward_extend
-    cls._sglang_dflash_patched = True
