@@ -2,7 +2,7 @@
 
 On the GPU machine (torch 2.11 / CUDA 13 / Triton 3.6 / transformers 5.17, no package index):
 
-    python3 benchmarks/gpu/harness.py --site /tmp/site [--tp 1|2] [--out $OUT]
+    python3 benchmarks/gpu/harness.py --site /tmp/site [--tp 1|2] [--pair random|shipped] [--out $OUT]
 
 (device call: carry [".whl"]; fill .whl/ first with benchmarks/gpu/fetch_wheels.sh where PyPI is reachable).
 
@@ -18,9 +18,17 @@ What it does, in order:
    registers (transformers' Qwen3_5ForConditionalGeneration: 2 x [3 Gated DeltaNet + 1 gated
    attention] text layers, a 1-layer vision tower with deepstack_visual_indexes=[], weights drawn
    for peaked logits and rounded to bf16 so that every run reads the same numbers), and a random
-   DFlash drafter for it from `python -m sglang_dflash.init_draft`.
-3. Prompts: --num-prompts random token prompts of varied lengths (1 to a few hundred tokens),
-   --max-new-tokens greedy tokens each, EOS ignored.
+   DFlash drafter for it from `python -m sglang_dflash.init_draft`. Random drafts are accepted about
+   1.03 tokens per pass, so deep accepts never happen.
+   `--pair shipped`: the trained tiny pair of sglang_dflash/assets/tiny-pair instead. Its target
+   (a text-only Qwen3_5ForCausalLM with tied embeddings) is rewritten into the same format (text
+   weights under model.language_model., lm_head.weight a copy of the embedding, tie off, a random
+   1-layer vision tower), and its drafter is used as shipped. --vocab / --hidden / --groups /
+   --draft-layers / --block-size then do not apply.
+3. Prompts: --num-prompts prompts of varied lengths (1 to a few hundred tokens; prompt 0 is one
+   token), --max-new-tokens greedy tokens each, EOS ignored. Random tokens, or with `--pair
+   shipped` windows of the running Python's stdlib sources (the pair's training text) from line
+   starts, in the shipped tokenizer.
 4. Runs, each at batch 1 (one prompt at a time) and batch 8 (8 prompts in flight):
    - transformers' own greedy `generate` in float32, batch 1: the reference;
    - the standalone engine (`sglang_dflash.engine.generate`, --engine-dtype, CUDA graphs on):
@@ -44,7 +52,7 @@ schedulers fresh): the harness checks for it and otherwise installs this repo ed
 machine's Python (`pip install --no-deps --no-index --no-build-isolation -e .`; the GPU machine is
 disposable); stock runs set SGLANG_DFLASH_DISABLE=1, so they stay stock either way.
 
-CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang --num-prompts 3`.
+CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang --num-prompts 3 [--pair shipped]`.
 """
 
 from __future__ import annotations
@@ -179,7 +187,12 @@ def target_configs(vocab: int, hidden: int, groups: int) -> tuple[dict, dict]:
         eos_token_id=None,
         pad_token_id=None,
     )
-    vision = dict(
+    return text, vision_config(hidden)
+
+
+def vision_config(hidden: int) -> dict:
+    """The smallest vision tower SGLang 0.5.10's Qwen3_5ForConditionalGeneration builds (1 layer, no deepstack)."""
+    return dict(
         depth=1,
         hidden_size=64,
         intermediate_size=128,
@@ -191,7 +204,6 @@ def target_configs(vocab: int, hidden: int, groups: int) -> tuple[dict, dict]:
         in_channels=3,
         deepstack_visual_indexes=[],
     )
-    return text, vision
 
 
 def randomize_text_(model, seed: int) -> None:
@@ -224,11 +236,47 @@ def repo_env() -> dict:
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
 
 
+def convert_shipped_target(out: Path, seed: int) -> None:
+    """The shipped tiny target (Qwen3_5ForCausalLM, tied embeddings, keys model.*) saved to `out` as the
+    Qwen3_5ForConditionalGeneration the random target is: keys model.language_model.*, lm_head.weight = the
+    embedding, tie_word_embeddings false at both levels, eos none, a random vision tower (seeded), bf16 (exact copies)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
+
+    from sglang_dflash.engine.load import tiny_pair
+
+    src = tiny_pair()[0]
+    text = json.loads((src / "config.json").read_text())
+    text = {k: v for k, v in text.items() if k not in ("architectures", "dtype", "transformers_version")}
+    text.update(tie_word_embeddings=False, eos_token_id=None)
+    cfg = Qwen3_5Config(text_config=text, vision_config=vision_config(text["hidden_size"]), tie_word_embeddings=False)
+    cfg.eos_token_id = None
+    torch.manual_seed(seed)
+    model = Qwen3_5ForConditionalGeneration(cfg).eval()
+    weights = {f"model.language_model.{k.removeprefix('model.')}": w for k, w in load_file(src / "model.safetensors").items()}
+    weights["lm_head.weight"] = weights["model.language_model.embed_tokens.weight"]
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    assert not unexpected and all(k.startswith("model.visual.") for k in missing), (missing, unexpected)
+    model = model.to(torch.bfloat16)
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(out)
+
+
 def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
     target, draft = work / "target", work / "draft"
+    if args.pair == "shipped":
+        from sglang_dflash.engine.load import tiny_pair
+        from sglang_dflash.models import DraftConfig, TargetConfig, check_pair, read_config
+
+        convert_shipped_target(target, args.seed)
+        draft = tiny_pair()[1]
+        check_pair(TargetConfig.from_dict(read_config(target)), DraftConfig.from_dict(read_config(draft)))
+        log.stamp(f"checkpoints: shipped tiny target converted to {target} (bf16); shipped drafter {draft}")
+        return target, draft
     text, vision = target_configs(args.vocab, args.hidden, args.groups)
     cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
     cfg.eos_token_id = None
@@ -247,13 +295,42 @@ def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
     return target, draft
 
 
+def prompt_lengths(n: int) -> list[int]:
+    """n varied lengths: short, around the 64-token chunk size, and a few hundred tokens; the first is 1."""
+    lengths = [1, 3, 9, 17, 33, 64, 95, 130, 200, 300]
+    return [lengths[i % len(lengths)] + (i // len(lengths)) * 7 for i in range(n)]
+
+
 def make_prompts(n: int, vocab: int, seed: int) -> list[list[int]]:
-    """n prompts of varied lengths: short, around the 64-token chunk size, and a few hundred tokens."""
+    """n prompts of random tokens < vocab - 1, at prompt_lengths(n)."""
     import random
 
     rng = random.Random(seed)
-    lengths = [1, 3, 9, 17, 33, 64, 95, 130, 200, 300]
-    return [[rng.randrange(vocab - 1) for _ in range(lengths[i % len(lengths)] + (i // len(lengths)) * 7)] for i in range(n)]
+    return [[rng.randrange(vocab - 1) for _ in range(length)] for length in prompt_lengths(n)]
+
+
+def text_prompts(n: int, seed: int) -> list[list[int]]:
+    """n prompts at prompt_lengths(n), each a window of a top-level stdlib module of the running Python (the text the
+    shipped pair was trained on) that starts at a line start, in the shipped tokenizer."""
+    import inspect
+    import random
+
+    from tokenizers import Tokenizer
+
+    from sglang_dflash.engine.load import tiny_pair
+
+    tokenizer = Tokenizer.from_file(str(tiny_pair()[0] / "tokenizer.json"))
+    files = sorted(Path(inspect.getfile(inspect)).parent.glob("*.py"))
+    rng = random.Random(seed)
+    prompts = []
+    for length in prompt_lengths(n):
+        ids = []
+        while len(ids) < length:  # else another file or line
+            lines = rng.choice(files).read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+            start = rng.randrange(len(lines) or 1)
+            ids = tokenizer.encode("".join(lines[start : start + length]), add_special_tokens=False).ids
+        prompts.append(ids[:length])
+    return prompts
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -705,11 +782,20 @@ def parse_args(argv=None):
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
     p.add_argument("--mem-fraction", type=float, default=0.3, help="SGLang's mem_fraction_static")
     p.add_argument("--deadline", type=float, default=0, help="seconds from start after which the harness stops waiting")
-    p.add_argument("--vocab", type=int, default=512)
-    p.add_argument("--hidden", type=int, default=256)
-    p.add_argument("--groups", type=int, default=2, help="target layers = 4 x groups (3 GDN + 1 attention each)")
-    p.add_argument("--draft-layers", type=int, default=2)
-    p.add_argument("--block-size", type=int, default=16)
+    p.add_argument(
+        "--pair",
+        choices=("random", "shipped"),
+        default="random",
+        help="random: a random target and drafter (sized by --vocab .. --block-size); shipped: the trained tiny pair of "
+        "sglang_dflash/assets/tiny-pair on stdlib-source prompts (--vocab .. --block-size do not apply)",
+    )
+    p.add_argument("--vocab", type=int, default=512, help="random pair only")
+    p.add_argument("--hidden", type=int, default=256, help="random pair only")
+    p.add_argument(
+        "--groups", type=int, default=2, help="random pair only: target layers = 4 x groups (3 GDN + 1 attention each)"
+    )
+    p.add_argument("--draft-layers", type=int, default=2, help="random pair only")
+    p.add_argument("--block-size", type=int, default=16, help="random pair only")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--_sglang-worker", dest="sglang_worker", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -738,7 +824,10 @@ def main(argv=None) -> int:
     if not args.skip_sglang:
         finish_install(install, log)
         env = sglang_env(args.site, args.sglang_dtype, log)
-    prompts = make_prompts(args.num_prompts, args.vocab, args.seed)
+    if args.pair == "shipped":
+        prompts = text_prompts(args.num_prompts, args.seed)
+    else:
+        prompts = make_prompts(args.num_prompts, args.vocab, args.seed)
     log.stamp(f"prompts: lengths {[len(p) for p in prompts]}, {args.max_new_tokens} new tokens each")
     if not args.skip_sglang:
         queue = SGLangQueue(sglang_runs(args, target, draft), env, prompts, args, args.work, out, log)

@@ -1,0 +1,40 @@
+"""benchmarks/gpu/harness.py --pair shipped: the converted target computes the shipped text model's logits, and the
+stdlib-source prompts are deterministic, at the harness's lengths, in the shipped vocabulary."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import torch
+
+from sglang_dflash.engine.load import tiny_pair
+
+ROOT = Path(__file__).resolve().parents[1]
+spec = importlib.util.spec_from_file_location("harness", ROOT / "benchmarks" / "gpu" / "harness.py")
+harness = sys.modules["harness"] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
+spec.loader.exec_module(harness)
+
+
+def test_converted_target_logits_equal_shipped(tmp_path):
+    from transformers import Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration
+
+    harness.convert_shipped_target(tmp_path, seed=0)
+    converted = Qwen3_5ForConditionalGeneration.from_pretrained(str(tmp_path), dtype=torch.float32).eval()
+    shipped = Qwen3_5ForCausalLM.from_pretrained(str(tiny_pair()[0]), dtype=torch.float32).eval()
+    assert not converted.config.tie_word_embeddings
+    assert converted.lm_head.weight.data_ptr() != converted.model.language_model.embed_tokens.weight.data_ptr()
+    gen = torch.Generator().manual_seed(0)
+    seqs = harness.text_prompts(5, seed=0) + [torch.randint(2048, (40,), generator=gen).tolist()]
+    with torch.no_grad():
+        for seq in seqs:
+            ids = torch.tensor([seq])
+            torch.testing.assert_close(converted(input_ids=ids).logits, shipped(input_ids=ids).logits, rtol=1e-5, atol=1e-5)
+
+
+def test_text_prompts():
+    prompts = harness.text_prompts(12, seed=3)
+    assert prompts == harness.text_prompts(12, seed=3)
+    assert [len(p) for p in prompts] == harness.prompt_lengths(12) and len(prompts[0]) == 1
+    assert all(0 <= t < 2048 for p in prompts for t in p)
