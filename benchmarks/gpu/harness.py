@@ -249,7 +249,11 @@ def convert_shipped_target(out: Path, seed: int) -> None:
     src = tiny_pair()[0]
     text = json.loads((src / "config.json").read_text())
     text = {k: v for k, v in text.items() if k not in ("architectures", "dtype", "transformers_version")}
-    text.update(tie_word_embeddings=False, eos_token_id=None)
+    text.update(tie_word_embeddings=False, eos_token_id=None, full_attention_interval=4)  # SGLang reads the interval
+    if text["layer_types"] != [LIN, LIN, LIN, FULL] * (len(text["layer_types"]) // 4):
+        raise ValueError(
+            f"shipped target: SGLang 0.5.10 derives layer types from full_attention_interval, not {text['layer_types']}"
+        )
     cfg = Qwen3_5Config(text_config=text, vision_config=vision_config(text["hidden_size"]), tie_word_embeddings=False)
     cfg.eos_token_id = None
     torch.manual_seed(seed)
