@@ -48,6 +48,7 @@ FACING = {
     "sglang_dflash.sglang.server_args": "sglang.srt.speculative.dflash_server_args",
     "sglang_dflash.sglang.dflash_worker": "sglang.srt.speculative.dflash_worker",
     "sglang_dflash.sglang.tree_gdn_backend": "sglang.srt.speculative.dflash_tree_gdn",
+    "sglang_dflash.sglang.memory_plan": "sglang.srt.speculative.dflash_memory_plan",
 }
 # Plugin modules that are not ported (their job is done by the direct edits below), except for the
 # constants the ported modules import from them, which the core package's __init__ defines.
@@ -59,11 +60,16 @@ CONSTANTS = {
 DROP_DEFS = {
     "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
     "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
-    "sglang_dflash.sglang.tree_gdn_backend": ("patch_gdn_backend", "patch_memory_pool", "patch_kv_cache_mixin"),
+    "sglang_dflash.sglang.tree_gdn_backend": (
+        "patch_gdn_backend",
+        "patch_memory_pool",
+        "plugin_tree_verify",
+        "_global_server_args",
+    ),
+    "sglang_dflash.sglang.memory_plan": ("patch_kv_cache_mixin",),
 }
 PLUGIN_EDITS = {
     "sglang_dflash.sglang.server_args": (("    check_sglang_version()\n", ""),),
-    "sglang_dflash.sglang.hidden_capture": (("import logging\nimport os\n", "import logging\n"),),
 }
 
 
@@ -297,7 +303,7 @@ CAPTURE_EDITS = (
         "            from sglang.srt.speculative.dflash_hidden_capture import install_before_graphs\n"
         "            from sglang.srt.speculative.dflash_tree_gdn import install as install_tree_gdn\n\n"
         "            install_before_graphs(self)\n"
-        "            install_tree_gdn(self)  # only with SGLANG_DFLASH_TREE_GDN=1\n\n",
+        "            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0\n\n",
     ),
 )
 
@@ -327,38 +333,53 @@ REPLAY_EDITS = (
 
 TREE_GDN_EDITS = (
     (
+        GDN_BACKEND,
+        "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
+        "        assert isinstance(mixed_qkv, torch.Tensor)\n"
+        "        if forward_batch.forward_mode.is_target_verify():\n"
+        "            from sglang.srt.speculative.dflash_tree_gdn import workspace\n\n"
+        "            tree_verify = workspace()  # DFLASH/DDTREE, unless SGLANG_DFLASH_TREE_GDN=0\n"
+        "            if tree_verify is not None:\n"
+        "                return tree_verify.verify(self, layer, forward_batch, mixed_qkv, a, b)\n"
+        "        seq_len = mixed_qkv.shape[0]\n",
+    ),
+)
+
+MEMORY_PLAN_EDITS = (
+    (
+        KV_CACHE_MIXIN,
+        "        assert config is not None\n\n        # reserve the memory for the intermediate mamba states used for spec dec\n",
+        "        assert config is not None\n\n"
+        "        if self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree():\n"
+        "            # the drafter (weights, context cache) is loaded after this plan, outside the pools\n"
+        "            total_rest_memory -= dflash_reserve_gib(\n"
+        "                server_args, self.model_config.context_len, self.model_config.dtype\n"
+        "            )\n\n"
+        "        # reserve the memory for the intermediate mamba states used for spec dec\n",
+    ),
+    (
         KV_CACHE_MIXIN,
         "                config.mamba2_cache_params.mamba_cache_per_req\n"
         "                * max_running_requests\n"
         "                * server_args.speculative_num_draft_tokens\n",
         "                config.mamba2_cache_params.mamba_cache_per_req\n"
-        "                * max(dflash_spec_state_size(max_running_requests), 1)  # one slot with the tree verify\n"
+        "                * max(dflash_spec_state_size(server_args, max_running_requests), 1)  # one slot with the tree verify\n"
         "                * server_args.speculative_num_draft_tokens\n",
     ),
     (
         KV_CACHE_MIXIN,
         "                    mamba_spec_state_size=max_num_reqs,\n",
         "                    # no per-node GDN verify states when the tree verify replaces them\n"
-        "                    mamba_spec_state_size=dflash_spec_state_size(max_num_reqs),\n",
+        "                    mamba_spec_state_size=dflash_spec_state_size(self.server_args, max_num_reqs),\n",
     ),
     (
         KV_CACHE_MIXIN,
         "from sglang.srt.mem_cache.memory_pool import (\n",
+        "from sglang.srt.speculative.dflash_memory_plan import reserve_gib as dflash_reserve_gib\n"
         "from sglang.srt.speculative.dflash_tree_gdn import (\n"
         "    spec_state_size as dflash_spec_state_size,\n"
         ")\n"
         "from sglang.srt.mem_cache.memory_pool import (\n",
-    ),
-    (
-        GDN_BACKEND,
-        "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
-        "        assert isinstance(mixed_qkv, torch.Tensor)\n"
-        "        if forward_batch.forward_mode.is_target_verify():\n"
-        "            from sglang.srt.speculative.dflash_tree_gdn import workspace\n\n"
-        "            tree_verify = workspace()  # DFLASH/DDTREE with SGLANG_DFLASH_TREE_GDN=1\n"
-        "            if tree_verify is not None:\n"
-        "                return tree_verify.verify(self, layer, forward_batch, mixed_qkv, a, b)\n"
-        "        seq_len = mixed_qkv.shape[0]\n",
     ),
 )
 
@@ -467,13 +488,25 @@ def series(read) -> list[Patch]:
         ),
         Patch(
             "gdn-backend-tree-verify",
-            "[Speculative] GDN TARGET_VERIFY through tree kernels for DFLASH/DDTREE (opt-in)",
-            "With SGLANG_DFLASH_TREE_GDN=1, the GDN layers of a DFLASH/DDTREE verify run the tree conv and\n"
+            "[Speculative] GDN TARGET_VERIFY through tree kernels for DFLASH/DDTREE",
+            "The GDN layers of a DFLASH/DDTREE verify run the tree conv and\n"
             "tree Gated DeltaNet kernels (outputs for every node, pools untouched, no per-node state), and\n"
             "the worker commits the accepted path of every layer in one launch each, instead of the\n"
             "intermediate_ssm / intermediate_conv_window snapshots and update_mamba_state_after_mtp_verify,\n"
-            "which are then allocated for one request slot only.",
+            "which the next patch allocates for one request slot only. SGLANG_DFLASH_TREE_GDN=0 keeps SGLang's\n"
+            "own path.",
             apply_edits(read, TREE_GDN_EDITS),
+            new=False,
+        ),
+        Patch(
+            "memory-plan-dflash-drafter",
+            "[Speculative] DFLASH/DDTREE memory plan: hold the drafter back, one slot of per-node GDN states",
+            "The KV cache is sized from the memory left after the target's weights, before the DFLASH/DDTREE\n"
+            "worker loads its drafter (weights and a dense context cache, outside the pools): that plan now\n"
+            "holds the drafter's bytes back (dflash_memory_plan.reserve_gib). With the tree GDN verify the\n"
+            "per-node GDN verify states are never read, so they are allocated and reserved for one request\n"
+            "slot instead of max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
+            apply_edits(read, MEMORY_PLAN_EDITS),
             new=False,
         ),
     ]
@@ -624,15 +657,16 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `hooks.patch_scheduler` -> `Scheduler._add_request_to_queue`
 - `hooks.patch_mamba_replay` -> `MambaAttnBackendBase._replay_metadata`
 - `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
-  (still opt-in through `SGLANG_DFLASH_TREE_GDN=1`, as in the plugin)
+  (on for DFLASH/DDTREE; `SGLANG_DFLASH_TREE_GDN=0` keeps SGLang's own path, as in the plugin)
 
 ## Left out (plugin-only)
 
 - `bootstrap.py`, `plugin.py`, `hooks.py`, `algorithm.py`: the import-time patching and the
   duck-typed algorithm object are replaced by the direct edits; their constants `ALGORITHMS` and
   `NUM_REQS_ATTR` are defined in `speculative/dflash/__init__.py`.
-- `worker.py` and its switch `SGLANG_DFLASH_EXPERIMENTAL_WORKER`: upstream, `create_worker` returns
-  the workers directly, and the hidden capture is installed whenever the algorithm is DFLASH/DDTREE.
+- `worker.py` and its switch `SGLANG_DFLASH_EXPERIMENTAL_WORKER` (needed at TP > 1 in the plugin): upstream,
+  `create_worker` returns the workers directly, and the hidden capture is installed whenever the algorithm
+  is DFLASH/DDTREE.
 - `server_args.check_sglang_version` (and `SUPPORTED_SGLANG`): inside SGLang there is no other version.
 - `engine/`, `generate.py`, `init_draft.py`, `demo.py`, `launch.py`: the standalone engine and CLIs.
 

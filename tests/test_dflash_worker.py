@@ -152,18 +152,24 @@ def test_local_vocab_range():
 
 
 def test_worker_switch(monkeypatch):
+    """Our workers serve DFLASH/DDTREE at TP=1; at TP > 1 (not yet run on GPUs) only with the switch."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
-    from sglang_dflash.sglang.worker import worker_class
+    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+    from sglang_dflash.sglang.worker import worker_class, workers_enabled
+
+    def args(name, tp):
+        return SimpleNamespace(speculative_algorithm=name, tp_size=tp)
 
     monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
+    assert worker_class(DraftTreeAlgorithm("DFLASH"), args("DFLASH", 1)) is DFlashWorker
+    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("DDTREE", 1)) is DDTreeWorker
+    assert not workers_enabled(args("EAGLE", 1)) and not workers_enabled(args(None, 1))
     for name in ("DFLASH", "DDTREE"):
         with pytest.raises(NotImplementedError, match="SGLANG_DFLASH_EXPERIMENTAL_WORKER=1"):
-            worker_class(DraftTreeAlgorithm(name), None)
+            worker_class(DraftTreeAlgorithm(name), args(name, 2))
     monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
-    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
-
-    assert worker_class(DraftTreeAlgorithm("DFLASH"), None) is DFlashWorker
-    assert worker_class(DraftTreeAlgorithm("DDTREE"), None) is DDTreeWorker
+    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("DDTREE", 2)) is DDTreeWorker
+    assert not workers_enabled(args("EAGLE", 2))
 
 
 def sampling_info(**overrides):

@@ -49,7 +49,7 @@ PROBE = textwrap.dedent(
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
         if not algo.is_none() and a.speculative_algorithm in ("DFLASH", "DDTREE"):
             try:
-                algo.create_worker(a)
+                row["create_worker"] = algo.create_worker(a).__name__
             except Exception as e:
                 row["create_worker"] = f"{type(e).__name__}: {e}"
         results[name] = row
@@ -98,6 +98,7 @@ def probe(pair):
         "ddtree_one": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 1},
         "ddtree_paged": {**ours, "speculative_algorithm": "DDTREE", "page_size": 16},
         "ddtree_steps": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_steps": 3},
+        "ddtree_tp2": {**ours, "speculative_algorithm": "DDTREE", "tp_size": 2},
     }
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
@@ -122,7 +123,10 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert r["disable_radix_cache"]  # no drafter context for prefix-cache hits yet
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
-    assert "not implemented yet" in r["create_worker"]  # the workers stay off without SGLANG_DFLASH_EXPERIMENTAL_WORKER=1
+    assert r["create_worker"] == "DDTreeWorker" and probe[0]["dflash_default"]["create_worker"] == "DFlashWorker"
+    # TP > 1 has not run on GPUs: refused by name unless SGLANG_DFLASH_EXPERIMENTAL_WORKER=1
+    tp2 = probe[0]["ddtree_tp2"]["create_worker"]
+    assert tp2.startswith("NotImplementedError") and "--tp 1" in tp2 and "SGLANG_DFLASH_EXPERIMENTAL_WORKER=1" in tp2, tp2
 
 
 def test_dflash_verifies_the_drafter_block_as_a_chain(probe):

@@ -171,17 +171,31 @@ def test_set_parents_keeps_padding_rows_a_chain_and_rejects_unknown_sizes():
         ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)
 
 
-@pytest.mark.parametrize("tree_gdn, experimental, expected", [("1", "1", 0), ("1", None, 48), (None, "1", 48)])
-def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, tree_gdn, experimental, expected):
+SERVED = dict(speculative_algorithm="DDTREE", tp_size=1)  # our worker serves it (TP=1)
+
+
+@pytest.mark.parametrize(
+    "args, tree_gdn, expected",
+    [
+        (SERVED, None, 0),  # the default: the tree verify
+        (SERVED, "0", 48),  # SGLang's own per-node path
+        (dict(SERVED, speculative_algorithm="EAGLE"), None, 48),  # other algorithms keep theirs
+        (dict(SERVED, tp_size=2), None, 48),  # TP > 1 without SGLANG_DFLASH_EXPERIMENTAL_WORKER=1: no workers
+        (None, None, 48),  # outside a model runner
+    ],
+)
+def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, args, tree_gdn, expected):
     """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) only
-    when the tree verify that never reads them is on."""
+    when the tree verify that never reads them runs."""
+    from sglang_dflash.sglang import tree_gdn_backend
     from sglang_dflash.sglang.tree_gdn_backend import patch_memory_pool
 
-    for name, value in (("SGLANG_DFLASH_TREE_GDN", tree_gdn), ("SGLANG_DFLASH_EXPERIMENTAL_WORKER", experimental)):
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
+    if tree_gdn is None:
+        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
+    else:
+        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
+    monkeypatch.setattr(tree_gdn_backend, "_global_server_args", lambda: args and SimpleNamespace(**args))
 
     class HybridReqToTokenPool:  # the constructor's keyword interface, as model_runner_kv_cache_mixin calls it
         def __init__(self, *, size, mamba_spec_state_size, speculative_num_draft_tokens):
@@ -190,30 +204,3 @@ def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypa
     patch_memory_pool(SimpleNamespace(HybridReqToTokenPool=HybridReqToTokenPool))
     pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
     assert pool.spec == expected
-
-
-@pytest.mark.parametrize("tree_gdn", ["1", None])
-def test_memory_plan_reserves_one_requests_per_node_states_with_the_tree_verify(monkeypatch, tree_gdn):
-    """SGLang's handle_max_mamba_cache subtracts mamba_cache_per_req x max_running_requests x verify tokens (GiB) for
-    its per-node states; with the tree verify only one request's worth is allocated, so the rest comes back."""
-    from sglang_dflash.sglang.tree_gdn_backend import patch_kv_cache_mixin
-
-    monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
-    if tree_gdn is None:
-        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
-    else:
-        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
-    GiB = 1 << 30
-
-    class ModelRunnerKVCacheMixin:  # SGLang 0.5.10's reservation, as handle_max_mamba_cache computes it
-        def handle_max_mamba_cache(self, total_rest_memory):
-            args, per_req = self.server_args, self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
-            return total_rest_memory - per_req * args.max_running_requests * args.speculative_num_draft_tokens / GiB
-
-    patch_kv_cache_mixin(SimpleNamespace(ModelRunnerKVCacheMixin=ModelRunnerKVCacheMixin))
-    runner = ModelRunnerKVCacheMixin()
-    runner.server_args = SimpleNamespace(max_running_requests=32, speculative_num_draft_tokens=33, enable_dp_attention=False)
-    runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
-    runner.spec_algorithm, runner.dp_size = SimpleNamespace(is_none=lambda: False), 1
-    left = runner.handle_max_mamba_cache(100.0)
-    assert left == pytest.approx(100.0 - (1 if tree_gdn else 32) * 33 / 16)

@@ -396,22 +396,23 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
     base = sglang_base_kwargs(args, target)
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
+    # the workers refuse TP > 1 until it has run on GPUs, unless switched on: this is where it runs
+    env = {"SGLANG_DFLASH_EXPERIMENTAL_WORKER": "1"} if args.tp > 1 else {}
     for algo in args.speculative_algorithm:
         spec = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft))
         if algo == "DFLASH":
-            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec))
+            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec, env=env))
         else:  # DDTREE: the root and `budget` nodes
             runs += [
-                SGLangRun(f"sglang-ddtree{b}", plugin=True, engine_kwargs=dict(spec, speculative_num_draft_tokens=b + 1))
-                for b in args.budgets
+                SGLangRun(f"sglang-ddtree{b}", True, dict(spec, speculative_num_draft_tokens=b + 1), env) for b in args.budgets
             ]
     if args.also_without_graphs:  # to tell a graph-replay problem from a logic one
         runs += [
             SGLangRun(f"{r.name}-nograph", r.plugin, dict(r.engine_kwargs, disable_cuda_graph=True)) for r in runs if r.plugin
         ]
-    if args.also_tree_gdn:  # the GDN layers' verify and commit through our tree kernels
+    if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
         runs += [
-            SGLangRun(f"{r.name}-treegdn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_GDN="1"))
+            SGLangRun(f"{r.name}-sglanggdn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_GDN="0"))
             for r in runs
             if r.plugin
         ]
@@ -773,9 +774,10 @@ def parse_args(argv=None):
         help="only these SGLang runs, comma-separated (e.g. sglang-dflash to debug it without the stock run)",
     )
     p.add_argument(
-        "--also-tree-gdn",
+        "--also-sglang-gdn",
         action="store_true",
-        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=1",
+        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=0: the GDN layers "
+        "verified through SGLang's own per-node states instead of the plugin's tree kernels (the default)",
     )
     p.add_argument(
         "--sampled",

@@ -9,9 +9,9 @@ with SGLang's random `load_format="dummy"` weights (no checkpoint is written, on
 random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window layers + 1 full, block 16).
 SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
-DFLASH (chain of 16), DDTREE at each budget; with --also-tree-gdn each plugin run again with our tree
-GDN verify (SGLANG_DFLASH_TREE_GDN=1). Random drafters accept about nothing, so a speculative step is
-one verify pass plus the draft and the plugin's own work, and
+DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
+with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0).
+Random drafters accept about nothing, so a speculative step is one verify pass plus the draft and the plugin's own work, and
 
     ms per step = wall time of the batch / target passes (SGLang's spec_verify_ct, or tokens for stock).
 
@@ -97,7 +97,11 @@ def main(argv=None) -> int:
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
     p.add_argument("--num-prompts", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--also-tree-gdn", action="store_true", help="each plugin run again with SGLANG_DFLASH_TREE_GDN=1")
+    p.add_argument(
+        "--also-sglang-gdn",
+        action="store_true",
+        help="each plugin run again with SGLang's per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0)",
+    )
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
@@ -107,7 +111,7 @@ def main(argv=None) -> int:
         ["--tp", str(mine.tp), "--site", str(mine.site), "--work", str(mine.work), "--num-prompts", str(mine.num_prompts),
          "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
          "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
-        + (["--also-tree-gdn"] if mine.also_tree_gdn else [])
+        + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
     )  # fmt: skip
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
     out.mkdir(parents=True, exist_ok=True)

@@ -1,12 +1,12 @@
 """DFlashWorker / DDTreeWorker: first DFLASH (chain) and DDTREE (tree) workers for SGLang 0.5.10's spec-v1
 (non-overlap) scheduler.
 
-EXPERIMENTAL, only reachable with SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (see `worker.py`). The pure
+Served at TP=1 by default; at TP > 1 only with SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (`worker.py`). The pure
 helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On one H200 inside stock
-SGLang (benchmarks/gpu/harness.py, random tiny model, TP=1, bf16): without CUDA graphs DFLASH's tokens
-are the target's argmax up to bf16 near ties (benchmarks/RESULTS.md); with graphs, SGLang's padding
-count broke one-token prompts (`hooks.patch_mamba_replay` fixes it, CPU-tested, not yet re-run on the
-GPU). SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
+SGLang (benchmarks/gpu/harness.py, TP=1, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
+trained one with deep accepts): the tokens of both workers, with the tree-GDN verify or SGLang's own, are
+the target's argmax up to bf16 near ties, and sampled batches finish (benchmarks/RESULTS.md, session 5).
+SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
 acceptance). Written against SGLang 0.5.10.post1, modelled on
 `speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
 post-verify bookkeeping (`eagle_info.EagleVerifyInput.verify`, `eagle_worker._mamba_verify_update`).
@@ -30,8 +30,8 @@ CUDA graphs are captured):
      checked against transformers and runs in the standalone engine on GPU, so this first worker
      only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
      all its weights and K/V), its cache is dense [slots, max_len] (SGLANG_DFLASH_DRAFT_MAX_LEN,
-     default min(context length, 8192)) and lies outside SGLang's KV budget (lower
-     --mem-fraction-static), its pass is CUDA-graphed per batch size only at TP=1, and radix-cache hits would
+     default min(context length, 8192)) outside SGLang's pools (the memory plan holds its bytes and the
+     weights' back: `memory_plan`), its pass is CUDA-graphed per batch size only at TP=1, and radix-cache hits would
      leave the drafter without context, so the radix cache is turned off.
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
@@ -56,9 +56,9 @@ Decode:
      `_commit` (EAGLE v1's page-size-1 bookkeeping: output_ids, check_finished, spec_verify_ct,
      spec_accepted_tokens, acceptance histogram, kv_committed_len, free rejected KV slots,
      req_to_token of the accepted slots, seq_lens).
-  6. GDN state: with SGLANG_DFLASH_TREE_GDN=1, `tree_gdn_backend.TreeVerifyWorkspace.commit` (our tree
-     kernels ran the verify; every layer's accepted path committed in one launch each); otherwise
-     `EAGLEWorker._mamba_verify_update` itself (called unbound with this worker as self),
+  6. GDN state: by default `tree_gdn_backend.TreeVerifyWorkspace.commit` (our tree
+     kernels ran the verify; every layer's accepted path committed in one launch each); with
+     SGLANG_DFLASH_TREE_GDN=0, `EAGLEWorker._mamba_verify_update` itself (called unbound with this worker as self),
      i.e. `attn_backend.update_mamba_state_after_mtp_verify(accepted_steps=accept_len, ...)`, SGLang's
      own intermediate-state path.
   7. Drafter context: `drafter.append_context` with the verify taps of the accepted nodes, at
@@ -87,13 +87,13 @@ from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling, buil
 from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .hooks import NUM_REQS_ATTR
+from .memory_plan import ENV_MAX_LEN, draft_max_len
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
 from .vocab_parallel import argmax_vocab_parallel, broadcast_decisions, draft_log_probs_vocab_parallel
 
 logger = logging.getLogger(__name__)
 
-ENV_MAX_LEN = "SGLANG_DFLASH_DRAFT_MAX_LEN"
 ENV_DRAFT_GRAPHS = "SGLANG_DFLASH_DRAFT_GRAPHS"
 
 
@@ -239,12 +239,12 @@ class DFlashWorker:
         # 2. drafter cache, one dense row per req_pool_idx
         num_slots = runner.req_to_token_pool.req_to_token.shape[0]
         context_len = runner.model_config.context_len
-        self.max_len = int(os.environ.get(ENV_MAX_LEN, min(context_len, 8192)))
+        self.max_len = draft_max_len(context_len)
         self.cache = self.drafter.new_cache(num_slots, self.max_len)
         cache_gib = 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30
-        logger.warning(
-            "%s (experimental): drafter K/V cache %d slots x %d positions = %.2f GiB per rank, outside SGLang's "
-            "KV budget (%s=N to change).",
+        logger.info(
+            "%s: drafter K/V cache %d slots x %d positions = %.2f GiB per rank, held back from SGLang's KV cache "
+            "with the drafter's weights (%s=N to change).",
             self.name,
             num_slots,
             self.max_len,
@@ -445,7 +445,7 @@ class DFlashWorker:
         accept_len_cpu = [k - 1 for k in keep]
         accept_length = torch.tensor(accept_len_cpu, dtype=torch.int32, device=self.device)
 
-        # 6. GDN state: our tree commit (SGLANG_DFLASH_TREE_GDN=1), else SGLang's intermediate-state path
+        # 6. GDN state: our tree commit, else (SGLANG_DFLASH_TREE_GDN=0) SGLang's intermediate-state path
         runner = self.model_runner
         if tree_gdn is not None:
             slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]

@@ -25,7 +25,6 @@ No SGLang import at module level: the capture works on any module stack shaped l
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
 from torch import Tensor, nn
@@ -155,10 +154,12 @@ def install_before_graphs(model_runner) -> HiddenCapture:
 
 def patch_model_runner(module) -> None:
     """`hooks.patch_module` on `sglang.srt.model_executor.model_runner`: installs the capture on the target
-    runner just before its CUDA graphs are captured, when the algorithm is DFLASH/DDTREE and
-    SGLANG_DFLASH_EXPERIMENTAL_WORKER=1. Should it not have run (model_runner imported before the
-    plugin), the worker installs the capture itself and recaptures the target's graphs once."""
+    runner just before its CUDA graphs are captured, when our DFLASH/DDTREE workers serve
+    (`worker.workers_enabled`), and the tree-GDN verify workspace with it. Should it not have run
+    (model_runner imported before the plugin), the worker installs the capture itself and recaptures the
+    target's graphs once."""
     from .hooks import claim  # plugin-only (not in patches/)
+    from .worker import workers_enabled
 
     cls = module.ModelRunner
     if not claim(cls):
@@ -166,16 +167,11 @@ def patch_model_runner(module) -> None:
     original = cls.init_device_graphs
 
     def init_device_graphs(self):
-        name = str(getattr(self.server_args, "speculative_algorithm", None) or "").upper()
-        if (
-            name in ("DFLASH", "DDTREE")
-            and not self.is_draft_worker
-            and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
-        ):
+        if workers_enabled(self.server_args) and not self.is_draft_worker:
             from .tree_gdn_backend import install as install_tree_gdn
 
             install_before_graphs(self)
-            install_tree_gdn(self)  # only with SGLANG_DFLASH_TREE_GDN=1
+            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0
         return original(self)
 
     cls.init_device_graphs = init_device_graphs

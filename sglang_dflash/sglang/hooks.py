@@ -74,7 +74,7 @@ def patch_mamba_replay(module) -> None:
 
 def patch_gdn_backend(module) -> None:
     """The GDN layers' TARGET_VERIFY through our tree kernels, only once `tree_gdn_backend.install` ran
-    (SGLANG_DFLASH_TREE_GDN=1 with the experimental workers); otherwise SGLang's own path."""
+    (DFLASH/DDTREE served by our workers, unless SGLANG_DFLASH_TREE_GDN=0); otherwise SGLang's own path."""
     from .tree_gdn_backend import patch_gdn_backend as patch
 
     patch(module)
@@ -82,16 +82,16 @@ def patch_gdn_backend(module) -> None:
 
 def patch_memory_pool(module) -> None:
     """SGLang's per-node GDN verify states allocated for one slot when our tree verify replaces them
-    (`tree_gdn_backend.patch_memory_pool`; only with SGLANG_DFLASH_TREE_GDN=1 and the experimental workers)."""
+    (`tree_gdn_backend.patch_memory_pool`; only when that tree verify runs)."""
     from .tree_gdn_backend import patch_memory_pool as patch
 
     patch(module)
 
 
 def patch_kv_cache_mixin(module) -> None:
-    """SGLang's memory plan stops reserving the per-node GDN verify states the tree verify does not allocate
-    (`tree_gdn_backend.patch_kv_cache_mixin`; only with SGLANG_DFLASH_TREE_GDN=1 and the experimental workers)."""
-    from .tree_gdn_backend import patch_kv_cache_mixin as patch
+    """SGLang's memory plan holds the drafter back and stops reserving the per-node GDN verify states the tree
+    verify does not allocate (`memory_plan.patch_kv_cache_mixin`; only when our workers serve)."""
+    from .memory_plan import patch_kv_cache_mixin as patch
 
     patch(module)
 

@@ -1,10 +1,11 @@
-"""Our tree kernels in SGLang 0.5.10's GDN backend for the workers' TARGET_VERIFY (EXPERIMENTAL).
+"""Our tree kernels in SGLang 0.5.10's GDN backend for the DFLASH/DDTREE workers' TARGET_VERIFY.
 
 SGLang verifies the Gated DeltaNet layers node by node, writing a full state per node into
 `intermediate_ssm` / `intermediate_conv_window`, and `update_mamba_state_after_mtp_verify` then copies
-the accepted node's back. With SGLANG_DFLASH_TREE_GDN=1 (and the experimental workers), the verify of
+the accepted node's back. For DFLASH and DDTREE (unless SGLANG_DFLASH_TREE_GDN=0), the verify of
 each GDN layer runs `kernels.tree_causal_conv1d` and `kernels.tree_gdn_verify` instead: outputs for
-every node, the pools untouched, no per-node state. After acceptance the worker calls
+every node, the pools untouched, no per-node state (so SGLang's per-node buffers are allocated for one
+request slot only). After acceptance the worker calls
 `TreeVerifyWorkspace.commit`: `tree_conv_commit` / `tree_gdn_commit` of every GDN layer, one launch
 each. Layouts are SGLang's: conv state [S, D, W - 1], SSM state [S, HV, V, K] float32, mixed_qkv rows
 [q | k | v] per token, requests packed N tokens apart.
@@ -32,6 +33,7 @@ from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tre
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import stack_contexts
+from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
 
@@ -40,17 +42,20 @@ ENV_SWITCH = "SGLANG_DFLASH_TREE_GDN"
 _workspace: TreeVerifyWorkspace | None = None
 
 
-def enabled() -> bool:
-    return os.environ.get(ENV_SWITCH) == "1"
+def enabled(server_args) -> bool:
+    """The tree verify is on for DFLASH and DDTREE servers, unless SGLANG_DFLASH_TREE_GDN=0 (SGLang's own
+    per-node path, for comparison); never for other algorithms."""
+    name = str(getattr(server_args, "speculative_algorithm", None) or "").upper()
+    return name in ALGORITHMS and os.environ.get(ENV_SWITCH, "1") != "0"
 
 
-def spec_state_size(max_num_reqs: int) -> int:
+def spec_state_size(server_args, max_num_reqs: int) -> int:
     """Request slots for SGLang's per-node GDN verify states: none needed (one allocated) with the tree verify."""
-    return 0 if enabled() else max_num_reqs
+    return 0 if enabled(server_args) else max_num_reqs
 
 
 def workspace() -> TreeVerifyWorkspace | None:
-    """The process's workspace, once `install` ran (only with SGLANG_DFLASH_TREE_GDN=1)."""
+    """The process's workspace, once `install` ran (DFLASH/DDTREE with the tree verify on)."""
     return _workspace
 
 
@@ -140,27 +145,27 @@ class TreeVerifyWorkspace:
 
 
 def install(model_runner) -> TreeVerifyWorkspace | None:
-    """With SGLANG_DFLASH_TREE_GDN=1, the workspace for the target runner (static buffers for every graph), to be
-    installed before its graphs are captured; None otherwise."""
+    """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
+    graph), to be installed before its graphs are captured; None otherwise."""
     global _workspace
-    if not enabled():
+    if not enabled(model_runner.server_args):
         return None
     args = model_runner.server_args
     num_nodes = int(args.speculative_num_draft_tokens)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), next(model_runner.model.parameters()).device)
-    logger.warning("sglang-dflash: tree GDN verify on (%s=1): %d nodes, batch sizes up to %d", ENV_SWITCH, num_nodes,
-                   largest)  # fmt: skip
+    logger.info("sglang-dflash: tree GDN verify: %d nodes, batch sizes up to %d (%s=0: SGLang's per-node states)",
+                num_nodes, largest, ENV_SWITCH)  # fmt: skip
     return _workspace
 
 
 def patch_memory_pool(module) -> None:
-    """`hooks.patch_module` on sglang.srt.mem_cache.memory_pool: with the tree verify on (SGLANG_DFLASH_TREE_GDN=1
-    and the experimental workers), SGLang's per-node verify states (`intermediate_ssm`, `intermediate_conv_window`:
-    N states per request and GDN layer, about 2.5 GB per request for Qwen3.6-27B at TP=2 and 33 nodes) are never
-    read, so they are allocated for one request slot instead of max_running_requests (SGLang still asserts
-    they exist; `patch_kv_cache_mixin` gives the memory plan the rest back). What the tree verify keeps instead
-    is per step and per layer: u [R, N, HV, V] fp32, path gate sums and the keys."""
+    """`hooks.patch_module` on sglang.srt.mem_cache.memory_pool: with the tree verify on (`plugin_tree_verify`), SGLang's
+    per-node verify states (`intermediate_ssm`, `intermediate_conv_window`: N states per request and GDN layer,
+    about 2.5 GB per request for Qwen3.6-27B at TP=2 and 33 nodes) are never read, so they are allocated for one
+    request slot instead of max_running_requests (SGLang still asserts they exist; `memory_plan.patch_kv_cache_mixin`
+    gives the memory plan the rest back). What the tree verify keeps instead is per step and per layer:
+    u [R, N, HV, V] fp32, path gate sums and the keys."""
     from .hooks import claim  # plugin-only (not in patches/)
 
     cls = module.HybridReqToTokenPool
@@ -169,42 +174,30 @@ def patch_memory_pool(module) -> None:
     original = cls.__init__
 
     def __init__(self, *args, **kwargs):
-        if _active() and "mamba_spec_state_size" in kwargs:
-            logger.warning("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, not %s",
-                           kwargs["mamba_spec_state_size"])  # fmt: skip
-            kwargs["mamba_spec_state_size"] = spec_state_size(kwargs["mamba_spec_state_size"])
+        if "mamba_spec_state_size" in kwargs and plugin_tree_verify(_global_server_args()):
+            logger.info("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, not %s",
+                        kwargs["mamba_spec_state_size"])  # fmt: skip
+            kwargs["mamba_spec_state_size"] = 0
         original(self, *args, **kwargs)
 
     cls.__init__ = __init__
 
 
-def _active() -> bool:
-    return enabled() and os.environ.get("SGLANG_DFLASH_EXPERIMENTAL_WORKER") == "1"
+def plugin_tree_verify(server_args) -> bool:
+    """The plugin's tree verify runs: our workers serve (`worker.workers_enabled`) and the tree verify is on."""
+    from .worker import workers_enabled
+
+    return server_args is not None and workers_enabled(server_args) and enabled(server_args)
 
 
-def patch_kv_cache_mixin(module) -> None:
-    """`hooks.patch_module` on sglang.srt.model_executor.model_runner_kv_cache_mixin: SGLang's memory plan reserves
-    the per-node GDN verify states of max_running_requests requests before sizing the KV cache
-    (`handle_max_mamba_cache`: mamba_cache_per_req x requests x verify tokens). With the tree verify
-    (`patch_memory_pool`) one request slot is allocated, so the plan gets the rest back: at 27B, TP=2, 33 nodes
-    and 32 requests that is about 80 GB SGLang would otherwise hold back (more than an A6000 has)."""
-    from .hooks import claim  # plugin-only (not in patches/)
+def _global_server_args():
+    """SGLang's process-wide server args (set by ModelRunner before it builds its pools), or None."""
+    from sglang.srt.server_args import get_global_server_args
 
-    cls = module.ModelRunnerKVCacheMixin
-    if not claim(cls):
-        return
-    original = cls.handle_max_mamba_cache
-
-    def handle_max_mamba_cache(self, total_rest_memory):
-        args = self.server_args
-        if _active() and not self.spec_algorithm.is_none() and args.max_running_requests:
-            requests = args.max_running_requests // (self.dp_size if args.enable_dp_attention else 1)
-            per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
-            unused = requests - 1  # patch_memory_pool still allocates one request's states
-            total_rest_memory += per_req * unused * args.speculative_num_draft_tokens / (1 << 30)
-        return original(self, total_rest_memory)
-
-    cls.handle_max_mamba_cache = handle_max_mamba_cache
+    try:
+        return get_global_server_args()
+    except ValueError:  # not set yet: not inside a model runner
+        return None
 
 
 def patch_gdn_backend(module) -> None:
