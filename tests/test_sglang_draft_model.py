@@ -57,6 +57,9 @@ def sgl(tmp_path_factory):
 
     yield draft_model
     os.environ.pop("SGLANG_USE_CPU_ENGINE")
+    from sglang.srt.utils.common import is_cpu
+
+    is_cpu.cache_clear()  # cached: later imports in this process (other test files) must not take CPU-engine paths
 
 
 def checkpoint(root: Path, hidden: int = 48, sliding: int | None = None) -> Path:
