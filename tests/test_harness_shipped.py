@@ -1,5 +1,6 @@
-"""benchmarks/gpu/harness.py --pair shipped: the converted target computes the shipped text model's logits, and the
-stdlib-source prompts are deterministic, at the harness's lengths, in the shipped vocabulary."""
+"""benchmarks/gpu/harness.py --pair shipped: the converted target computes the shipped text model's logits and
+tokenizes as the shipped one, and the stdlib-source prompts are deterministic, at the harness's lengths, in the
+shipped vocabulary; benchmarks/gpu/live_server.py's prompt file holds them as text."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def test_converted_target_logits_equal_shipped(tmp_path):
     converted = Qwen3_5ForConditionalGeneration.from_pretrained(str(tmp_path), dtype=torch.float32).eval()
     shipped = Qwen3_5ForCausalLM.from_pretrained(str(tiny_pair()[0]), dtype=torch.float32).eval()
     assert not converted.config.tie_word_embeddings
+    from transformers import AutoTokenizer
+
+    text = "def f(x):\n    return x + 1\n"
+    assert AutoTokenizer.from_pretrained(str(tmp_path)).encode(text) == AutoTokenizer.from_pretrained(str(tiny_pair()[0])).encode(
+        text
+    )
     assert converted.lm_head.weight.data_ptr() != converted.model.language_model.embed_tokens.weight.data_ptr()
     gen = torch.Generator().manual_seed(0)
     seqs = harness.text_prompts(5, seed=0) + [torch.randint(2048, (40,), generator=gen).tolist()]
@@ -38,3 +45,17 @@ def test_text_prompts():
     assert prompts == harness.text_prompts(12, seed=3)
     assert [len(p) for p in prompts] == harness.prompt_lengths(12) and len(prompts[0]) == 1
     assert all(0 <= t < 2048 for p in prompts for t in p)
+
+
+def test_live_server_prompt_file(tmp_path):
+    import json
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    from live_server import prompts_file
+
+    lines = prompts_file(tmp_path / "p.jsonl", 6, seed=0).read_text().splitlines()
+    prompts = [json.loads(line)["prompt"] for line in lines]
+    assert len(prompts) == 6 and all(prompts)
+    assert prompts == [
+        json.loads(line)["prompt"] for line in prompts_file(tmp_path / "q.jsonl", 6, seed=0).read_text().splitlines()
+    ]

@@ -61,6 +61,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -239,7 +240,8 @@ def repo_env() -> dict:
 def convert_shipped_target(out: Path, seed: int) -> None:
     """The shipped tiny target (Qwen3_5ForCausalLM, tied embeddings, keys model.*) saved to `out` as the
     Qwen3_5ForConditionalGeneration the random target is: keys model.language_model.*, lm_head.weight = the
-    embedding, tie_word_embeddings false at both levels, eos none, a random vision tower (seeded), bf16 (exact copies)."""
+    embedding, tie_word_embeddings false at both levels, eos none, a random vision tower (seeded), bf16 (exact copies),
+    and the pair's tokenizer."""
     import torch
     from safetensors.torch import load_file
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
@@ -265,6 +267,8 @@ def convert_shipped_target(out: Path, seed: int) -> None:
     model = model.to(torch.bfloat16)
     model.generation_config.eos_token_id = None
     model.save_pretrained(out)
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # for servers that tokenize (live_server.py)
+        shutil.copyfile(src / name, out / name)
 
 
 def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:

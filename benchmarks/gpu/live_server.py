@@ -1,0 +1,132 @@
+"""bench_serving.py against live SGLang HTTP servers on the GPU machine (issue 6, item 4).
+
+    python3 benchmarks/gpu/live_server.py --site /tmp/site [--tp 1|2] [--budgets 16] [--concurrency 1,2,4,8] [--out $OUT]
+
+(device call: carry [".whl"], as for harness.py.) NOT RUN YET on a GPU.
+
+On the shipped trained tiny pair (harness.py --pair shipped: its target rewritten into the format SGLang 0.5.10
+loads, with the pair's tokenizer; its drafter as shipped), one server per configuration: stock, DFLASH, and DDTREE
+at each budget. Each is SGLang's own `launch_server` (HTTP on --port; harness.py's engine arguments, so bf16,
+triton attention, CUDA graphs), driven by benchmarks/bench_serving.py once /health answers (native /generate,
+greedy, --max-new-tokens per request, EOS ignored, prompts of stdlib source text, the pair's training text), then
+stopped. Last, `bench_serving.py --compare` writes compare.md and compare.png over all runs. On a tiny model the
+throughputs measure the serving path (HTTP, scheduler, the workers' Python), not speed on a real model; the
+acceptance lengths are the pair's.
+
+Output under --out (default $OUT): live_server.log, <run>.server.log, serving/<run>.{json,md}, serving/compare.*.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+
+BENCH = h.REPO / "benchmarks" / "bench_serving.py"
+SERVE = (
+    "import json, sys\n"
+    "from sglang.srt.entrypoints.http_server import launch_server\n"
+    "from sglang.srt.server_args import ServerArgs\n"
+    "launch_server(ServerArgs(**json.loads(sys.argv[1])))\n"
+)
+
+
+def prompts_file(path: Path, n: int, seed: int) -> Path:
+    """n stdlib-source prompts (harness.text_prompts, decoded back to text) as bench_serving's jsonl."""
+    from tokenizers import Tokenizer
+
+    from sglang_dflash.engine.load import tiny_pair
+
+    tokenizer = Tokenizer.from_file(str(tiny_pair()[0] / "tokenizer.json"))
+    lines = [json.dumps({"prompt": tokenizer.decode(ids)}) for ids in h.text_prompts(n, seed) if ids]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path, log: h.Log) -> bool:
+    """Start run's server, wait for /health, run bench_serving against it, stop it. True if the benchmark finished."""
+    url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
+    env = dict(env, **run.env)
+    if run.plugin:
+        h.ensure_plugin(env, log)
+    else:
+        env["SGLANG_DFLASH_DISABLE"] = "1"
+    with open(out / f"{run.name}.server.log", "w") as server_log:
+        server = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(run.engine_kwargs)], env=env,
+                                  stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            t0 = time.time()
+            while not healthy(url):
+                if server.poll() is not None or time.time() - t0 > args.start_timeout:
+                    log.stamp(f"{run.name}: server not up (exit {server.poll()}); see {run.name}.server.log")
+                    return False
+                time.sleep(2)
+            log.stamp(f"{run.name}: server up in {time.time() - t0:.0f} s; bench_serving")
+            bench = [sys.executable, str(BENCH), "--base-url", url, "--api", "generate", "--concurrency", args.concurrency,
+                     "--num-prompts", str(args.num_prompts), "--max-new-tokens", str(args.max_new_tokens), "--ignore-eos",
+                     "--prompts", str(prompts), "--label", run.name, "--out", str(out / "serving"), "--no-progress"]  # fmt: skip
+            done = subprocess.run(bench, env=env, capture_output=True, text=True)
+            (out / f"{run.name}.bench.log").write_text(done.stdout + done.stderr)
+            log.stamp(f"{run.name}: bench_serving exit {done.returncode}")
+            return done.returncode == 0
+        finally:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
+    p.add_argument("--tp", type=int, choices=(1, 2), default=1)
+    p.add_argument("--budgets", default="16", help="DDTREE budgets")
+    p.add_argument("--concurrency", default="1,2,4,8", help="bench_serving's levels (at most 8 requests run at once)")
+    p.add_argument("--num-prompts", type=int, default=16, help="requests per level")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--port", type=int, default=30000, help="the first server's port; each next one takes the next port")
+    p.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to answer /health")
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_live"))
+    args = p.parse_args(argv)
+    hargs = h.parse_args(["--tp", str(args.tp), "--site", str(args.site), "--work", str(args.work), "--pair", "shipped",
+                          "--budgets", args.budgets, "--speculative-algorithm", "DFLASH", "DDTREE"])  # fmt: skip
+    out = args.out or Path(os.environ.get("OUT") or args.work / "out")
+    (out / "serving").mkdir(parents=True, exist_ok=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    log = h.Log(out / "live_server.log")
+    install = h.install_wheels(args.site, log)
+    target, draft = h.build_checkpoints(args.work, hargs, log)
+    h.finish_install(install, log)
+    env = h.sglang_env(args.site, hargs.sglang_dtype, log)
+    prompts = prompts_file(args.work / "prompts.jsonl", 16, hargs.seed)
+    runs = h.sglang_runs(hargs, target, draft)
+    for i, run in enumerate(runs):  # an HTTP server that tokenizes (the target folder has the pair's tokenizer)
+        run.engine_kwargs.update(skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i)
+    ok = [serve_and_bench(run, env, args, prompts, out, log) for run in runs]
+    done = [out / "serving" / f"{run.name}.json" for run, good in zip(runs, ok) if good]
+    if done:
+        subprocess.run([sys.executable, str(BENCH), "--compare", *map(str, done), "--out", str(out / "serving")], env=env)
+        print((out / "serving" / "compare.md").read_text() if (out / "serving" / "compare.md").exists() else "")
+    log.stamp(f"verdict: {sum(ok)}/{len(runs)} servers benchmarked" + ("" if all(ok) else " (see the server logs)"))
+    return 0 if all(ok) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
