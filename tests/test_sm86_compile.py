@@ -69,12 +69,13 @@ def production_calls(kernels):
         kernels.tree_attention.tree_attention(q, kv_cache, kv_cache, lens, kv_tree, kv_tree, anc)
 
     def drafter_attention(window):
-        """The drafter's block of 16 over its context K/V cache rows, read through slots (sliding-window layers)."""
-        q, kv_cache = e(1, 16, DRAFT_HQ, DRAFT_DH, dtype=bf16), e(2, PREFIX, DRAFT_HKV, DRAFT_DH, dtype=bf16)
+        """The drafter's block of 16 over its context K/V token pool, read through slots and a page table (SGLang's
+        int32 req_to_token; sliding-window layers)."""
+        q, kv_pool = e(1, 16, DRAFT_HQ, DRAFT_DH, dtype=bf16), e(2 * PREFIX + 1, DRAFT_HKV, DRAFT_DH, dtype=bf16)
         kv_block, mask, lens = e(1, 16, DRAFT_HKV, DRAFT_DH, dtype=bf16), e(1, 16, 16, dtype=torch.bool), e(1, dtype=long)
-        kernels.tree_attention.tree_attention(
-            q, kv_cache, kv_cache, lens, kv_block, kv_block, mask, slots=slots, window=window, positions=e(1, 16, dtype=long)
-        )
+        table = e(2, PREFIX, dtype=torch.int32)
+        kernels.tree_attention.tree_attention(q, kv_pool, kv_pool, lens, kv_block, kv_block, mask, slots=slots,
+                                              window=window, positions=e(1, 16, dtype=long), table=table)  # fmt: skip
 
     def gdn_step(N):
         q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)

@@ -91,6 +91,43 @@ def test_tree_attention_reads_cache_rows_through_slots():
     torch.testing.assert_close(out.cpu().double(), gathered, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("window", [None, 5])
+def test_tree_attention_reads_a_token_pool_through_a_page_table(window):
+    """k_cache, v_cache as token pools [P, HKV, Dh] read through a page table (SGLang's req_to_token layout:
+    int32, rows of `slots`, one negative; a column slice of a wider table, so its rows are strided) equal the
+    gathered dense cache, in the kernel and in the reference; pool entries no table row names are poisoned."""
+    gen = torch.Generator().manual_seed(11)
+    R, N, HQ, HKV, Dh, T, rows, P = 3, 6, 4, 2, 16, 19, 5, 150
+    q = torch.randn(R, N, HQ, Dh, generator=gen)
+    k_pool, v_pool = (torch.randn(P, HKV, Dh, generator=gen) for _ in range(2))
+    wide = torch.randperm(P, generator=gen)[: rows * (T + 4)].view(rows, T + 4).to(torch.int32)
+    table = wide[:, :T]  # strided rows, contiguous columns
+    unused = torch.ones(P, dtype=torch.bool)
+    unused[table.flatten().long()] = False
+    k_pool[unused], v_pool[unused] = float("nan"), float("nan")  # never read
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen) for _ in range(2))
+    prefix_lens = torch.tensor([T, 8, 13])
+    slots = torch.tensor([2, -1, 0])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    positions = prefix_lens[:, None] + anc.sum(-1) - 1
+    extra = dict(window=window, positions=positions) if window else {}
+    dense = table[slots].long()
+    k_dense, v_dense = torch.nan_to_num(k_pool[dense]), torch.nan_to_num(v_pool[dense])  # [R, T, HKV, Dh]
+    gathered = tree_attention_ref(
+        q.double(), k_dense.double(), v_dense.double(), prefix_lens, k_tree.double(), v_tree.double(), anc, **extra
+    )
+    paged = tree_attention_ref(
+        q.double(), k_pool.double(), v_pool.double(), prefix_lens, k_tree.double(), v_tree.double(), anc,
+        slots=slots, table=table, **extra,
+    )  # fmt: skip
+    torch.testing.assert_close(paged, gathered)
+    args = [t.to(DEVICE) for t in (q, k_pool, v_pool, prefix_lens, k_tree, v_tree, anc)]
+    extra = {k: v.to(DEVICE) if torch.is_tensor(v) else v for k, v in extra.items()}
+    with poisoned_outputs():
+        out = tree_attention(*args, slots=slots.to(DEVICE), table=table.to(DEVICE), splits=2, BM=16, BN=16, **extra)
+    torch.testing.assert_close(out.cpu().double(), gathered, rtol=1e-4, atol=1e-4)
+
+
 def test_sliding_window_over_the_prefix():
     """window + positions: prefix key t is seen from position p only if p - t < window. Kernel and
     reference against SDPA with the explicit mask (`models.layers.masked_attention`)."""

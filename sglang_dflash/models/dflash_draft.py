@@ -19,16 +19,18 @@ from torch import Tensor, nn
 from ..kernels.tree_attention import attend_tree
 from .config import DraftConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into
-from .qwen3_5 import scatter_rows
 
 
 @dataclass
 class DraftCache:
-    """Context K/V of the drafter layers, [layers, S + 1, T, HKV, Dh] (position p of slot s at [:, s, p];
-    row S is scratch)."""
+    """Context K/V of the drafter layers as token pools k, v [layers, P + 1, HKV, Dh] (entry P: scratch for
+    writes that go nowhere) and a page table [S, T] int: position p (< T) of request slot s is pool entry
+    table[s, p]. `new_cache` makes it dense (entry s * T + p); SGLang's worker passes its req_to_token, so
+    the drafter's context lives at the target's KV slots."""
 
     k: Tensor
     v: Tensor
+    table: Tensor
 
 
 class DraftAttention(nn.Module):
@@ -58,14 +60,17 @@ class DraftAttention(nn.Module):
             see = see & (d < self.window) & (-d < self.window)
         return see
 
-    def forward(self, x: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, slots: Tensor, ctx_lens: Tensor) -> Tensor:
-        """The block x [R, B, D] at positions [R, B] over the context K/V of cache rows `slots` (the first
-        ctx_lens[r] positions; every one precedes the block) and the block itself."""
+    def forward(
+        self, x: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor
+    ) -> Tensor:
+        """The block x [R, B, D] at positions [R, B] over the context K/V of request slots `slots` (pools read through
+        `table`, the first ctx_lens[r] positions; every one precedes the block) and the block itself."""
         R, B, _ = x.shape
         q = self.rotary(self.q_norm(self.q_proj(x).view(R, B, -1, self.head_dim)), positions)
         k, v = self.kv(x, positions)
         in_block = self.visible(positions, positions, in_block=True)
-        o = attend_tree(q, k_cache, v_cache, ctx_lens, k, v, in_block, slots=slots, window=self.window, positions=positions)
+        o = attend_tree(q, k_cache, v_cache, ctx_lens, k, v, in_block, slots=slots, window=self.window, positions=positions,
+                        table=table)  # fmt: skip
         return self.o_proj(o.reshape(R, B, -1))
 
 
@@ -77,8 +82,10 @@ class DraftLayer(nn.Module):
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
 
-    def forward(self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, slots: Tensor, ctx_lens: Tensor) -> Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, slots, ctx_lens)
+    def forward(
+        self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor
+    ) -> Tensor:
+        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, table, slots, ctx_lens)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -101,10 +108,14 @@ class DFlashDrafter(nn.Module):
         load_into(model, load_checkpoint(path, {"model.": ""}), f"drafter {path}")
         return model.to(dtype).eval()
 
-    def new_cache(self, num_slots: int, max_len: int) -> DraftCache:
+    def new_cache(self, num_slots: int, max_len: int, table: Tensor | None = None, pool_size: int = 0) -> DraftCache:
+        """A dense cache of max_len positions for each of num_slots request slots; or, given a page table
+        [num_slots, max_len] into a pool of pool_size entries (SGLang's req_to_token and KV pool size), that pool."""
         c, p = self.config, self.fc.weight
-        shape = (len(self.layers), num_slots + 1, max_len, c.num_key_value_heads, c.head_dim)
-        return DraftCache(*(torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in "kv"))
+        if table is None:
+            table, pool_size = torch.arange(num_slots * max_len, device=p.device).view(num_slots, max_len), num_slots * max_len
+        shape = (len(self.layers), pool_size + 1, c.num_key_value_heads, c.head_dim)
+        return DraftCache(*(torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in "kv"), table)
 
     @torch.no_grad()
     def append_context(self, cache: DraftCache, taps: Tensor, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
@@ -112,12 +123,14 @@ class DFlashDrafter(nn.Module):
         nodes [R, P]: the committed nodes (-1: none), node nodes[r, j] being the token at position start[r] + j.
         Graph-safe (no host sync)."""
         R, P = nodes.shape
-        j = torch.arange(P, device=nodes.device)
         features = self.hidden_norm(self.fc(taps[torch.arange(R, device=nodes.device)[:, None], nodes.clamp(min=0)]))
-        positions = start[:, None] + j
-        path = torch.where(nodes >= 0, j, -1)
-        kv = [layer.self_attn.kv(features, positions) for layer in self.layers]
-        scatter_rows(tuple(map(torch.stack, zip(*kv))), (cache.k, cache.v), slots, start, path)
+        positions = start[:, None] + torch.arange(P, device=nodes.device)
+        T = cache.table.shape[1]
+        ok = (nodes >= 0) & (slots[:, None] >= 0) & (positions < T)
+        entry = cache.table[slots.clamp(min=0)[:, None], positions.clamp(max=T - 1)].long()
+        entry = torch.where(ok, entry, cache.k.shape[1] - 1)  # [R, P]; scratch for what goes nowhere
+        k, v = map(torch.stack, zip(*(layer.self_attn.kv(features, positions) for layer in self.layers)))
+        cache.k[:, entry], cache.v[:, entry] = k.to(cache.k.dtype), v.to(cache.v.dtype)
 
     @torch.no_grad()
     def forward(
@@ -131,7 +144,7 @@ class DFlashDrafter(nn.Module):
         h = embed(block) * c.input_embedding_scale if c.input_embedding_scale != 1.0 else embed(block)
         positions = seq_lens[:, None] + torch.arange(c.block_size, device=anchors.device)
         for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
-            h = layer(h, positions, k_cache, v_cache, slots, seq_lens)
+            h = layer(h, positions, k_cache, v_cache, cache.table, slots, seq_lens)
         logits = lm_head(self.norm(h[:, 1:])).float() * c.output_multiplier
         if c.final_logit_softcapping:
             logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping

@@ -36,7 +36,7 @@ def draft_bytes(config: DraftConfig, num_slots: int, max_len: int, dtype: torch.
         params = sum(p.numel() for p in DFlashDrafter(config).parameters())
     size = torch.empty((), dtype=dtype).element_size()
     per_position = 2 * config.num_hidden_layers * config.num_key_value_heads * config.head_dim * size
-    return params * size, (num_slots + 1) * max_len * per_position
+    return params * size, (num_slots * max_len + 1) * per_position  # + the scratch entry
 
 
 def reserve_gib(server_args, context_len: int, dtype: torch.dtype) -> float:

@@ -20,13 +20,14 @@ def attend_tree(
     slots: Tensor | None = None,
     window: int | None = None,
     positions: Tensor | None = None,
+    table: Tensor | None = None,
 ) -> Tensor:
-    """Shapes as `tree_attention_ref` (the kernel reads the cache rows `slots` in place)."""
+    """Shapes as `tree_attention_ref` (the kernel reads the cache rows `slots`, or the pool through `table`, in
+    place)."""
     dh = q.shape[-1]
     attend = tree_attention if q.is_cuda and dh >= 16 and dh & (dh - 1) == 0 else tree_attention_ref
-    return attend(
-        q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots, window=window, positions=positions
-    )
+    return attend(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots, window=window,
+                  positions=positions, table=table)  # fmt: skip
 
 
 __all__ = ["attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]

@@ -22,12 +22,18 @@ def tree_attention_ref(
     slots: Tensor | None = None,
     window: int | None = None,
     positions: Tensor | None = None,
+    table: Tensor | None = None,
 ) -> Tensor:
     """q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] with prefix_lens[r] <= T valid tokens (or
     [rows, T, HKV, Dh] read at rows `slots` [R]); k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool
     [R, N, N] -> out [R, N, HQ, Dh] (q's dtype). window, positions long [R, N]: prefix key t is seen
-    from position p only if p - t < window (a sliding-window layer; the tree part is ancestor_mask's)."""
-    if slots is not None:
+    from position p only if p - t < window (a sliding-window layer; the tree part is ancestor_mask's).
+    table int [rows, T] (a page table of page size 1, as SGLang's req_to_token): k_cache, v_cache are then
+    token pools [P, HKV, Dh], and prefix token t of request r is at pool index table[slots[r] (or r), t]."""
+    if table is not None:
+        table = table if slots is None else table[slots]
+        k_cache, v_cache = k_cache[table.long()], v_cache[table.long()]
+    elif slots is not None:
         k_cache, v_cache = k_cache[slots], v_cache[slots]
     R, N, HQ, Dh = q.shape
     T, HKV = k_cache.shape[1], k_cache.shape[2]

@@ -45,10 +45,10 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 
 @triton.jit
 def _tree_attention_kernel(
-    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, acc_out, m_out, l_out,
-    N, T, CHUNK, scale, CACHE_ROWS,
+    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, acc_out, m_out, l_out,
+    N, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
-    FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, WINDOW: tl.constexpr,
+    FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
 ):  # fmt: skip
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
@@ -76,7 +76,11 @@ def _tree_attention_kernel(
         for n0 in range(start, stop, BN):
             keys = n0 + tl.arange(0, BN)
             ok = keys < stop
-            kv = ((row * T + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
+            if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
+                tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok, other=0).to(tl.int64)
+            else:
+                tok = row * T + keys
+            kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
             kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
             vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
             seen = live[:, None] & ok[None, :]
@@ -145,16 +149,22 @@ def tree_attention(
     BN: int | None = None,
     num_warps: int | None = None,
     num_stages: int | None = None,
+    table: Tensor | None = None,
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
     prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
     as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
+    table int [rows, T] (rows may be strided, columns contiguous: e.g. a column slice of SGLang's
+    req_to_token): k_cache, v_cache are token pools [P, HKV, Dh] and prefix token t of row slots[r] (or r) is
+    at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
     window (with positions long [R, N], the queries' positions): a prefix key at position t is seen
     only from positions p with p - t < window (sliding-window layers).
     splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
     the prefix lengths, so the launch is CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
-    T, HKV = k_cache.shape[1], k_cache.shape[2]
+    if table is not None and table.stride(1) != 1:
+        raise ValueError("the table's columns must be contiguous")
+    T, HKV = (table.shape[1], k_cache.shape[1]) if table is not None else (k_cache.shape[1], k_cache.shape[2])
     G = HQ // HKV
     if window is not None and positions is None:
         raise ValueError("a window needs the queries' positions")
@@ -173,10 +183,11 @@ def tree_attention(
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8),
-        q if positions is None else positions.contiguous(), acc, m, l,
-        N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0],
+        q if positions is None else positions.contiguous(), q if table is None else table, acc, m, l,
+        N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0] if table is None else table.shape[0],
+        0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
-        HAS_SLOTS=slots is not None, WINDOW=window or 0,
+        HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
     out = torch.empty_like(q)
