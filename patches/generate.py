@@ -348,13 +348,27 @@ TREE_GDN_EDITS = (
 MEMORY_PLAN_EDITS = (
     (
         KV_CACHE_MIXIN,
+        "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n"
+        "                )\n"
+        "        return cell_size\n",
+        "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n"
+        "                )\n"
+        "        if (\n"
+        "            self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()\n"
+        "        ) and not self.is_draft_worker:\n"
+        "            # the drafter's context K/V sits at the target's KV slots: one entry per KV-cache token\n"
+        "            cell_size += dflash_draft_bytes(\n"
+        "                dflash_draft_config(self.server_args), self.model_config.dtype\n"
+        "            )[1]\n"
+        "        return cell_size\n",
+    ),
+    (
+        KV_CACHE_MIXIN,
         "        assert config is not None\n\n        # reserve the memory for the intermediate mamba states used for spec dec\n",
         "        assert config is not None\n\n"
         "        if self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree():\n"
-        "            # the drafter (weights, context cache) is loaded after this plan, outside the pools\n"
-        "            total_rest_memory -= dflash_reserve_gib(\n"
-        "                server_args, self.model_config.context_len, self.model_config.dtype\n"
-        "            )\n\n"
+        "            # the drafter's weights are loaded after this plan\n"
+        "            total_rest_memory -= dflash_reserve_gib(server_args, self.model_config.dtype)\n\n"
         "        # reserve the memory for the intermediate mamba states used for spec dec\n",
     ),
     (
@@ -375,7 +389,11 @@ MEMORY_PLAN_EDITS = (
     (
         KV_CACHE_MIXIN,
         "from sglang.srt.mem_cache.memory_pool import (\n",
-        "from sglang.srt.speculative.dflash_memory_plan import reserve_gib as dflash_reserve_gib\n"
+        "from sglang.srt.speculative.dflash_memory_plan import (\n"
+        "    draft_bytes as dflash_draft_bytes,\n"
+        "    draft_config as dflash_draft_config,\n"
+        "    reserve_gib as dflash_reserve_gib,\n"
+        ")\n"
         "from sglang.srt.speculative.dflash_tree_gdn import (\n"
         "    spec_state_size as dflash_spec_state_size,\n"
         ")\n"
@@ -500,10 +518,10 @@ def series(read) -> list[Patch]:
         ),
         Patch(
             "memory-plan-dflash-drafter",
-            "[Speculative] DFLASH/DDTREE memory plan: hold the drafter back, one slot of per-node GDN states",
-            "The KV cache is sized from the memory left after the target's weights, before the DFLASH/DDTREE\n"
-            "worker loads its drafter (weights and a dense context cache, outside the pools): that plan now\n"
-            "holds the drafter's bytes back (dflash_memory_plan.reserve_gib). With the tree GDN verify the\n"
+            "[Speculative] DFLASH/DDTREE memory plan: the drafter's KV and weights, one slot of GDN states",
+            "The DFLASH/DDTREE worker keeps the drafter's context K/V at the target's KV slots (an entry per\n"
+            "KV-cache token), so its per-token bytes join the cell size; its weights are loaded after the plan,\n"
+            "which now holds them back (dflash_memory_plan.reserve_gib). With the tree GDN verify the\n"
             "per-node GDN verify states are never read, so they are allocated and reserved for one request\n"
             "slot instead of max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
             apply_edits(read, MEMORY_PLAN_EDITS),

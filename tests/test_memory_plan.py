@@ -1,6 +1,6 @@
 """What DFLASH/DDTREE change in SGLang's memory plan (`sglang_dflash.sglang.memory_plan`), on CPU: the drafter's
-bytes held back before SGLang sizes its KV cache (equal to what the worker then allocates), and the per-node GDN
-states SGLang reserves but the tree-GDN verify does not allocate, given back. SGLang's method is stood in for by
+per-token context bytes in the cell size and its weights held back (equal to what the worker then allocates), and
+the per-node GDN states SGLang reserves but the tree-GDN verify does not allocate, given back. SGLang's method is stood in for by
 its arithmetic (no SGLang import)."""
 
 from __future__ import annotations
@@ -30,12 +30,16 @@ def draft(tmp_path_factory):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_draft_bytes_equal_what_the_worker_allocates(draft, dtype):
+    """Weights, and context K/V per pool entry: the dense cache (5 slots x 96 positions) and a pool of 700 entries
+    read through a page table (the worker's layout) hold that many entries plus the scratch one."""
     config = DraftConfig.from_dict(read_config(draft))
     model = DFlashDrafter.from_pretrained(draft, dtype=dtype)
-    cache = model.new_cache(num_slots=5, max_len=96)
-    weights, context = memory_plan.draft_bytes(config, 5, 96, dtype)
+    weights, per_token = memory_plan.draft_bytes(config, dtype)
     assert weights == sum(p.numel() * p.element_size() for p in model.parameters())
-    assert context == 2 * cache.k.numel() * cache.k.element_size()
+    dense = model.new_cache(num_slots=5, max_len=96)
+    paged = model.new_cache(5, 96, table=torch.zeros(5, 96, dtype=torch.int32), pool_size=700)
+    for cache, entries in ((dense, 5 * 96), (paged, 700)):
+        assert 2 * cache.k.numel() * cache.k.element_size() == per_token * (entries + 1)
 
 
 def test_draft_max_len(monkeypatch):
@@ -46,22 +50,26 @@ def test_draft_max_len(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "algorithm, tree_gdn, held, refunded",
+    "algorithm, tree_gdn, ours, refunded",
     [
-        ("DDTREE", None, True, True),  # the default: drafter held back, per-node states of 31 requests given back
+        ("DDTREE", None, True, True),  # the default: drafter counted, per-node states of 31 requests given back
         ("DFLASH", "0", True, False),  # SGLang's per-node GDN path: its reservation stands
         ("EAGLE", None, False, False),  # other algorithms: untouched
     ],
 )
-def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, held, refunded):
+def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
+    """Per KV-cache token the drafter's context K/V joins the cell size; its weights are held back before the KV
+    cache is sized; SGLang's per-node GDN reservation shrinks to one request with the tree verify."""
     monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
-    monkeypatch.delenv(memory_plan.ENV_MAX_LEN, raising=False)
     if tree_gdn is None:
         monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     else:
         monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
 
     class ModelRunnerKVCacheMixin:  # SGLang 0.5.10's reservation, as handle_max_mamba_cache computes it
+        def get_cell_size_per_token(self, num_layers):
+            return 1000 * num_layers
+
         def handle_max_mamba_cache(self, total_rest_memory):
             args, per_req = self.server_args, self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
             return total_rest_memory - per_req * args.max_running_requests * args.speculative_num_draft_tokens / GiB
@@ -74,7 +82,9 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, held, refunded):
     )  # fmt: skip
     runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
     runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
-    runner.dp_size = 1
-    weights, context = memory_plan.draft_bytes(DraftConfig.from_dict(read_config(draft)), 32, 2048, torch.bfloat16)
-    expected = 100.0 - (weights + context) / GiB * held - (1 if refunded else 32) * 33 / 16
+    runner.dp_size, runner.is_draft_worker = 1, False
+    weights, per_token = memory_plan.draft_bytes(DraftConfig.from_dict(read_config(draft)), torch.bfloat16)
+    assert per_token > 0 and weights > 0
+    assert runner.get_cell_size_per_token(4) == 4000 + per_token * ours
+    expected = 100.0 - weights / GiB * ours - (1 if refunded else 32) * 33 / 16
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected)

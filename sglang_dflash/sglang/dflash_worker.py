@@ -20,7 +20,9 @@ CUDA graphs are captured):
      target's graph capture, it is reused; otherwise it is installed now and the target's graphs
      are recaptured once (`ModelRunner.init_device_graphs()`), so graph replays write the taps.
   2. The drafter: the standalone `models.dflash_draft.DFlashDrafter`, replicated on every TP rank,
-     with its own dense `DraftCache` whose slot is SGLang's `req_pool_idx`. It borrows the target's
+     with its `DraftCache` at the target's KV slots: a token pool with an entry per KV-cache token,
+     read through SGLang's req_to_token (row `req_pool_idx`), so a prefix-cache hit finds the prefix's
+     drafter context where the target's KV is. It borrows the target's
      embedding (SGLang's VocabParallelEmbedding returns full rows on every rank) and the target's
      LM-head shard; the chain is the full-vocabulary argmax merged over TP
      (`vocab_parallel.argmax_vocab_parallel`), so every rank drafts the same tokens.
@@ -29,15 +31,15 @@ CUDA graphs are captured):
      its own graph runner; each is a new SGLang-internals surface. The standalone drafter is already
      checked against transformers and runs in the standalone engine on GPU, so this first worker
      only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
-     all its weights and K/V), its cache is dense [slots, max_len] (SGLANG_DFLASH_DRAFT_MAX_LEN,
-     default min(context length, 8192)) outside SGLang's pools (the memory plan holds its bytes and the
-     weights' back: `memory_plan`), its pass is CUDA-graphed per batch size only at TP=1, and radix-cache hits would
-     leave the drafter without context, so the radix cache is turned off.
+     all its weights and K/V; `memory_plan` counts both in SGLang's plan), requests are bounded by
+     SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)), its pass is CUDA-graphed per
+     batch size only at TP=1, and the radix cache stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits
+     have not run on a GPU yet).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
      positions prefix_len .. prefix_len + extend_len - 1 of slot req_pool_idx (chunked prefill
-     continues the same slot).
+     continues the same slot; after a prefix-cache hit, positions < prefix_len are pooled already).
 Decode:
   4. roots = each request's last output token (not yet in the KV cache, at position seq_len);
      `drafter(cache, roots, req_pool_indices, seq_lens, embed, lm_head shard)` -> TP-merged argmax ->
@@ -67,8 +69,9 @@ Decode:
 
 Requests with min-p, penalties, custom logit processors, logit_bias, grammar or logprobs are aborted
 at admission with a message naming the feature (`request_unsupported`, `hooks.patch_scheduler`); page
-size > 1 is refused at start; the radix cache is turned off by the server arguments. Sampling is
-CPU-tested only (the GPU harness runs greedy).
+size > 1 is refused at start; the radix cache is turned off by the server arguments unless
+SGLANG_DFLASH_RADIX_CACHE=1. Sampled batches ran on the GPU (harness --sampled: they finish); their
+distribution is tested on CPU.
 """
 
 from __future__ import annotations
@@ -236,21 +239,18 @@ class DFlashWorker:
             runner.init_device_graphs()
             self.capture.before_graphs = True
 
-        # 2. drafter cache, one dense row per req_pool_idx
-        num_slots = runner.req_to_token_pool.req_to_token.shape[0]
-        context_len = runner.model_config.context_len
-        self.max_len = draft_max_len(context_len)
-        self.cache = self.drafter.new_cache(num_slots, self.max_len)
-        cache_gib = 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30
+        # 2. drafter context K/V at the target's KV slots: position p of request slot s is entry req_to_token[s, p]
+        # (a prefix-cache hit finds it there); the pool has an entry per KV-cache token (`memory_plan`)
+        req_to_token = runner.req_to_token_pool.req_to_token
+        num_slots = req_to_token.shape[0]
+        self.max_len = min(draft_max_len(runner.model_config.context_len), req_to_token.shape[1])
+        pool_size = runner.max_total_num_tokens + self.page_size  # SGLang's KV buffers: size + page_size entries
+        self.cache = self.drafter.new_cache(num_slots, self.max_len, table=req_to_token[:, : self.max_len], pool_size=pool_size)
         logger.info(
-            "%s: drafter K/V cache %d slots x %d positions = %.2f GiB per rank, held back from SGLang's KV cache "
-            "with the drafter's weights (%s=N to change).",
-            self.name,
-            num_slots,
-            self.max_len,
-            cache_gib,
-            ENV_MAX_LEN,
-        )
+            "%s: drafter K/V for %d KV-cache tokens = %.2f GiB per rank (counted in SGLang's cell size); requests up to "
+            "%d tokens (%s=N to change).",
+            self.name, pool_size, 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30, self.max_len, ENV_MAX_LEN,
+        )  # fmt: skip
         self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
         self.debug_steps = int(os.environ.get("SGLANG_DFLASH_DEBUG_STEPS", "0"))  # log this many verify steps
 
@@ -292,14 +292,12 @@ class DFlashWorker:
 
     def _check_fits(self, num_tokens: int) -> None:
         if num_tokens > self.max_len:
-            raise RuntimeError(f"{self.name}: {num_tokens} tokens exceed the drafter cache ({ENV_MAX_LEN}={self.max_len})")
+            raise RuntimeError(f"{self.name}: {num_tokens} tokens exceed the drafter's page table ({ENV_MAX_LEN}={self.max_len})")
 
     def _check_server_args(self, args) -> None:
         problems = []
         if (args.page_size or 1) != 1:
             problems.append("--page-size 1 (this first worker frees rejected KV slots one by one)")
-        if not args.disable_radix_cache:  # server_args.resolve_speculative_args sets it; guards other entry points
-            problems.append("--disable-radix-cache (a prefix-cache hit would leave the drafter without context)")
         if not args.disable_overlap_schedule:
             problems.append("the non-overlap scheduler")
         if problems:
@@ -328,12 +326,7 @@ class DFlashWorker:
         result = self.target_worker.forward_batch_generation(mwb)
         ext, pre = list(batch.extend_lens), list(batch.prefix_lens)
         slots_cpu = batch.req_pool_indices.tolist()
-        for slot, p, e in zip(slots_cpu, pre, ext):
-            if p > 0 and p != self.ctx_lens[slot]:  # p == 0: a new (or retracted) request takes the slot
-                raise RuntimeError(
-                    f"{self.name}: request in slot {slot} extends from {p} tokens but the drafter holds {self.ctx_lens[slot]} "
-                    "(prefix-cache hit?); run with --disable-radix-cache"
-                )
+        for p, e in zip(pre, ext):  # p > 0: a chunked prefill goes on, or a prefix-cache hit (context already pooled)
             self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))
         rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)

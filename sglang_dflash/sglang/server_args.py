@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from ..models.config import DraftConfig, PairError, check_pair, target_dims
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
+
+ENV_RADIX_CACHE = "SGLANG_DFLASH_RADIX_CACHE"
 
 SUPPORTED_SGLANG = ("0.5.10", "0.5.10.post1", "0.5.11")  # whose internals the workers are written against
 DDTREE_DEFAULT_NODES = 33
@@ -116,10 +119,11 @@ def resolve_speculative_args(args) -> None:
     if not args.disable_overlap_schedule:
         logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled.", name)
         args.disable_overlap_schedule = True
-    if not args.disable_radix_cache:
+    if not args.disable_radix_cache and os.environ.get(ENV_RADIX_CACHE) != "1":
         logger.warning(
-            "%s: radix cache disabled (the workers do not rebuild the drafter's context for prefix-cache hits yet).", name
-        )
+            "%s: radix cache disabled: prefix-cache hits with the workers have not run on a GPU yet (%s=1 keeps it; "
+            "the drafter's context sits at the target's KV slots, so a hit finds it).", name, ENV_RADIX_CACHE,
+        )  # fmt: skip
         args.disable_radix_cache = True
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
