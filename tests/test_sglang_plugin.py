@@ -99,6 +99,13 @@ def probe(pair):
         "ddtree_paged": {**ours, "speculative_algorithm": "DDTREE", "page_size": 16},
         "ddtree_steps": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_steps": 3},
         "ddtree_tp2": {**ours, "speculative_algorithm": "DDTREE", "tp_size": 2},
+        # issue 5's command (and the A6000 preset) asks for extra_buffer, which SGLang refuses without the radix cache
+        "ddtree_extra_buffer": {
+            **ours,
+            "speculative_algorithm": "DDTREE",
+            "speculative_num_draft_tokens": 33,
+            "mamba_scheduler_strategy": "extra_buffer",
+        },
     }
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
@@ -125,6 +132,8 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
     assert r["create_worker"] == "DDTreeWorker" and probe[0]["dflash_default"]["create_worker"] == "DFlashWorker"
     # TP > 1 has not run on GPUs: refused by name unless SGLANG_DFLASH_EXPERIMENTAL_WORKER=1
+    eb = probe[0]["ddtree_extra_buffer"]
+    assert eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'no_buffer'", eb.get("error")
     tp2 = probe[0]["ddtree_tp2"]["create_worker"]
     assert tp2.startswith("NotImplementedError") and "--tp 1" in tp2 and "SGLANG_DFLASH_EXPERIMENTAL_WORKER=1" in tp2, tp2
 

@@ -125,6 +125,11 @@ def resolve_speculative_args(args) -> None:
             "the drafter's context sits at the target's KV slots, so a hit finds it).", name, ENV_RADIX_CACHE,
         )  # fmt: skip
         args.disable_radix_cache = True
+    if args.disable_radix_cache and getattr(args, "mamba_scheduler_strategy", None) == "extra_buffer":
+        logger.warning(  # SGLang refuses extra_buffer without the radix cache (_handle_mamba_radix_cache)
+            "%s: --mamba-scheduler-strategy no_buffer (extra_buffer needs the radix cache, which is off).", name
+        )
+        args.mamba_scheduler_strategy = "no_buffer"
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
         args.enable_mixed_chunk = False
