@@ -638,13 +638,14 @@ def engine_runs(target: Path, draft: Path, prompts, args, device: str, deadline:
                 continue
             t0 = time.time()
             try:
-                outputs, accepts = [], []
+                outputs, passes = [], 0
                 for group in chunks(prompts, batch):
                     res = generate(tmodel, group, args.max_new_tokens, algo, drafter, budget=budget or 64)
                     outputs += res.output_ids
-                    accepts += [sum(a) / max(len(a), 1) + 1 for a in res.accept_lens]
+                    passes += sum(map(len, res.accept_lens))
                 run.outputs, run.wall_s = outputs, time.time() - t0
-                run.extra = dict(tokens_per_pass=sum(accepts) / len(accepts))
+                # as for SGLang's runs: all output tokens (the prefill's first one included) / all verify passes
+                run.extra = dict(tokens_per_pass=sum(map(len, outputs)) / max(passes, 1))
             except Exception as e:  # reported in the table
                 run.error = repr(e)[:300]
             log.stamp(f"{run.key}: {'ok' if run.error is None else run.error} ({time.time() - t0:.1f} s)")
