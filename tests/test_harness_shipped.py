@@ -59,3 +59,11 @@ def test_live_server_prompt_file(tmp_path):
     assert prompts == [
         json.loads(line)["prompt"] for line in prompts_file(tmp_path / "q.jsonl", 6, seed=0).read_text().splitlines()
     ]
+
+
+def test_shared_prefix_prompts_for_the_prefix_cache_run():
+    prompts = harness.make_prompts(6, 512, seed=1)
+    shared = harness.shared_prefix(prompts)
+    base = max(prompts, key=len)
+    assert shared[0] == prompts[0] and len(shared[0]) == 1 and shared[1] == base
+    assert all(s == base + p for s, p in zip(shared[2:], prompts[2:]))

@@ -341,6 +341,14 @@ def text_prompts(n: int, seed: int) -> list[list[int]]:
     return prompts
 
 
+def shared_prefix(prompts: list[list[int]]) -> list[list[int]]:
+    """The prompts for a prefix-cache run: the first (the one-token prompt) as it is, the second the longest prompt,
+    every later one that whole prompt followed by its own. SGLang's hybrid (GDN) prefix cache can only match up to
+    where it holds a GDN state, such as the end of a cached prompt, so later requests reuse the second one whole."""
+    base = max(prompts, key=len)
+    return [prompts[0], base] + [base + p for p in prompts[2:]]
+
+
 def chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -388,7 +396,7 @@ def sglang_base_kwargs(args, target: Path) -> dict:
         context_length=1024,
         skip_tokenizer_init=True,
         enable_multimodal=False,
-        disable_radix_cache=True,
+        disable_radix_cache=not args.radix_cache,
         disable_custom_all_reduce=True,
         enforce_disable_flashinfer_allreduce_fusion=True,  # else TP=2 JIT-builds FlashInfer's fusion workspace (minutes)
         random_seed=args.seed,
@@ -400,8 +408,11 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
     base = sglang_base_kwargs(args, target)
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
-    # the workers refuse TP > 1 until it has run on GPUs, unless switched on: this is where it runs
+    # the workers refuse TP > 1 until it has run on GPUs, and turn the radix cache off, unless switched on: this is
+    # where those run
     env = {"SGLANG_DFLASH_EXPERIMENTAL_WORKER": "1"} if args.tp > 1 else {}
+    if args.radix_cache:
+        env["SGLANG_DFLASH_RADIX_CACHE"] = "1"
     for algo in args.speculative_algorithm:
         spec = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft))
         if algo == "DFLASH":
@@ -704,6 +715,9 @@ def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
         notes = []
         if "tokens_per_pass" in r.extra:
             notes.append(f"{r.extra['tokens_per_pass']:.2f} tokens/pass")
+        cached = sum(m.get("cached_tokens") or 0 for m in r.extra.get("meta") or [])
+        if cached:
+            notes.append(f"{cached} prompt tokens from the prefix cache")
         sampled = r.extra.get("sampled")
         if sampled and r.batch == max(BATCHES):
             notes.append(f"sampled batch (T 0.8, top-p 0.9, top-k 50): {sampled['tokens']} tokens in {sampled['wall_s']:.1f} s")
@@ -789,6 +803,13 @@ def parse_args(argv=None):
         action="store_true",
         help="after the greedy batches, every prompt at once with temperature 0.8 / top-p 0.9 / top-k 50: it must finish",
     )
+    p.add_argument(
+        "--radix-cache",
+        action="store_true",
+        help="SGLang's radix cache on (plugin runs: SGLANG_DFLASH_RADIX_CACHE=1); every prompt after the second starts "
+        "with the second whole, so that later requests hit the prefix cache (the table counts the prompt tokens served "
+        "from it)",
+    )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
     p.add_argument("--mem-fraction", type=float, default=0.3, help="SGLang's mem_fraction_static")
@@ -839,6 +860,8 @@ def main(argv=None) -> int:
         prompts = text_prompts(args.num_prompts, args.seed)
     else:
         prompts = make_prompts(args.num_prompts, args.vocab, args.seed)
+    if args.radix_cache:
+        prompts = shared_prefix(prompts)
     log.stamp(f"prompts: lengths {[len(p) for p in prompts]}, {args.max_new_tokens} new tokens each")
     if not args.skip_sglang:
         queue = SGLangQueue(sglang_runs(args, target, draft), env, prompts, args, args.work, out, log)
