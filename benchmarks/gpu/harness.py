@@ -379,6 +379,15 @@ class SGLangRun:
     engine_kwargs: dict
     env: dict = field(default_factory=dict)  # extra environment of its subprocess
 
+    def environ(self, base: dict, log: Log) -> dict:
+        """Its subprocess's environment: base and its own, with the plugin active (installed if needed) or off."""
+        env = dict(base, **self.env)
+        if self.plugin:
+            ensure_plugin(env, log)
+        else:
+            env["SGLANG_DFLASH_DISABLE"] = "1"
+        return env
+
 
 def sglang_base_kwargs(args, target: Path) -> dict:
     """Engine arguments stock SGLang 0.5.10.post1 runs with on the GPU machine (../shared/gpu/sglang_probe)."""
@@ -504,15 +513,11 @@ class SGLangQueue(threading.Thread):
         spec.update(batches=list(BATCHES), result=str(result), sampled=args.sampled)
         spec_file = self.work / f"{cfg.name}.spec.json"
         spec_file.write_text(json.dumps(spec))
-        env = dict(self.env, **cfg.env)
-        if cfg.plugin:
-            try:
-                ensure_plugin(env, self.log)
-            except Exception as e:  # reported in the table
-                self.fail(cfg, f"plugin: {e!r}")
-                return
-        else:
-            env["SGLANG_DFLASH_DISABLE"] = "1"
+        try:
+            env = cfg.environ(self.env, self.log)
+        except Exception as e:  # reported in the table
+            self.fail(cfg, f"plugin: {e!r}")
+            return
         logfile = self.out / f"{cfg.name}.log"
         self.log.stamp(
             f"{cfg.name}: starting SGLang Engine (TP={args.tp}, plugin {'on' if cfg.plugin else 'off'}), log {logfile}"

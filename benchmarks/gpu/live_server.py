@@ -63,11 +63,7 @@ def healthy(url: str) -> bool:
 def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path, log: h.Log) -> bool:
     """Start run's server, wait for /health, run bench_serving against it, stop it. True if the benchmark finished."""
     url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
-    env = dict(env, **run.env)
-    if run.plugin:
-        h.ensure_plugin(env, log)
-    else:
-        env["SGLANG_DFLASH_DISABLE"] = "1"
+    env = run.environ(env, log)
     with open(out / f"{run.name}.server.log", "w") as server_log:
         server = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(run.engine_kwargs)], env=env,
                                   stdout=server_log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
