@@ -172,6 +172,21 @@ def test_sglang_is_unchanged_without_our_algorithms(probe):
     assert "sglang_dflash.sglang.worker" in with_plugin["_plugin_modules"]  # create_worker was reached
 
 
+def test_claim_marks_each_class_once():
+    """The hooks patch a class once (so patching twice never wraps twice); a subclass is not taken for patched
+    because its base is."""
+    from sglang_dflash.sglang.hooks import claim
+
+    class Base:
+        pass
+
+    class Sub(Base):
+        pass
+
+    assert claim(Base) and not claim(Base)
+    assert claim(Sub) and not claim(Sub)
+
+
 def test_bootstrap_does_nothing_without_sglang(monkeypatch):
     import importlib.util
 

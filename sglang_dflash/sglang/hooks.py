@@ -17,6 +17,7 @@ def claim(cls) -> bool:
     inherited: GDNAttnBackend subclasses MambaAttnBackendBase, and each has its own patch."""
     if vars(cls).get(_MARK, False):
         return False
+    setattr(cls, _MARK, True)
     return True
 
 
