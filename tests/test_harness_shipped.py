@@ -67,3 +67,16 @@ def test_shared_prefix_prompts_for_the_prefix_cache_run():
     base = max(prompts, key=len)
     assert shared[0] == prompts[0] and len(shared[0]) == 1 and shared[1] == base
     assert all(s == base + p for s, p in zip(shared[2:], prompts[2:]))
+
+
+def test_every_plugin_run_variant_keeps_the_switches():
+    """At --tp 2 the workers need SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 and with --radix-cache SGLANG_DFLASH_RADIX_CACHE=1:
+    every plugin run and its -nograph / -sglanggdn variants carry them; the stock run carries neither."""
+    args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH", "DDTREE",
+                               "--budgets", "16", "--also-without-graphs", "--also-sglang-gdn"])  # fmt: skip
+    runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), Path("/d"))}
+    assert {"sglang-dflash-nograph", "sglang-ddtree16-nograph-sglanggdn"} <= set(runs)
+    assert runs["sglang"].env == {} and not runs["sglang"].engine_kwargs["disable_radix_cache"]
+    for name, run in runs.items():
+        if run.plugin:
+            assert run.env["SGLANG_DFLASH_EXPERIMENTAL_WORKER"] == "1" and run.env["SGLANG_DFLASH_RADIX_CACHE"] == "1", name

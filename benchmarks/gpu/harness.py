@@ -317,17 +317,22 @@ def make_prompts(n: int, vocab: int, seed: int) -> list[list[int]]:
     return [[rng.randrange(vocab - 1) for _ in range(length)] for length in prompt_lengths(n)]
 
 
+def shipped_tokenizer():
+    """The shipped tiny pair's tokenizer (`tokenizers.Tokenizer`)."""
+    from tokenizers import Tokenizer
+
+    from sglang_dflash.engine.load import tiny_pair
+
+    return Tokenizer.from_file(str(tiny_pair()[0] / "tokenizer.json"))
+
+
 def text_prompts(n: int, seed: int) -> list[list[int]]:
     """n prompts at prompt_lengths(n), each a window of a top-level stdlib module of the running Python (the text the
     shipped pair was trained on) that starts at a line start, in the shipped tokenizer."""
     import inspect
     import random
 
-    from tokenizers import Tokenizer
-
-    from sglang_dflash.engine.load import tiny_pair
-
-    tokenizer = Tokenizer.from_file(str(tiny_pair()[0] / "tokenizer.json"))
+    tokenizer = shipped_tokenizer()
     files = sorted(Path(inspect.getfile(inspect)).parent.glob("*.py"))
     rng = random.Random(seed)
     prompts = []
@@ -432,7 +437,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             ]
     if args.also_without_graphs:  # to tell a graph-replay problem from a logic one
         runs += [
-            SGLangRun(f"{r.name}-nograph", r.plugin, dict(r.engine_kwargs, disable_cuda_graph=True)) for r in runs if r.plugin
+            SGLangRun(f"{r.name}-nograph", r.plugin, dict(r.engine_kwargs, disable_cuda_graph=True), r.env)
+            for r in runs
+            if r.plugin
         ]
     if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
         runs += [

@@ -42,11 +42,7 @@ SERVE = (
 
 def prompts_file(path: Path, n: int, seed: int) -> Path:
     """n stdlib-source prompts (harness.text_prompts, decoded back to text) as bench_serving's jsonl."""
-    from tokenizers import Tokenizer
-
-    from sglang_dflash.engine.load import tiny_pair
-
-    tokenizer = Tokenizer.from_file(str(tiny_pair()[0] / "tokenizer.json"))
+    tokenizer = h.shipped_tokenizer()
     lines = [json.dumps({"prompt": tokenizer.decode(ids)}) for ids in h.text_prompts(n, seed) if ids]
     path.write_text("\n".join(lines) + "\n")
     return path
