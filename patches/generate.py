@@ -49,6 +49,7 @@ FACING = {
     "sglang_dflash.sglang.dflash_worker": "sglang.srt.speculative.dflash_worker",
     "sglang_dflash.sglang.tree_gdn_backend": "sglang.srt.speculative.dflash_tree_gdn",
     "sglang_dflash.sglang.memory_plan": "sglang.srt.speculative.dflash_memory_plan",
+    "sglang_dflash.sglang.step_profile": "sglang.srt.speculative.dflash_step_profile",
 }
 # Plugin modules that are not ported (their job is done by the direct edits below), except for the
 # constants the ported modules import from them, which the core package's __init__ defines.
@@ -458,6 +459,7 @@ def series(read) -> list[Patch]:
             "  static buffer the target's CUDA graphs write;\n"
             "- dflash_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"
             "- dflash_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
+            "- dflash_step_profile.py: per-phase step times when SGLANG_DFLASH_PROFILE names a file;\n"
             "- dflash_server_args.py: defaults for DFLASH/DDTREE and refusals before serving starts\n"
             "  (drafter/target mismatch, DP attention, PP, page size for DDTREE, ...).\n"
             "Not wired in yet.",

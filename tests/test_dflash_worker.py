@@ -24,6 +24,7 @@ from sglang_dflash.sglang.dflash_worker import (
     truncate_acceptance,
 )
 from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
+from sglang_dflash.sglang.step_profile import StepProfile
 from sglang_dflash.sglang.verify_io import eagle_acceptance
 
 D = 8
@@ -284,6 +285,7 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     for cls in (DFlashWorker, DDTreeWorker):
         worker = cls.__new__(cls)  # only what drafting reads
         worker.num_nodes, worker.tp_size = N, 1
+        worker.profile = StepProfile(None, torch.device("cpu"))
         worker._draft_logits = lambda batch: (roots, logits)
         trees[cls] = worker._draft_tree(batch=None)
     chain, tree = trees[DFlashWorker], trees[DDTreeWorker]

@@ -10,13 +10,19 @@ random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window la
 SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
 DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
-with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0).
-Random drafters accept about nothing, so a speculative step is one verify pass plus the draft and the plugin's own work, and
+with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
+which is SGLang's MTP-style verify with a state snapshot per node. Random drafters accept about nothing.
 
-    ms per step = wall time of the batch / target passes (SGLang's spec_verify_ct, or tokens for stock).
+Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`):
+the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
+verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
+each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
+Plugin overhead = everything but the drafter pass and the verify forward. Stock decode has no such hook:
 
-The wall time includes each prompt's prefill (prompts are 1-130 tokens) and a warm-up request runs
-first. The table (stdout, $OUT/step_costs.md) gives ms per step and its ratio to stock decode.
+    ms per step = wall time of the batch / target passes (tokens),
+
+prefills included (prompts are 1-130 tokens; --max-new-tokens 128 keeps them a small part). The table
+(stdout, $OUT/step_costs.md) gives ms per phase and the step's ratio to stock decode.
 """
 
 from __future__ import annotations
@@ -69,24 +75,38 @@ def build(work: Path, log: h.Log) -> tuple[Path, Path]:
     return target, draft
 
 
-def table(runs: list[h.Run], args) -> str:
-    stock = {r.batch: r for r in runs if r.name == "sglang" and r.outputs}
+PHASES = ("drafter", "tree", "prepare", "verify", "accept", "commit", "gdn_commit", "context")
+OVERHEAD = ("tree", "prepare", "accept", "commit", "gdn_commit", "context")
+
+
+def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
+    """Markdown: per run and batch size, ms per step, by phase for plugin runs (profiles: run name -> profile)."""
+    stock = {r.batch: 1e3 * r.wall_s / max(r.extra["passes"], 1) for r in runs if r.name == "sglang" and r.outputs}
     lines = [
         f"## SGLang step costs, Qwen3.6-27B shapes (dummy weights), TP={args.tp}, {args.num_prompts} prompts x "
-        f"{args.max_new_tokens} tokens, CUDA graphs on",
+        f"{args.max_new_tokens} tokens, CUDA graphs on; ms (medians over steps)",
         "",
-        "| run | batch | ms / step | x stock decode | tokens / pass | wall s |",
-        "|---|---|---|---|---|---|",
+        "| run | batch | ms / step | x stock decode | " + " | ".join(PHASES) + " | plugin overhead | tokens / pass |",
+        "|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
     ]
     for r in runs:
         if r.outputs is None:
-            lines.append(f"| {r.name} | {r.batch} | - | - | - | {r.error} |")
+            lines.append(f"| {r.name} | {r.batch} | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
             continue
-        ms = 1e3 * r.wall_s / max(r.extra["passes"], 1)
-        base = stock.get(r.batch)
-        ratio = ms / (1e3 * base.wall_s / max(base.extra["passes"], 1)) if base else float("nan")
+        prof = profiles.get(r.name, {}).get(str(r.batch))
+        if prof:
+            ms = {p: v / 1e3 for p, v in prof["median_us"].items()}
+            step = ms["step"]
+            phases = [f"{ms[p]:.3f}" if p in ms else "-" for p in PHASES]
+            overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.3f}"
+        else:  # stock (or a plugin run whose profile is missing: then wall time per pass)
+            step = 1e3 * r.wall_s / max(r.extra["passes"], 1)
+            phases, overhead = ["-"] * len(PHASES), "-"
+        ratio = step / stock[r.batch] if r.batch in stock else float("nan")
         tpp = r.extra.get("tokens_per_pass", 1.0)
-        lines.append(f"| {r.name} | {r.batch} | {ms:.2f} | {ratio:.2f} | {tpp:.2f} | {r.wall_s:.1f} |")
+        lines.append(
+            f"| {r.name} | {r.batch} | {step:.3f} | {ratio:.2f} | " + " | ".join(phases) + f" | {overhead} | {tpp:.2f} |"
+        )
     return "\n".join(lines)
 
 
@@ -96,7 +116,8 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, choices=(1, 2), default=1)
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
     p.add_argument("--num-prompts", type=int, default=4)
-    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--runs", default=None, help="comma-separated run names to keep (e.g. sglang,sglang-ddtree64)")
     p.add_argument(
         "--also-sglang-gdn",
         action="store_true",
@@ -112,6 +133,7 @@ def main(argv=None) -> int:
          "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
          "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
+        + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
     out.mkdir(parents=True, exist_ok=True)
@@ -124,6 +146,10 @@ def main(argv=None) -> int:
     runs = h.sglang_runs(hargs, target, draft)
     for run in runs:
         run.engine_kwargs.update(load_format="dummy", context_length=2048)
+        if run.plugin:
+            profile = mine.work / f"{run.name}.profile.json"
+            profile.unlink(missing_ok=True)
+            run.env = dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     queue = h.SGLangQueue(runs, env, prompts, hargs, mine.work, out, log)
     queue.start()
@@ -134,7 +160,13 @@ def main(argv=None) -> int:
         queue.join(timeout=30)
     missing = "not run (deadline)"
     results = [queue.results.get(f"{r.name} b{b}") or h.Run(r.name, b, error=missing) for r in runs for b in h.BATCHES]
-    text = table(results, mine)
+    profiles = {}
+    for r in runs:
+        path = mine.work / f"{r.name}.profile.json"
+        if r.plugin and path.is_file():
+            profiles[r.name] = json.loads(path.read_text())
+            (out / path.name).write_text(path.read_text())
+    text = table(results, profiles, mine)
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
     (out / "step_costs.json").write_text(json.dumps([h.asdict(r) for r in results], default=str))

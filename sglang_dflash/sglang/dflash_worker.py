@@ -6,6 +6,7 @@ helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). 
 SGLang (benchmarks/gpu/harness.py, TP=1, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
 trained one with deep accepts): the tokens of both workers, with the tree-GDN verify or SGLang's own, are
 the target's argmax up to bf16 near ties, and sampled batches finish (benchmarks/RESULTS.md, session 5).
+SGLANG_DFLASH_PROFILE=FILE writes per-phase step times (`step_profile.py`).
 SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
 acceptance). Written against SGLang 0.5.10.post1, modelled on
 `speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
@@ -91,6 +92,7 @@ from ..dflash import chain_tree
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .hooks import NUM_REQS_ATTR
 from .memory_plan import ENV_MAX_LEN, draft_max_len
+from .step_profile import StepProfile
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
 from .vocab_parallel import argmax_vocab_parallel, broadcast_decisions, draft_log_probs_vocab_parallel
@@ -253,6 +255,7 @@ class DFlashWorker:
         )  # fmt: skip
         self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
         self.debug_steps = int(os.environ.get("SGLANG_DFLASH_DEBUG_STEPS", "0"))  # log this many verify steps
+        self.profile = StepProfile.from_env(self.device, tp_rank)  # SGLANG_DFLASH_PROFILE=file: per-phase step times
 
         # borrowed embedding / LM head shard, TP group
         lm = getattr(model, "lm_head", None) or model.model.lm_head
@@ -366,8 +369,12 @@ class DFlashWorker:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
 
     def _draft_tree(self, batch) -> DraftTree:
-        """DFLASH: the chain of the drafter's argmax tokens (N - 1 after the root), identical on every TP rank."""
         roots, local = self._draft_logits(batch)
+        self.profile.mark("drafter")
+        return self._build_tree(roots, local)
+
+    def _build_tree(self, roots: Tensor, local: Tensor) -> DraftTree:
+        """DFLASH: the chain of the drafter's argmax tokens (N - 1 after the root), identical on every TP rank."""
         local = local[:, : self.num_nodes - 1]
         if self.tp_size > 1:
             draft = argmax_vocab_parallel(local, self.vocab_start, self.tp_group)
@@ -389,7 +396,9 @@ class DFlashWorker:
             self._check_fits(s + N)
 
         # 4. draft (chain or tree), verify input
+        self.profile.start()
         tree = self._draft_tree(batch)
+        self.profile.mark("tree")
         f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
         spec_info = EagleVerifyInput(
             draft_token=f["draft_token"],
@@ -417,7 +426,9 @@ class DFlashWorker:
         batch.forward_mode = ForwardMode.TARGET_VERIFY
         batch.spec_info = spec_info
         mwb = batch.get_model_worker_batch(seq_lens_cpu_cache=spec_info.seq_lens_cpu)
+        self.profile.mark("prepare")
         result = self.target_worker.forward_batch_generation(mwb, is_verify=True)
+        self.profile.mark("verify")
         logits_output = result.logits_output
         taps = self.capture.taps(bs * N).view(bs, N, -1)
 
@@ -433,7 +444,9 @@ class DFlashWorker:
         if self.debug_steps > 0:
             self._log_step(batch, slots_cpu, seq_cpu, tree, acc, result.can_run_cuda_graph)
         predict, accept_index, _ = eagle_acceptance(tree, acc)
+        self.profile.mark("accept")
         keep, flat_accept, verified_id = self._commit(batch, predict, accept_index, acc)
+        self.profile.mark("commit")
         acc = truncate_acceptance(acc, keep)
         accept_len_cpu = [k - 1 for k in keep]
         accept_length = torch.tensor(accept_len_cpu, dtype=torch.int32, device=self.device)
@@ -447,11 +460,14 @@ class DFlashWorker:
             res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
             # it reads only .hidden_states.device of its logits_output argument
             EAGLEWorker._mamba_verify_update(self, batch, res, SimpleNamespace(hidden_states=taps), spec_info, seq_lens_pre)
+        self.profile.mark("gdn_commit")
 
         # 7. drafter context for the committed tokens
         self.drafter.append_context(self.cache, taps, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
         for slot, s, k in zip(slots_cpu, seq_cpu, keep):
             self.ctx_lens[slot] = s + k
+        self.profile.mark("context")
+        self.profile.end(bs)
 
         logits_output.next_token_logits = logits_output.next_token_logits[flat_accept]
         if logits_output.hidden_states is not None:
@@ -544,8 +560,7 @@ class DDTreeWorker(DFlashWorker):
         if self.num_nodes < 2:
             raise ValueError(f"DDTREE: --speculative-num-draft-tokens {self.num_nodes} < 2 (the root and a budget >= 1)")
 
-    def _draft_tree(self, batch) -> DraftTree:
-        roots, local = self._draft_logits(batch)
+    def _build_tree(self, roots: Tensor, local: Tensor) -> DraftTree:
         budget = self.num_nodes - 1
         if self.tp_size > 1:
             logp, ids = draft_log_probs_vocab_parallel(local, budget, self.vocab_start, self.tp_group)

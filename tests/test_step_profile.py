@@ -1,0 +1,51 @@
+"""StepProfile (SGLANG_DFLASH_PROFILE) on CPU: the host clock stands in for CUDA events."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import torch
+
+from sglang_dflash.sglang.step_profile import ENV, StepProfile
+
+
+def test_phases_by_batch_size(tmp_path):
+    path = tmp_path / "profile.json"
+    prof = StepProfile(path, torch.device("cpu"), every=2)
+    for bs, pause in ((1, 0.002), (1, 0.004), (8, 0.006), (8, 0.006)):
+        prof.start()
+        time.sleep(pause)
+        prof.mark("drafter")
+        prof.mark("verify")
+        time.sleep(pause)
+        prof.mark("commit")
+        prof.end(bs)
+    data = json.loads(path.read_text())
+    assert set(data) == {"1", "8"} and data["1"]["steps"] == 2 and data["8"]["steps"] == 2
+    one, eight = data["1"]["median_us"], data["8"]["median_us"]
+    assert set(one) == {"drafter", "verify", "commit", "step"}
+    assert 2500 <= one["drafter"] < eight["drafter"] and one["verify"] < 1000
+    assert abs(one["step"] - (one["drafter"] + one["verify"] + one["commit"])) < 1.0
+    assert eight["step"] >= 12000
+
+
+def test_off_without_path(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV, str(tmp_path / "p.json"))
+    assert not StepProfile.from_env(torch.device("cpu"), rank=1).on  # only TP rank 0 writes
+    prof = StepProfile.from_env(torch.device("cpu"), rank=0)
+    assert prof.on
+    monkeypatch.delenv(ENV)
+    off = StepProfile.from_env(torch.device("cpu"), rank=0)
+    off.start()
+    off.mark("drafter")
+    off.end(1)
+    off.write()
+    assert not off.on and off.summary() == {} and not list(tmp_path.iterdir())
+
+
+def test_mark_before_start_is_ignored(tmp_path):
+    prof = StepProfile(tmp_path / "p.json", torch.device("cpu"))
+    prof.mark("drafter")  # e.g. the extend path's drafter call: no step begun
+    prof.end(1)
+    assert prof.summary() == {}
