@@ -270,6 +270,15 @@ REGISTRATION_EDITS = (
     ),
     (
         SERVER_ARGS,
+        "    def _handle_model_specific_adjustments(self):\n",
+        "    def _handle_model_specific_adjustments(self):\n"
+        "        from sglang.srt.speculative.dflash import ALGORITHMS as DFLASH_ALGORITHMS\n\n"
+        "        if str(self.speculative_algorithm).upper() in DFLASH_ALGORITHMS:\n"
+        "            from sglang.srt.speculative.dflash_server_args import resolve_radix_cache\n\n"
+        "            resolve_radix_cache(self)  # before the hybrid models' radix-cache checks below\n\n",
+    ),
+    (
+        SERVER_ARGS,
         "    def _handle_speculative_decoding(self):\n",
         "    def _handle_speculative_decoding(self):\n"
         "        from sglang.srt.speculative.dflash import ALGORITHMS as DFLASH_ALGORITHMS\n\n"
@@ -473,7 +482,8 @@ def series(read) -> list[Patch]:
             "custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not\n"
             "support spec v2. create_worker returns DFlashWorker / DDTreeWorker;\n"
             "--speculative-algorithm accepts both, and _handle_speculative_decoding resolves their arguments\n"
-            "first (dflash_server_args.resolve_speculative_args).",
+            "first (dflash_server_args.resolve_speculative_args); _handle_model_specific_adjustments settles the\n"
+            "radix cache and the mamba scheduler strategy before the hybrid models' checks.",
             apply_edits(read, REGISTRATION_EDITS),
             new=False,
         ),
@@ -671,7 +681,8 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
   `sglang/tree_gdn_backend.py` -> `python/sglang/srt/speculative/dflash_tree_gdn.py`
 - `hooks.patch_spec_info`, `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.DFLASH` / `DDTREE`,
   `is_dflash()` / `is_ddtree()`, `create_worker`
-- `hooks.patch_server_args` -> the `--speculative-algorithm` choices, `_handle_speculative_decoding`
+- `hooks.patch_server_args` -> the `--speculative-algorithm` choices, `_handle_speculative_decoding`,
+  `_handle_model_specific_adjustments`
 - `hooks.register_draft_model` -> nothing: `EntryClass` in `models/dflash.py`
 - `hooks.patch_model_runner` (`hidden_capture.patch_model_runner`) -> `ModelRunner.init_device_graphs`
 - `hooks.patch_scheduler` -> `Scheduler._add_request_to_queue`

@@ -21,6 +21,7 @@ from sglang_dflash.sglang.dflash_worker import (
     local_vocab_range,
     request_unsupported,
     sampling_args,
+    track_cuts,
     truncate_acceptance,
 )
 from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
@@ -294,3 +295,20 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     for field in ("token_ids", "parents", "depths", "next_token", "next_sibling"):
         assert torch.equal(getattr(tree, field), getattr(expected, field)), field
     assert tree.num_nodes == chain.num_nodes == N
+
+
+@pytest.mark.parametrize("interval", [1, 4, 16, 256])
+def test_track_cuts_find_the_node_that_ends_on_a_tracking_point(interval):
+    """Brute force: the accepted node (index t of keep) after which the sequence holds a multiple of `interval`
+    tokens; keep <= interval (SGLang asserts mamba_track_interval >= the verify's nodes), so at most one."""
+    gen = torch.Generator().manual_seed(interval)
+    seq = torch.randint(1, 600, (64,), generator=gen).tolist()
+    keep = [int(torch.randint(1, min(interval, 17) + 1, (1,), generator=gen)) for _ in seq]
+    seq[:3], keep[:3] = [interval - 1, interval, 2 * interval - 1], [1, min(interval, 3), 1]  # edges
+    expected = []
+    for s, k in zip(seq, keep):
+        hits = [t for t in range(k) if (s + t + 1) % interval == 0]
+        assert len(hits) <= 1
+        expected.append(hits[0] if hits else -1)
+    assert track_cuts(seq, keep, interval) == expected
+    assert expected[0] == 0 and (interval == 1 or expected[1] == -1)

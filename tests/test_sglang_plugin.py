@@ -138,6 +138,28 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert tp2.startswith("NotImplementedError") and "--tp 1" in tp2 and "SGLANG_DFLASH_EXPERIMENTAL_WORKER=1" in tp2, tp2
 
 
+def test_radix_cache_kept_takes_extra_buffer(pair):
+    """SGLANG_DFLASH_RADIX_CACHE=1: the radix cache stays on and the strategy becomes extra_buffer before SGLang's
+    hybrid-model checks (which refuse speculative decoding with the radix cache under no_buffer); a track interval
+    below the verify's nodes is refused. SGLang asserts a CUDA device for extra_buffer: the probe says it has one."""
+    t, d = str(pair / "target"), str(pair / "draft")
+    ours = dict(model_path=t, speculative_draft_model_path=d, speculative_algorithm="DDTREE")
+    cases = {
+        "default": ours,
+        "budget64": dict(ours, speculative_num_draft_tokens=65),
+        "short_interval": dict(ours, speculative_num_draft_tokens=65, mamba_track_interval=32),
+        "dflash_no_buffer": dict(ours, speculative_algorithm="DFLASH", mamba_scheduler_strategy="no_buffer"),
+    }
+    code = "import sglang.srt.server_args as s; s.is_cuda = lambda: True\n" + PROBE
+    out = run_fresh(code, json.dumps(cases), env={"SGLANG_DFLASH_RADIX_CACHE": "1"})
+    assert "RESULTS" in out.stdout, out.stderr[-3000:]
+    r = json.loads(out.stdout.split("RESULTS", 1)[1])
+    for name in ("default", "budget64", "dflash_no_buffer"):
+        assert not r[name].get("error"), r[name]["error"]
+        assert not r[name]["disable_radix_cache"] and r[name]["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
+    assert "--mamba-track-interval (32) must be >= --speculative-num-draft-tokens (65)" in r["short_interval"]["error"]
+
+
 def test_dflash_verifies_the_drafter_block_as_a_chain(probe):
     r = probe[0]["dflash_default"]
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 1, 16)

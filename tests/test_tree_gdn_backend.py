@@ -102,7 +102,8 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
     """Through SGLang's own dispatch (HybridLinearAttnBackend.forward -> GDNAttnBackend.forward_extend, as the
     plugin's import hook patched it). graph_rows: the verify ran as a CUDA-graph batch of that many rows (padding
     rows with GDN slot -1); the forward is then recorded as a capture's (as during SGLang's graph capture), and
-    the commit reads that."""
+    the commit reads that. Before the commit, `track` (extra_buffer's prefix-cache tracking) writes the state
+    after a prefix of the accepted path into a free slot."""
     from sglang.srt.layers.attention import hybrid_linear_attn_backend
     from sglang.srt.layers.attention.linear import gdn_backend
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -145,14 +146,24 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
     accept = torch.randint(0, N, (R,), generator=gen)  # accepted draft nodes; the kept step is node accept[r]
     j = torch.arange(N)
     accepted_nodes = torch.where(j[None, :] <= accept[:, None], j, -1)
+    # extra_buffer's tracking first (even requests): a free slot gets the state after `cut` accepted nodes
+    free = [i for i in range(S) if i not in slots.tolist()]
+    track = torch.tensor([free[r] if r % 2 == 0 else -1 for r in range(R)])
+    cut = (torch.rand(R, generator=gen) * (accept + 1)).long()
+    ws.track(pool, slots, track, accepted_nodes, cut, graph_rows)
     ws.commit(pool, slots, accepted_nodes, graph_rows)
     untouched = torch.ones(S, dtype=torch.bool)
     untouched[slots.long()] = False
+    untouched[track[track >= 0]] = False
     for i, (_, conv_window, states) in enumerate(expected):
         for r in range(R):
             s, step = int(slots[r]), int(accept[r])
             torch.testing.assert_close(pool.conv[i, s], conv_window[r, step], rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(pool.ssm[i, s], states[r, step], rtol=1e-5, atol=1e-5)
+            if track[r] >= 0:
+                t, c = int(track[r]), int(cut[r])
+                torch.testing.assert_close(pool.conv[i, t], conv_window[r, c], rtol=1e-5, atol=1e-5)
+                torch.testing.assert_close(pool.ssm[i, t], states[r, c], rtol=1e-5, atol=1e-5)
         assert torch.equal(pool.conv[i, untouched], before[0][i, untouched])
         assert torch.equal(pool.ssm[i, untouched], before[1][i, untouched])
 

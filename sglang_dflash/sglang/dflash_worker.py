@@ -131,6 +131,15 @@ def truncate_acceptance(acc: Acceptance, keep: list[int]) -> Acceptance:
     return Acceptance(accept_len=(k - 1).clamp(min=0), accepted_nodes=cut, bonus_tokens=acc.bonus_tokens)
 
 
+def track_cuts(seq_lens: list[int], keep: list[int], interval: int) -> list[int]:
+    """--mamba-scheduler-strategy extra_buffer's prefix-cache tracking, as SGLang's `_mamba_verify_update`: per
+    request, the index on its accepted path (keep[r] nodes from position seq_lens[r]) whose state ends at a
+    multiple of `interval`, or -1 where this step crosses none."""
+    return [
+        (s + k) // interval * interval - s - 1 if s // interval != (s + k) // interval else -1 for s, k in zip(seq_lens, keep)
+    ]
+
+
 def emit_tokens(req, tokens: list[int]) -> int:
     """Append tokens to req.output_ids one at a time, stopping after the one that finishes it (EAGLE v1's
     rule). Returns how many were appended."""
@@ -455,7 +464,14 @@ class DFlashWorker:
         runner = self.model_runner
         if tree_gdn is not None:
             slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
-            tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph_bs if result.can_run_cuda_graph else None)
+            graph = graph_bs if result.can_run_cuda_graph else None
+            if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
+                cuts = track_cuts(seq_cpu, keep, self.server_args.mamba_track_interval)
+                if any(c >= 0 for c in cuts):
+                    cut = torch.tensor(cuts, device=self.device)
+                    track = torch.where(cut >= 0, batch.mamba_track_indices[:bs], -1)
+                    tree_gdn.track(runner.req_to_token_pool, slots, track, acc.accepted_nodes, cut, graph)
+            tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph)
         elif any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
             res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
             # it reads only .hidden_states.device of its logits_output argument

@@ -153,6 +153,7 @@ def patch_server_args(module) -> None:
         return
     add_cli_args = cls.add_cli_args
     handle = cls._handle_speculative_decoding
+    adjust = cls._handle_model_specific_adjustments
 
     @functools.wraps(add_cli_args)
     def add_cli_args_with_ours(parser):
@@ -173,5 +174,14 @@ def patch_server_args(module) -> None:
             resolve_speculative_args(self)
         return handle(self)
 
+    @functools.wraps(adjust)
+    def adjust_with_ours(self):
+        from .server_args import is_ours, resolve_radix_cache
+
+        if is_ours(self.speculative_algorithm):
+            resolve_radix_cache(self)
+        return adjust(self)
+
     cls.add_cli_args = staticmethod(add_cli_args_with_ours)
     cls._handle_speculative_decoding = handle_with_ours
+    cls._handle_model_specific_adjustments = adjust_with_ours

@@ -63,6 +63,33 @@ def load_config_dict(path: str, revision: str | None = None) -> dict:
     return json.loads(Path(hf_hub_download(path, "config.json", revision=revision)).read_text())
 
 
+def resolve_radix_cache(args) -> None:
+    """The radix cache and the hybrid models' --mamba-scheduler-strategy for DFLASH / DDTREE, in place; run before
+    SGLang's model-specific checks (which refuse speculative decoding with the radix cache under no_buffer, and
+    extra_buffer without the radix cache), and again with the other speculative arguments (idempotent).
+
+    Off unless SGLANG_DFLASH_RADIX_CACHE=1 (prefix-cache hits with the workers have not run on a GPU yet); then
+    no_buffer. Kept: extra_buffer, whose tracked states at every --mamba-track-interval tokens are what a hit
+    restores (the workers write them: `TreeVerifyWorkspace.track`, or SGLang's per-node path)."""
+    name = str(args.speculative_algorithm).upper()
+    strategy = getattr(args, "mamba_scheduler_strategy", None)
+    if not args.disable_radix_cache and os.environ.get(ENV_RADIX_CACHE) != "1":
+        logger.warning(
+            "%s: radix cache disabled: prefix-cache hits with the workers have not run on a GPU yet (%s=1 keeps it; "
+            "the drafter's context sits at the target's KV slots, so a hit finds it).", name, ENV_RADIX_CACHE,
+        )  # fmt: skip
+        args.disable_radix_cache = True
+    if args.disable_radix_cache and strategy == "extra_buffer":
+        logger.warning("%s: --mamba-scheduler-strategy no_buffer (extra_buffer needs the radix cache, which is off).", name)
+        args.mamba_scheduler_strategy = "no_buffer"
+    elif not args.disable_radix_cache and strategy in ("auto", "no_buffer"):
+        logger.warning(
+            "%s: --mamba-scheduler-strategy extra_buffer (with the radix cache, the GDN states to restore a prefix from "
+            "are tracked every --mamba-track-interval tokens).", name,
+        )  # fmt: skip
+        args.mamba_scheduler_strategy = "extra_buffer"
+
+
 def resolve_speculative_args(args) -> None:
     """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place."""
     name = args.speculative_algorithm.upper()
@@ -119,17 +146,7 @@ def resolve_speculative_args(args) -> None:
     if not args.disable_overlap_schedule:
         logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled.", name)
         args.disable_overlap_schedule = True
-    if not args.disable_radix_cache and os.environ.get(ENV_RADIX_CACHE) != "1":
-        logger.warning(
-            "%s: radix cache disabled: prefix-cache hits with the workers have not run on a GPU yet (%s=1 keeps it; "
-            "the drafter's context sits at the target's KV slots, so a hit finds it).", name, ENV_RADIX_CACHE,
-        )  # fmt: skip
-        args.disable_radix_cache = True
-    if args.disable_radix_cache and getattr(args, "mamba_scheduler_strategy", None) == "extra_buffer":
-        logger.warning(  # SGLang refuses extra_buffer without the radix cache (_handle_mamba_radix_cache)
-            "%s: --mamba-scheduler-strategy no_buffer (extra_buffer needs the radix cache, which is off).", name
-        )
-        args.mamba_scheduler_strategy = "no_buffer"
+    resolve_radix_cache(args)
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
         args.enable_mixed_chunk = False

@@ -143,6 +143,18 @@ class TreeVerifyWorkspace:
         tree_conv_commit(pools.conv[0], targets, x, path)
         tree_gdn_commit(pools.temporal, targets, stack_contexts([record[layer][1] for layer in layers]), path)
 
+    def track(self, req_to_token_pool, slots: Tensor, track_slots: Tensor, accepted_nodes: Tensor, cut: Tensor, graph_bs):
+        """Before `commit`, for extra_buffer's prefix-cache tracking: GDN slot track_slots[r] (-1: none) <- the state
+        after the first cut[r] + 1 nodes of request r's accepted path (slots[r]'s state copied, then committed)."""
+        pools = req_to_token_pool.get_speculative_mamba2_params_all_layers()
+        rows = track_slots >= 0
+        src, dst = slots[: rows.shape[0]][rows], track_slots[rows]
+        pools.temporal[:, dst] = pools.temporal[:, src]
+        pools.conv[0][:, dst] = pools.conv[0][:, src]
+        depth = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)
+        prefix = torch.where(depth[None, :] <= cut[:, None], accepted_nodes, -1)
+        self.commit(req_to_token_pool, track_slots, prefix, graph_bs)
+
 
 def install(model_runner) -> TreeVerifyWorkspace | None:
     """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
