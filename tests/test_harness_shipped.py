@@ -69,12 +69,19 @@ def test_shared_prefix_prompts_for_the_prefix_cache_run():
     assert all(s == base + p for s, p in zip(shared[2:], prompts[2:]))
 
 
-def test_every_plugin_run_variant_keeps_the_switches():
+def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     """At --tp 2 the workers need SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 and with --radix-cache SGLANG_DFLASH_RADIX_CACHE=1:
-    every plugin run and its -nograph / -sglanggdn variants carry them; the stock run carries neither."""
+    every plugin run and its -nograph / -sglanggdn variants carry them; the stock run carries neither. With the radix
+    cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's block)."""
     args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH", "DDTREE",
-                               "--budgets", "16", "--also-without-graphs", "--also-sglang-gdn"])  # fmt: skip
-    runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), Path("/d"))}
+                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn"])  # fmt: skip
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
+    intervals = {
+        n: runs[n].engine_kwargs.get("mamba_track_interval")
+        for n in ("sglang", "sglang-dflash", "sglang-ddtree16", "sglang-ddtree40")
+    }
+    assert intervals == {"sglang": None, "sglang-dflash": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
     assert {"sglang-dflash-nograph", "sglang-ddtree16-nograph-sglanggdn"} <= set(runs)
     assert runs["sglang"].env == {} and not runs["sglang"].engine_kwargs["disable_radix_cache"]
     for name, run in runs.items():

@@ -354,6 +354,14 @@ def shared_prefix(prompts: list[list[int]]) -> list[list[int]]:
     return [prompts[0], base] + [base + p for p in prompts[2:]]
 
 
+TRACK_INTERVAL = 32  # --radix-cache: extra_buffer's tracking interval, so that most decodes cross a tracking point
+
+
+def track_interval(nodes: int) -> int:
+    """The smallest multiple of TRACK_INTERVAL that SGLang accepts for a verify of `nodes` tokens."""
+    return TRACK_INTERVAL * -(-nodes // TRACK_INTERVAL)
+
+
 def chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -427,14 +435,18 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     env = {"SGLANG_DFLASH_EXPERIMENTAL_WORKER": "1"} if args.tp > 1 else {}
     if args.radix_cache:
         env["SGLANG_DFLASH_RADIX_CACHE"] = "1"
+
+    def spec(algo: str, nodes: int | None) -> dict:  # nodes None: DFLASH's default, the drafter's block
+        kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)
+        if args.radix_cache:
+            kw["mamba_track_interval"] = track_interval(nodes or json.loads((draft / "config.json").read_text())["block_size"])
+        return kw
+
     for algo in args.speculative_algorithm:
-        spec = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft))
         if algo == "DFLASH":
-            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec, env=env))
+            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec(algo, None), env=env))
         else:  # DDTREE: the root and `budget` nodes
-            runs += [
-                SGLangRun(f"sglang-ddtree{b}", True, dict(spec, speculative_num_draft_tokens=b + 1), env) for b in args.budgets
-            ]
+            runs += [SGLangRun(f"sglang-ddtree{b}", True, spec(algo, b + 1), env) for b in args.budgets]
     if args.also_without_graphs:  # to tell a graph-replay problem from a logic one
         runs += [
             SGLangRun(f"{r.name}-nograph", r.plugin, dict(r.engine_kwargs, disable_cuda_graph=True), r.env)
@@ -482,6 +494,18 @@ def sglang_worker(spec_file: str) -> int:
             results["batches"][str(batch)] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t)
             out.write_text(json.dumps(results))
             print(f"harness: batch {batch} done in {time.time() - t:.1f} s", flush=True)
+        for batch in spec["batches"] if spec.get("second_turn") else ():  # each prompt + its output, continued
+            t = time.time()
+            turn = [p + o for p, o in zip(spec["prompts"], results["batches"][str(batch)]["outputs"])]
+            outputs, metas = [], []
+            for group in chunks(turn, batch):
+                res = engine.generate(input_ids=group, sampling_params=params)
+                res = [res] if isinstance(res, dict) else res
+                outputs += [r["output_ids"] for r in res]
+                metas += [r.get("meta_info", {}) for r in res]
+            results["batches"][f"{batch}-turn2"] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t, prompts=turn)
+            out.write_text(json.dumps(results))
+            print(f"harness: second turn at batch {batch} done in {time.time() - t:.1f} s", flush=True)
         if spec.get("sampled"):  # all prompts in flight, sampled: it must finish (every TP rank takes rank 0's decisions)
             t = time.time()
             sampled = dict(params, temperature=0.8, top_p=0.9, top_k=50)
@@ -517,7 +541,7 @@ class SGLangQueue(threading.Thread):
         result = self.work / f"{cfg.name}.json"
         result.unlink(missing_ok=True)
         spec = dict(engine_kwargs=cfg.engine_kwargs, prompts=self.prompts, max_new_tokens=args.max_new_tokens)
-        spec.update(batches=list(BATCHES), result=str(result), sampled=args.sampled)
+        spec.update(batches=list(BATCHES), result=str(result), sampled=args.sampled, second_turn=args.radix_cache)
         spec_file = self.work / f"{cfg.name}.spec.json"
         spec_file.write_text(json.dumps(spec))
         try:
@@ -542,12 +566,15 @@ class SGLangQueue(threading.Thread):
             rc = self.proc.wait()
         data = json.loads(result.read_text()) if result.is_file() else {"batches": {}}
         tail = logfile.read_text().strip().splitlines()[-1:] if logfile.is_file() else []
-        for batch in BATCHES:
-            got = data["batches"].get(str(batch))
-            run = Run(cfg.name, batch)
+        turns = [(b, "") for b in BATCHES] + [(b, "-turn2") for b in BATCHES if args.radix_cache]
+        for batch, turn in turns:
+            got = data["batches"].get(f"{batch}{turn}")
+            run = Run(cfg.name + turn, batch)
             if got:
                 run.outputs, run.wall_s = got["outputs"], got["wall_s"]
                 run.extra = dict(startup_s=data.get("startup_s"), meta=got["meta"], sampled=data.get("sampled"))
+                if "prompts" in got:  # the second turn's own prompts
+                    run.extra["prompts"] = got["prompts"]
                 verify = sum(m.get("spec_verify_ct") or 0 for m in got["meta"])
                 tokens = sum(m.get("completion_tokens") or 0 for m in got["meta"])
                 run.extra["passes"] = verify or tokens  # target forward passes (stock: one per token)
@@ -561,8 +588,9 @@ class SGLangQueue(threading.Thread):
 
     def fail(self, cfg: SGLangRun, msg: str) -> None:
         self.log.stamp(f"{cfg.name}: {msg}")
-        for batch in BATCHES:
-            self.results[f"{cfg.name} b{batch}"] = Run(cfg.name, batch, error=msg)
+        for name in [cfg.name] + ([cfg.name + "-turn2"] if self.args.radix_cache else []):
+            for batch in BATCHES:
+                self.results[f"{name} b{batch}"] = Run(name, batch, error=msg)
 
     def stop(self) -> None:
         self.stopped = True
@@ -621,7 +649,7 @@ def teacher_forced_gaps(target: Path, prompts, runs: list[Run], device: str, log
             if run.outputs is None:
                 continue
             gaps = []
-            for p, out in zip(prompts, run.outputs):
+            for p, out in zip(run.extra.get("prompts") or prompts, run.outputs):
                 if not out:
                     gaps.append([])
                     continue
@@ -697,6 +725,7 @@ def cell(run: Run, i: int, ref: Run, margins) -> str:
 
 def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
     shown = [r for r in runs if r is not ref]
+    common = [r for r in shown if "prompts" not in r.extra]  # a second turn has its own prompts: gaps only
     lines = [
         f"## Greedy tokens vs transformers (fp32), {len(prompts)} prompts x {args.max_new_tokens} new tokens, "
         f"SGLang TP={args.tp} {args.sglang_dtype}, CUDA graphs {'off' if args.no_cuda_graph else 'on'}",
@@ -704,16 +733,18 @@ def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
         "`=`: equal to transformers; `!=@k (m)`: first difference at new token k, where transformers' "
         "top-1 minus top-2 logit margin is m; `-`: no result (see below).",
         "",
-        "| # | prompt len | " + " | ".join(r.key for r in shown) + " |",
-        "|---|---|" + "---|" * len(shown),
+        "| # | prompt len | " + " | ".join(r.key for r in common) + " |",
+        "|---|---|" + "---|" * len(common),
     ]
     for i, p in enumerate(prompts):
-        lines.append(f"| {i} | {len(p)} | " + " | ".join(cell(r, i, ref, margins) for r in shown) + " |")
+        lines.append(f"| {i} | {len(p)} | " + " | ".join(cell(r, i, ref, margins) for r in common) + " |")
     ar = next((r for r in runs if r.name == "engine ar" and r.batch == 1 and r.outputs), None)
     stock = next((r for r in runs if r.name == "sglang" and r.batch == 1 and r.outputs), None)
 
     def equal(r: Run, other: Run | None) -> str:
-        return f"{sum(a == b for a, b in zip(r.outputs, other.outputs))}/{len(prompts)}" if other else "-"
+        if other is None or "prompts" in r.extra:
+            return "-"
+        return f"{sum(a == b for a, b in zip(r.outputs, other.outputs))}/{len(prompts)}"
 
     lines += [
         "",
@@ -818,9 +849,10 @@ def parse_args(argv=None):
     p.add_argument(
         "--radix-cache",
         action="store_true",
-        help="SGLang's radix cache on (plugin runs: SGLANG_DFLASH_RADIX_CACHE=1); every prompt after the second starts "
-        "with the second whole, so that later requests hit the prefix cache (the table counts the prompt tokens served "
-        "from it)",
+        help="SGLang's radix cache on (plugin runs: SGLANG_DFLASH_RADIX_CACHE=1, extra_buffer tracking every "
+        f"{TRACK_INTERVAL} tokens); every prompt after the second starts with the second whole, so that later requests "
+        "hit the prefix cache, and a second turn (RUN-turn2) continues each prompt + its first output, so that it hits "
+        "the states the workers tracked while decoding (the table counts the prompt tokens served from the cache)",
     )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
@@ -892,9 +924,9 @@ def main(argv=None) -> int:
             queue.stop()
             queue.join(timeout=30)
         for cfg in queue.runs:
-            for batch in BATCHES:
-                key = f"{cfg.name} b{batch}"
-                runs.append(queue.results.get(key) or Run(cfg.name, batch, error="not run (deadline)"))
+            for name in [cfg.name] + ([cfg.name + "-turn2"] if args.radix_cache else []):
+                for batch in BATCHES:
+                    runs.append(queue.results.get(f"{name} b{batch}") or Run(name, batch, error="not run (deadline)"))
     if not args.skip_sglang:
         teacher_forced_gaps(target, prompts, [r for r in runs if r.name.startswith("sglang")], args.device, log)
     table = report(runs, ref, margins, prompts, args, log)
