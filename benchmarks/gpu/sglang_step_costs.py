@@ -67,6 +67,7 @@ def build(work: Path, log: h.Log) -> tuple[Path, Path]:
     _, vision = h.target_configs(512, 5120, 1)
     cfg = Qwen3_5Config(text_config=QWEN36_27B_TEXT, vision_config=vision, tie_word_embeddings=False)
     cfg.eos_token_id = None
+    cfg.architectures = ["Qwen3_5ForConditionalGeneration"]  # what SGLang picks the model class by
     cfg.save_pretrained(target)
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft), "--layers", "5",
            "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16"]  # fmt: skip
