@@ -695,14 +695,13 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `bootstrap.py`, `plugin.py`, `hooks.py`, `algorithm.py`: the import-time patching and the
   duck-typed algorithm object are replaced by the direct edits; their constants `ALGORITHMS` and
   `NUM_REQS_ATTR` are defined in `speculative/dflash/__init__.py`.
-- `worker.py` and its switch `SGLANG_DFLASH_EXPERIMENTAL_WORKER` (needed at TP > 1 in the plugin): upstream,
-  `create_worker` returns the workers directly, and the hidden capture is installed whenever the algorithm
+- `worker.py`: upstream, `create_worker` returns the workers directly, and the hidden capture is installed whenever the algorithm
   is DFLASH/DDTREE.
 - `server_args.check_sglang_version` (and `SUPPORTED_SGLANG`): inside SGLang there is no other version.
 - `engine/`, `generate.py`, `init_draft.py`, `demo.py`, `launch.py`: the standalone engine and CLIs.
 
 Module docstrings are the plugin's, verbatim: they still name plugin files (`hooks`, `worker.py`)
-and the experimental switch in places.
+in places.
 """
 
 

@@ -1,6 +1,6 @@
 """CPU tests of the experimental DFLASH worker's GPU-free parts: the target hidden capture on a stand-in
 decoder stack shaped like SGLang 0.5.10's Qwen3.5 layers, the extend/verify bookkeeping helpers, and the
-SGLANG_DFLASH_EXPERIMENTAL_WORKER switch. Nothing here imports SGLang's runtime modules (the worker
+worker classes. Nothing here imports SGLang's runtime modules (the worker
 module imports them only inside its methods), so no `tests/sgl_kernel_stub` is needed; the worker
 itself (draft, verify, commit, GDN update) needs a GPU and is not tested here.
 """
@@ -153,25 +153,20 @@ def test_local_vocab_range():
     assert local_vocab_range(head) == (8, 7)
 
 
-def test_worker_switch(monkeypatch):
-    """Our workers serve DFLASH/DDTREE at TP=1; at TP > 1 (not yet run on GPUs) only with the switch."""
+@pytest.mark.parametrize("tp", [1, 2])
+def test_worker_classes(tp):
+    """Our workers serve DFLASH/DDTREE at any TP; other algorithms are not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
     from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
     from sglang_dflash.sglang.worker import worker_class, workers_enabled
 
-    def args(name, tp):
+    def args(name):
         return SimpleNamespace(speculative_algorithm=name, tp_size=tp)
 
-    monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
-    assert worker_class(DraftTreeAlgorithm("DFLASH"), args("DFLASH", 1)) is DFlashWorker
-    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("DDTREE", 1)) is DDTreeWorker
-    assert not workers_enabled(args("EAGLE", 1)) and not workers_enabled(args(None, 1))
-    for name in ("DFLASH", "DDTREE"):
-        with pytest.raises(NotImplementedError, match="SGLANG_DFLASH_EXPERIMENTAL_WORKER=1"):
-            worker_class(DraftTreeAlgorithm(name), args(name, 2))
-    monkeypatch.setenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", "1")
-    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("DDTREE", 2)) is DDTreeWorker
-    assert not workers_enabled(args("EAGLE", 2))
+    assert worker_class(DraftTreeAlgorithm("DFLASH"), args("DFLASH")) is DFlashWorker
+    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("ddtree")) is DDTreeWorker
+    assert workers_enabled(args("ddtree")) and workers_enabled(args("DFLASH"))
+    assert not workers_enabled(args("EAGLE")) and not workers_enabled(args(None))
 
 
 def sampling_info(**overrides):

@@ -60,7 +60,6 @@ def test_draft_max_len(monkeypatch):
 def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     """Per KV-cache token the drafter's context K/V joins the cell size; its weights are held back before the KV
     cache is sized; SGLang's per-node GDN reservation shrinks to one request with the tree verify."""
-    monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
     if tree_gdn is None:
         monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     else:

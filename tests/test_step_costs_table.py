@@ -17,15 +17,22 @@ h = costs.h
 
 
 def test_table_rows():
-    stock = h.Run("sglang", 1, outputs=[[1]], wall_s=2.0, extra=dict(passes=100))  # 20 ms / step
-    plugin = h.Run("sglang-ddtree64", 1, outputs=[[1]], wall_s=9.0, extra=dict(passes=10, tokens_per_pass=1.5))
+    """8 prompts: stock at batch 8 runs 1 group of 32 steps, the plugin at batch 1 eight groups of 5-10 passes."""
+    tokens = [dict(completion_tokens=32)] * 8
+    stock = h.Run("sglang", 8, outputs=[[1]] * 8, wall_s=0.64, extra=dict(meta=tokens))  # 20 ms / step
+    stock1 = h.Run("sglang", 1, outputs=[[1]] * 8, wall_s=2.56, extra=dict(meta=tokens))  # 10 ms / step
+    passes = [dict(completion_tokens=32, spec_verify_ct=v) for v in (5, 10, 5, 10, 5, 10, 5, 10)]
+    plugin = h.Run("sglang-ddtree64", 1, outputs=[[1]] * 8, wall_s=1.5, extra=dict(meta=passes, tokens_per_pass=1.5))
+    plugin8 = h.Run("sglang-ddtree64", 8, outputs=[[1]] * 8, wall_s=0.4, extra=dict(meta=passes))  # one group: 10 steps
     failed = h.Run("sglang-dflash", 8, error="exit 1: boom")
     phases = dict(drafter=3000, tree=100, prepare=200, verify=25000, accept=300, commit=400, gdn_commit=50, context=150)
     profiles = {"sglang-ddtree64": {"1": {"steps": 9, "median_us": dict(phases, step=30000)}}}
-    text = costs.table([stock, plugin, failed], profiles, SimpleNamespace(tp=1, num_prompts=4, max_new_tokens=128))
-    rows = {line.split(" | ")[0][2:]: line for line in text.splitlines() if line.startswith("| sglang")}
-    assert rows["sglang"].startswith("| sglang | 1 | 20.000 | 1.00 | - |")
-    ddtree = rows["sglang-ddtree64"].split(" | ")
-    assert ddtree[2:5] == ["30.000", "1.50", "3.000"]  # from the profile, not wall time (900 ms per pass)
-    assert ddtree[-2:] == ["1.200", "1.50 |"]  # overhead: all but the drafter and the verify forward
-    assert "exit 1: boom" in rows["sglang-dflash"]
+    args = SimpleNamespace(tp=1, num_prompts=8, max_new_tokens=32)
+    text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
+    rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
+    assert rows[("| sglang", "8")][2:5] == ["20.00", "1.00", "-"]
+    ddtree = rows[("| sglang-ddtree64", "1")]
+    assert ddtree[2:6] == ["25.00", "2.50", "30.00", "3.00"]  # wall 1.5 s / 60 passes; the profile's step and drafter
+    assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
+    assert rows[("| sglang-ddtree64", "8")][2:5] == ["40.00", "2.00", "-"]
+    assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]

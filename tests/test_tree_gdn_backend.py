@@ -191,7 +191,7 @@ SERVED = dict(speculative_algorithm="DDTREE", tp_size=1)  # our worker serves it
         (SERVED, None, 0),  # the default: the tree verify
         (SERVED, "0", 48),  # SGLang's own per-node path
         (dict(SERVED, speculative_algorithm="EAGLE"), None, 48),  # other algorithms keep theirs
-        (dict(SERVED, tp_size=2), None, 48),  # TP > 1 without SGLANG_DFLASH_EXPERIMENTAL_WORKER=1: no workers
+        (dict(SERVED, tp_size=2), None, 0),  # any TP
         (None, None, 48),  # outside a model runner
     ],
 )
@@ -201,7 +201,6 @@ def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypa
     from sglang_dflash.sglang import tree_gdn_backend
     from sglang_dflash.sglang.tree_gdn_backend import patch_memory_pool
 
-    monkeypatch.delenv("SGLANG_DFLASH_EXPERIMENTAL_WORKER", raising=False)
     if tree_gdn is None:
         monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     else:

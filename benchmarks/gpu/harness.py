@@ -430,11 +430,8 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
     base = sglang_base_kwargs(args, target)
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
-    # the workers refuse TP > 1 until it has run on GPUs, and turn the radix cache off, unless switched on: this is
-    # where those run
-    env = {"SGLANG_DFLASH_EXPERIMENTAL_WORKER": "1"} if args.tp > 1 else {}
-    if args.radix_cache:
-        env["SGLANG_DFLASH_RADIX_CACHE"] = "1"
+    # the workers turn the radix cache off unless switched on
+    env = {"SGLANG_DFLASH_RADIX_CACHE": "1"} if args.radix_cache else {}
 
     def spec(algo: str, nodes: int | None) -> dict:  # nodes None: DFLASH's default, the drafter's block
         kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)

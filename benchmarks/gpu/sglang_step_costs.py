@@ -2,7 +2,8 @@
 
     python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--tp 1|2] [--budgets 32,64] [--out $OUT]
 
-(device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) NOT RUN YET.
+(device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s: benchmarks/RESULTS.md,
+session 6. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
 
 A Qwen3.6-27B-shaped target (64 layers, hidden 5120, 16 x [3 GDN + 1 gated attention], vocab 248,320)
 with SGLang's random `load_format="dummy"` weights (no checkpoint is written, only config.json), and a
@@ -80,33 +81,48 @@ PHASES = ("drafter", "tree", "prepare", "verify", "accept", "commit", "gdn_commi
 OVERHEAD = ("tree", "prepare", "accept", "commit", "gdn_commit", "context")
 
 
+def batch_steps(run: h.Run) -> int:
+    """Forward steps of a run's batches: per group of `batch` prompts, its longest request's target passes (one per
+    token for stock, spec_verify_ct for the plugin), as SGLang ran the groups one after another."""
+    meta = run.extra["meta"]
+    groups = [meta[i : i + run.batch] for i in range(0, len(meta), run.batch)]
+    return sum(max(m.get("spec_verify_ct") or m.get("completion_tokens") or 0 for m in g) for g in groups)
+
+
 def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
-    """Markdown: per run and batch size, ms per step, by phase for plugin runs (profiles: run name -> profile)."""
-    stock = {r.batch: 1e3 * r.wall_s / max(r.extra["passes"], 1) for r in runs if r.name == "sglang" and r.outputs}
+    """Markdown: per run and batch size, wall ms per forward step (every run, the same way) and, for plugin runs,
+    the profiled step by phase (profiles: run name -> step_profile summary)."""
+    wall = {(r.name, r.batch): 1e3 * r.wall_s / max(batch_steps(r), 1) for r in runs if r.outputs}
     lines = [
         f"## SGLang step costs, Qwen3.6-27B shapes (dummy weights), TP={args.tp}, {args.num_prompts} prompts x "
-        f"{args.max_new_tokens} tokens, CUDA graphs on; ms (medians over steps)",
+        f"{args.max_new_tokens} tokens, CUDA graphs on; ms",
         "",
-        "| run | batch | ms / step | x stock decode | " + " | ".join(PHASES) + " | plugin overhead | tokens / pass |",
-        "|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
+        "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
+        "and first-use JIT included), the same for every run; x stock: its ratio to stock decode's. profiled step and "
+        "phases: medians over the plugin's decode steps on the GPU timeline (SGLANG_DFLASH_PROFILE); overhead: all "
+        "phases but the drafter pass and the verify forward.",
+        "",
+        "| run | batch | wall / step | x stock | profiled step | " + " | ".join(PHASES) + " | overhead | tokens / pass |",
+        "|---|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
     ]
     for r in runs:
         if r.outputs is None:
-            lines.append(f"| {r.name} | {r.batch} | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
+            lines.append(f"| {r.name} | {r.batch} | - | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
             continue
+        step = wall[(r.name, r.batch)]
+        stock = wall.get(("sglang", r.batch))
+        ratio = f"{step / stock:.2f}" if stock else "-"
         prof = profiles.get(r.name, {}).get(str(r.batch))
         if prof:
             ms = {p: v / 1e3 for p, v in prof["median_us"].items()}
-            step = ms["step"]
-            phases = [f"{ms[p]:.3f}" if p in ms else "-" for p in PHASES]
-            overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.3f}"
-        else:  # stock (or a plugin run whose profile is missing: then wall time per pass)
-            step = 1e3 * r.wall_s / max(r.extra["passes"], 1)
-            phases, overhead = ["-"] * len(PHASES), "-"
-        ratio = step / stock[r.batch] if r.batch in stock else float("nan")
+            profiled = f"{ms['step']:.2f}"
+            phases = [f"{ms[p]:.2f}" if p in ms else "-" for p in PHASES]
+            overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.2f}"
+        else:
+            profiled, phases, overhead = "-", ["-"] * len(PHASES), "-"
         tpp = r.extra.get("tokens_per_pass", 1.0)
         lines.append(
-            f"| {r.name} | {r.batch} | {step:.3f} | {ratio:.2f} | " + " | ".join(phases) + f" | {overhead} | {tpp:.2f} |"
+            f"| {r.name} | {r.batch} | {step:.2f} | {ratio} | {profiled} | " + " | ".join(phases) + f" | {overhead} | {tpp:.2f} |"
         )
     return "\n".join(lines)
 

@@ -1,11 +1,11 @@
 """DFlashWorker / DDTreeWorker: first DFLASH (chain) and DDTREE (tree) workers for SGLang 0.5.10's spec-v1
 (non-overlap) scheduler.
 
-Served at TP=1 by default; at TP > 1 only with SGLANG_DFLASH_EXPERIMENTAL_WORKER=1 (`worker.py`). The pure
-helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On one H200 inside stock
-SGLang (benchmarks/gpu/harness.py, TP=1, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
+The pure helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On H200s inside
+stock SGLang (benchmarks/gpu/harness.py, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
 trained one with deep accepts): the tokens of both workers, with the tree-GDN verify or SGLang's own, are
-the target's argmax up to bf16 near ties, and sampled batches finish (benchmarks/RESULTS.md, session 5).
+the target's argmax up to bf16 near ties at TP=1 and TP=2, also after radix-cache hits (TP=1), and sampled
+batches finish (benchmarks/RESULTS.md, sessions 5 and 6).
 SGLANG_DFLASH_PROFILE=FILE writes per-phase step times (`step_profile.py`).
 SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
 acceptance). Written against SGLang 0.5.10.post1, modelled on
@@ -35,7 +35,7 @@ CUDA graphs are captured):
      all its weights and K/V; `memory_plan` counts both in SGLang's plan), requests are bounded by
      SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)), its pass is CUDA-graphed per
      batch size only at TP=1, and the radix cache stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits
-     have not run on a GPU yet).
+     ran at TP=1 only).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at

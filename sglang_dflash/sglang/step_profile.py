@@ -2,8 +2,9 @@
 
 Off unless SGLANG_DFLASH_PROFILE names a JSON file (TP rank 0 writes it). Then every decode step records a
 CUDA event at each phase boundary (`mark`), ends with a device sync (`end`: the timed steps pay for it), and
-every `every` steps the file is rewritten with, per batch size, the median microseconds of each phase and of
-the whole step. Intervals are read on the GPU's timeline, so a phase's time includes the host time the GPU
+after every `every` steps (default 1: the last steps are not lost when the server is killed) the file is
+rewritten with, per batch size, the median microseconds of each phase and of the whole step (outside the
+timed phases). Intervals are read on the GPU's timeline, so a phase's time includes the host time the GPU
 spent waiting for it (Python, host syncs): their sum is the step's wall time. On CPU the host clock is read.
 
     {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4}}, "8": {...}}
@@ -24,7 +25,7 @@ ENV = "SGLANG_DFLASH_PROFILE"
 
 
 class StepProfile:
-    def __init__(self, path: str | os.PathLike | None, device: torch.device, every: int = 16):
+    def __init__(self, path: str | os.PathLike | None, device: torch.device, every: int = 1):
         self.path = Path(path) if path else None
         self.cuda = device.type == "cuda"
         self.every = every
