@@ -16,6 +16,8 @@ from torch import nn
 from sglang_dflash.ddtree import accept_greedy, accept_sampling, build_ddtree
 from sglang_dflash.dflash import chain_tree
 from sglang_dflash.sglang.dflash_worker import (
+    StaticBlockEmbedding,
+    draft_graphs_enabled,
     emit_tokens,
     extend_tap_layout,
     local_vocab_range,
@@ -307,3 +309,46 @@ def test_track_cuts_find_the_node_that_ends_on_a_tracking_point(interval):
         expected.append(hits[0] if hits else -1)
     assert track_cuts(seq, keep, interval) == expected
     assert expected[0] == 0 and (interval == 1 or expected[1] == -1)
+
+
+def test_static_block_embedding_gives_the_drafters_logits():
+    """The graphed pass's block embedding (roots loaded before the replay, the mask row once) gives the drafter the
+    logits of the plain embedding lookup; rows past R and earlier loads do not leak in."""
+    from sglang_dflash.models.config import DraftConfig
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+
+    torch.manual_seed(0)
+    c = DraftConfig.from_dict(
+        dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=8, vocab_size=50, block_size=5, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=256,
+             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
+    )  # fmt: skip
+    drafter = DFlashDrafter(c).eval()
+    for p in drafter.parameters():
+        torch.nn.init.normal_(p, std=0.2)
+    embed, head = torch.nn.Embedding(50, 32), torch.nn.Linear(32, 50, bias=False)
+    cache = drafter.new_cache(num_slots=4, max_len=16)
+    slots, lens = torch.tensor([2, 0, 3]), torch.tensor([5, 3, 7])
+    for s, n in zip(slots.tolist(), lens.tolist()):
+        taps = torch.randn(1, n, 2 * 32)
+        drafter.append_context(cache, taps, torch.tensor([s]), torch.tensor([0]), torch.arange(n)[None])
+    static = StaticBlockEmbedding(embed, c.mask_token_id, max_rows=6, device=torch.device("cpu"))
+    static.load(torch.tensor([9, 9, 9, 9, 9, 9]))  # an earlier, larger batch
+    roots = torch.tensor([7, 11, 42])
+    static.load(roots)
+    block = torch.full((3, c.block_size), c.mask_token_id)
+    block[:, 0] = roots
+    with torch.no_grad():
+        assert torch.equal(static(block), embed(block))
+        expected = drafter(cache, roots, slots, lens, embed, head)
+        torch.testing.assert_close(drafter(cache, roots, slots, lens, static, head), expected, rtol=0, atol=0)
+
+
+def test_draft_graphs_default_to_tp1_on_cuda(monkeypatch):
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.delenv("SGLANG_DFLASH_DRAFT_GRAPHS", raising=False)
+    assert draft_graphs_enabled(1, cuda) and not draft_graphs_enabled(2, cuda) and not draft_graphs_enabled(1, cpu)
+    monkeypatch.setenv("SGLANG_DFLASH_DRAFT_GRAPHS", "1")
+    assert draft_graphs_enabled(2, cuda) and not draft_graphs_enabled(2, cpu)
+    monkeypatch.setenv("SGLANG_DFLASH_DRAFT_GRAPHS", "0")
+    assert not draft_graphs_enabled(1, cuda)

@@ -74,7 +74,8 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     -sglanggdn variants carry it; the stock run does not. With the radix
     cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's block)."""
     args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH", "DDTREE",
-                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn"])  # fmt: skip
+                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn",
+                               "--plugin-env", "SGLANG_DFLASH_DRAFT_GRAPHS=1", "--plugin-env", "X=a=b"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
     intervals = {
@@ -87,3 +88,4 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     for name, run in runs.items():
         if run.plugin:
             assert run.env["SGLANG_DFLASH_RADIX_CACHE"] == "1", name
+            assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name

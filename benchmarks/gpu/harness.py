@@ -431,7 +431,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     base = sglang_base_kwargs(args, target)
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
     # the workers turn the radix cache off unless switched on
-    env = {"SGLANG_DFLASH_RADIX_CACHE": "1"} if args.radix_cache else {}
+    env = dict(item.split("=", 1) for item in args.plugin_env)
+    if args.radix_cache:
+        env["SGLANG_DFLASH_RADIX_CACHE"] = "1"
 
     def spec(algo: str, nodes: int | None) -> dict:  # nodes None: DFLASH's default, the drafter's block
         kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)
@@ -850,6 +852,13 @@ def parse_args(argv=None):
         f"{TRACK_INTERVAL} tokens); every prompt after the second starts with the second whole, so that later requests "
         "hit the prefix cache, and a second turn (RUN-turn2) continues each prompt + its first output, so that it hits "
         "the states the workers tracked while decoding (the table counts the prompt tokens served from the cache)",
+    )
+    p.add_argument(
+        "--plugin-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="environment of every plugin run (repeatable), e.g. SGLANG_DFLASH_DRAFT_GRAPHS=1 to graph the drafter at TP > 1",
     )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")

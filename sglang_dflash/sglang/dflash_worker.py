@@ -34,8 +34,9 @@ CUDA graphs are captured):
      only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
      all its weights and K/V; `memory_plan` counts both in SGLang's plan), requests are bounded by
      SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)), its pass is CUDA-graphed per
-     batch size only at TP=1, and the radix cache stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits
-     ran at TP=1 only).
+     batch size by default only at TP=1 (SGLANG_DFLASH_DRAFT_GRAPHS=1 at TP > 1: not yet run on GPUs;
+     the block embedding is looked up outside the graph, `StaticBlockEmbedding`), and the radix cache
+     stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits ran at TP=1 only).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
@@ -103,6 +104,34 @@ ENV_DRAFT_GRAPHS = "SGLANG_DFLASH_DRAFT_GRAPHS"
 
 
 # ----------------------------------------------------------------------------- pure helpers (CPU-tested)
+
+
+def draft_graphs_enabled(tp_size: int, device: torch.device) -> bool:
+    """The drafter pass as CUDA graphs: SGLANG_DFLASH_DRAFT_GRAPHS=1 / 0 forces it; by default at TP=1 only, where it
+    ran on a GPU (at TP > 1 the graphed pass has not run on GPUs yet)."""
+    flag = os.environ.get(ENV_DRAFT_GRAPHS)
+    return device.type == "cuda" and (flag == "1" if flag is not None else tp_size == 1)
+
+
+class StaticBlockEmbedding:
+    """The draft block's input embeddings for a CUDA-graphed drafter pass, from static rows: the roots' rows are
+    looked up before each replay (`load`), the mask token's once. At TP > 1 SGLang's vocabulary-parallel embedding
+    all-reduces, which must stay outside the graph; the rest of the pass (replicated drafter, this rank's LM-head
+    shard) has no collective. Called on the block [R, B] (roots, then mask tokens) inside the graph -> [R, B, H]."""
+
+    @torch.no_grad()
+    def __init__(self, embed, mask_token_id: int, max_rows: int, device: torch.device):
+        self.embed = embed
+        self.mask = embed(torch.tensor([mask_token_id], device=device))  # [1, H]
+        self.roots = self.mask.new_zeros(max_rows, self.mask.shape[1])
+
+    @torch.no_grad()
+    def load(self, roots: Tensor) -> None:
+        self.roots[: roots.shape[0]].copy_(self.embed(roots))
+
+    def __call__(self, block: Tensor) -> Tensor:
+        R, B = block.shape
+        return torch.cat([self.roots[:R, None], self.mask[None].expand(R, B - 1, -1)], dim=1)
 
 
 def extend_tap_layout(prefix_lens: list[int], extend_lens: list[int], device=None) -> tuple[Tensor, Tensor, Tensor]:
@@ -276,10 +305,11 @@ class DFlashWorker:
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
         self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
-        # the drafter pass as one CUDA graph per batch size (TP=1: at TP > 1 its embedding all-reduces outside
-        # SGLang's graph-capture context); SGLANG_DFLASH_DRAFT_GRAPHS=0 runs it eagerly
-        graphs = self.tp_size == 1 and self.device.type == "cuda" and os.environ.get(ENV_DRAFT_GRAPHS, "1") == "1"
-        self.draft_graphs: dict[int, CapturedStep] | None = {} if graphs else None
+        # the drafter pass as one CUDA graph per batch size, its block embedding looked up outside the graph
+        self.draft_graphs: dict[int, CapturedStep] | None = None
+        if draft_graphs_enabled(self.tp_size, self.device):
+            self.draft_graphs = {}
+            self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
 
     # --- what the scheduler expects of a spec worker
     @property
@@ -364,15 +394,17 @@ class DFlashWorker:
         roots = torch.tensor(last, dtype=torch.long, device=self.device)
         slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
         if self.draft_graphs is None:
-            return roots, self._run_drafter(roots, slots, seq_lens)
+            return roots, self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
         R = len(last)
+        self.block_embed.load(roots)
         if R not in self.draft_graphs:  # captured at the first step of each batch size (warm-up on the scratch slot)
-            self.draft_graphs[R] = CapturedStep(self._run_drafter, R, self.device)
+            self.draft_graphs[R] = CapturedStep(self._graphed_drafter, R, self.device)
         return roots, self.draft_graphs[R](roots, slots, seq_lens)
 
-    def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
-        """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs] (graph-capturable)."""
-        return self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
+    def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
+        """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs], with the block embedding
+        of `block_embed` (loaded before the replay): no collective, so capturable at any TP."""
+        return self.drafter(self.cache, roots, slots, seq_lens, self.block_embed, self._lm_head)
 
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
