@@ -89,3 +89,20 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
         if run.plugin:
             assert run.env["SGLANG_DFLASH_RADIX_CACHE"] == "1", name
             assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name
+
+
+def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):
+    """Two GPUs at TP=1: two queues, runs dealt round-robin, each pinned to its GPU with its own SGLang ports; at TP=2
+    (or on one GPU) one queue, unpinned."""
+    assert harness.gpu_groups(1, 2) == ["0", "1"] and harness.gpu_groups(2, 4) == ["0,1", "2,3"]
+    assert harness.gpu_groups(2, 2) == [None] and harness.gpu_groups(1, 1) == [None] and harness.gpu_groups(1, 0) == [None]
+    args = harness.parse_args(["--speculative-algorithm", "DFLASH", "DDTREE", "--budgets", "16,64"])
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    runs = harness.sglang_runs(args, Path("/t"), tmp_path)
+    log = harness.Log(None)
+    queues = harness.SGLangQueues(runs, {"A": "1"}, [[1]], args, tmp_path, tmp_path, log, ["0", "1"]).queues
+    assert [[r.name for r in q.runs] for q in queues] == [["sglang", "sglang-ddtree16"], ["sglang-dflash", "sglang-ddtree64"]]
+    assert [q.env for q in queues] == [{"A": "1", "CUDA_VISIBLE_DEVICES": "0"}, {"A": "1", "CUDA_VISIBLE_DEVICES": "1"}]
+    assert {r.engine_kwargs["port"] for r in queues[1].runs} == {30100} and "port" not in runs[0].engine_kwargs
+    (single,) = harness.SGLangQueues(runs, {"A": "1"}, [[1]], args, tmp_path, tmp_path, log, [None]).queues
+    assert single.env == {"A": "1"} and [r.name for r in single.runs] == [r.name for r in runs]

@@ -36,7 +36,8 @@ What it does, in order:
    - SGLang's offline Engine, one subprocess per configuration (bf16, triton attention, CUDA graphs
      on, TP --tp): `stock` now; with --speculative-algorithm, DFLASH / DDTREE (per budget) through
      the plugin. The SGLang subprocesses start first and overlap with the reference runs
-     (--no-overlap to serialise).
+     (--no-overlap to serialise). With more than one group of --tp GPUs (two H200s at TP=1), one
+     queue of configurations runs on each group at the same time (--no-parallel: one queue).
 5. A table (stdout, and $OUT/table.md): per prompt and run, `=` when the greedy tokens equal
    transformers', else `!=@k` with k the first differing position and the reference's top-1 minus
    top-2 logit margin there (a small margin: bf16 rounding picked the other side of a near tie; a
@@ -67,7 +68,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -788,6 +789,52 @@ def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log) -> str:
     return text
 
 
+def gpu_groups(tp: int, gpus: int) -> list[str | None]:
+    """CUDA_VISIBLE_DEVICES of each parallel queue: the machine's GPUs in groups of tp; [None] (no pinning) when
+    they make one group at most."""
+    if gpus < 2 * tp:
+        return [None]
+    return [",".join(str(g * tp + i) for i in range(tp)) for g in range(gpus // tp)]
+
+
+class SGLangQueues:
+    """SGLangQueue's interface over one queue per GPU group (`gpu_groups`), the runs dealt round-robin; queue i
+    sees only its GPUs and takes SGLang ports 100 * i above the others'. Starts are staggered by `stagger` s."""
+
+    def __init__(self, runs, env, prompts, args, work: Path, out: Path, log: Log, groups: list[str | None], stagger=5.0):
+        self.runs, self.stagger = runs, stagger
+        self.queues = []
+        for i, group in enumerate(groups):
+            mine = [replace(r, engine_kwargs=dict(r.engine_kwargs, port=30000 + 100 * i)) for r in runs[i :: len(groups)]]
+            qenv = env if group is None else dict(env, CUDA_VISIBLE_DEVICES=group)
+            if mine:
+                self.queues.append(SGLangQueue(mine, qenv, prompts, args, work, out, log))
+        if len(self.queues) > 1:
+            log.stamp(f"SGLang runs in {len(self.queues)} parallel queues on GPUs {[g for g in groups]}")
+
+    @property
+    def results(self) -> dict[str, Run]:
+        return {k: v for q in self.queues for k, v in q.results.items()}
+
+    def start(self) -> None:
+        for i, q in enumerate(self.queues):
+            if i:
+                time.sleep(self.stagger)  # SGLang picks free ports at start-up
+            q.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        end = None if timeout is None else time.time() + timeout
+        for q in self.queues:
+            q.join(None if end is None else max(0.0, end - time.time()))
+
+    def is_alive(self) -> bool:
+        return any(q.is_alive() for q in self.queues)
+
+    def stop(self) -> None:
+        for q in self.queues:
+            q.stop()
+
+
 # -------------------------------------------------------------------------------------------------- main
 
 
@@ -860,6 +907,12 @@ def parse_args(argv=None):
         metavar="KEY=VALUE",
         help="environment of every plugin run (repeatable), e.g. SGLANG_DFLASH_DRAFT_GRAPHS=1 to graph the drafter at TP > 1",
     )
+    p.add_argument(
+        "--parallel",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="run SGLang configurations side by side, one per group of --tp GPUs (e.g. two at TP=1 on two GPUs)",
+    )
     p.add_argument("--also-without-graphs", action="store_true", help="each plugin run once more without CUDA graphs")
     p.add_argument("--no-cuda-graph", action="store_true", help="SGLang without CUDA graphs")
     p.add_argument("--mem-fraction", type=float, default=0.3, help="SGLang's mem_fraction_static")
@@ -914,7 +967,8 @@ def main(argv=None) -> int:
         prompts = shared_prefix(prompts)
     log.stamp(f"prompts: lengths {[len(p) for p in prompts]}, {args.max_new_tokens} new tokens each")
     if not args.skip_sglang:
-        queue = SGLangQueue(sglang_runs(args, target, draft), env, prompts, args, args.work, out, log)
+        groups = gpu_groups(args.tp, torch.cuda.device_count()) if args.parallel else [None]
+        queue = SGLangQueues(sglang_runs(args, target, draft), env, prompts, args, args.work, out, log, groups)
         if not args.no_overlap:
             queue.start()
     ref, margins = hf_reference(target, prompts, args, args.device, log)

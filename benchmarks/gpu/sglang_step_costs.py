@@ -168,7 +168,9 @@ def main(argv=None) -> int:
             profile.unlink(missing_ok=True)
             run.env = dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
-    queue = h.SGLangQueue(runs, env, prompts, hargs, mine.work, out, log)
+    import torch
+
+    queue = h.SGLangQueues(runs, env, prompts, hargs, mine.work, out, log, h.gpu_groups(mine.tp, torch.cuda.device_count()))
     queue.start()
     queue.join(timeout=max(0.0, log.t0 + mine.deadline - time.time()))
     if queue.is_alive():
