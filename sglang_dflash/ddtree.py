@@ -122,15 +122,15 @@ def count_prefixes(vocab_size: int, depth: int) -> int:
     return sum(vocab_size**d for d in range(1, depth + 1))
 
 
-def draft_log_probs(draft_logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
+def draft_log_probs(draft_logits: Tensor, k: int, with_lse: bool = False) -> tuple[Tensor, ...]:
     """Top-k log-probabilities per depth, float32 and clamped at LOGP_FLOOR, with their token ids.
 
-    draft_logits float [R, L, V] -> (logp [R, L, k] sorted descending, token ids long [R, L, k]).
-    On the GPU one chunked Triton pass (kernels.vocab.draft_topk), else torch.
+    draft_logits float [R, L, V] -> (logp [R, L, k] sorted descending, token ids long [R, L, k]) and, with_lse,
+    the rows' logsumexp float32 [R, L]. On the GPU one chunked Triton pass (kernels.vocab.draft_topk), else torch.
     """
     if draft_logits.is_cuda and chunk_width(draft_logits.shape[-1], k):
-        return vocab.draft_log_probs(draft_logits, k)
-    return vocab.draft_log_probs_ref(draft_logits, k)
+        return vocab.draft_log_probs(draft_logits, k, with_lse=with_lse)
+    return vocab.draft_log_probs_ref(draft_logits, k, with_lse=with_lse)
 
 
 def _is_capturing() -> bool:

@@ -98,9 +98,10 @@ def test_draft_top_k_matches_torch(M, V, k, chunk, ties):
     logits[-1, -1] = 20.0  # the best token is the last one
     ref_logp, ref_ids = draft_log_probs_ref(logits, k)
     with poisoned_outputs():
-        logp, ids = draft_log_probs(logits.to(DEVICE), k, chunk=chunk)
+        logp, ids, lse = draft_log_probs(logits.to(DEVICE), k, chunk=chunk, with_lse=True)
     logp, ids = logp.cpu(), ids.cpu()
     torch.testing.assert_close(logp, ref_logp, rtol=1e-6, atol=1e-5)
+    torch.testing.assert_close(lse.cpu(), draft_log_probs_ref(logits, k, with_lse=True)[2], rtol=1e-6, atol=1e-5)
     assert torch.equal(logits.gather(1, ids), logits.gather(1, ref_ids)), "not the top-k values"
     assert (ids.unique(dim=1).shape == ids.shape) and all(len(set(r.tolist())) == k for r in ids), "repeated token"
     if not ties:

@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor
 
+from ..ddtree import draft_log_probs
 from ..kernels.vocab.naive import LOGP_FLOOR
 
 
@@ -27,13 +28,14 @@ def draft_log_probs_vocab_parallel(local_logits: Tensor, k: int, vocab_start: in
     """local_logits float [R, L, Vs] (global token ids vocab_start .. vocab_start + Vs - 1) -> the full
     vocabulary's top-k log-probabilities float32 [R, L, k] (sorted descending, clamped at LOGP_FLOOR)
     and their global token ids [R, L, k], the same on every rank (`ddtree.build_ddtree_from_top_k`)."""
-    local = local_logits.float()
-    vals, ids = local.topk(min(k, local.shape[-1]), dim=-1)
-    vals, ids, lse = _gather(vals, group), _gather(ids + vocab_start, group), _gather(torch.logsumexp(local, -1), group)
-    W, R, L, kl = vals.shape
-    vals, ids = vals.permute(1, 2, 0, 3).reshape(R, L, W * kl), ids.permute(1, 2, 0, 3).reshape(R, L, W * kl)
+    # each shard's top-k and logsumexp in one pass (the Triton vocabulary pass on the GPU, as at TP=1)
+    logp, ids, lse = draft_log_probs(local_logits, min(k, local_logits.shape[-1]), with_lse=True)
+    logp, ids, lse = _gather(logp, group), _gather(ids + vocab_start, group), _gather(lse, group)
+    W, R, L, kl = logp.shape
+    shift = lse - torch.logsumexp(lse, 0)  # [W, R, L]: shard log-probabilities -> full-vocabulary ones
+    vals = (logp + shift[..., None]).permute(1, 2, 0, 3).reshape(R, L, W * kl)
     top, pick = vals.topk(k, dim=-1)
-    return (top - torch.logsumexp(lse, 0)[..., None]).clamp_min(LOGP_FLOOR), ids.gather(-1, pick)
+    return top.clamp_min(LOGP_FLOOR), ids.permute(1, 2, 0, 3).reshape(R, L, W * kl).gather(-1, pick)
 
 
 def argmax_vocab_parallel(local_logits: Tensor, vocab_start: int, group=None) -> Tensor:

@@ -115,9 +115,10 @@ def _offsets(k: int, kt: int, device: torch.device) -> tuple[Tensor, int]:
     return torch.tensor(starts, dtype=torch.int32, device=device), sum(counts)
 
 
-def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None) -> tuple[Tensor, Tensor]:
-    """logits float [..., V] -> (logp float32 [..., k] sorted descending, token ids long [..., k]),
-    as `naive.draft_log_probs_ref`. Needs chunk_width(V, k) > 0 (or an explicit power-of-two chunk)."""
+def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: bool = False) -> tuple[Tensor, ...]:
+    """logits float [..., V] -> (logp float32 [..., k] sorted descending, token ids long [..., k]) and, with_lse,
+    the rows' logsumexp float32 [...], as `naive.draft_log_probs_ref`. Needs chunk_width(V, k) > 0 (or an
+    explicit power-of-two chunk)."""
     V = logits.shape[-1]
     x = logits.reshape(-1, V).contiguous()
     M, device = x.shape[0], x.device
@@ -162,5 +163,6 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None) -> tuple[T
             num_warps=4,
         )
         if final:
-            return logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
+            out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
+            return (*out, lse.view(logits.shape[:-1])) if with_lse else out
         n, src = S * KC, dst

@@ -12,12 +12,14 @@ from torch import Tensor
 LOGP_FLOOR = -1.0e30
 
 
-def draft_log_probs_ref(logits: Tensor, k: int) -> tuple[Tensor, Tensor]:
+def draft_log_probs_ref(logits: Tensor, k: int, with_lse: bool = False) -> tuple[Tensor, ...]:
     """logits float [..., V] -> (top-k log_softmax float32 [..., k] sorted descending and clamped at
-    LOGP_FLOOR, their token ids long [..., k]). NaN (or +inf) logits give NaN rows."""
+    LOGP_FLOOR, their token ids long [..., k]) and, with_lse, the rows' logsumexp float32 [...].
+    NaN (or +inf) logits give NaN rows."""
     top_vals, top_ids = logits.topk(k, dim=-1, sorted=True)
     lse = torch.logsumexp(logits.float(), dim=-1, keepdim=True)
-    return (top_vals.float() - lse).clamp_min(LOGP_FLOOR), top_ids
+    out = (top_vals.float() - lse).clamp_min(LOGP_FLOOR), top_ids
+    return (*out, lse[..., 0]) if with_lse else out
 
 
 def argmax_ref(logits: Tensor) -> Tensor:
