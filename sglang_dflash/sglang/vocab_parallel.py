@@ -14,6 +14,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from ..ddtree import draft_log_probs
+from ..kernels import vocab
 from ..kernels.vocab.naive import LOGP_FLOOR
 
 
@@ -41,7 +42,8 @@ def draft_log_probs_vocab_parallel(local_logits: Tensor, k: int, vocab_start: in
 def argmax_vocab_parallel(local_logits: Tensor, vocab_start: int, group=None) -> Tensor:
     """local_logits [..., Vs] -> long [...], the global argmax (first index of the maximum, as torch.argmax
     over the whole vocabulary: shards are in rank order, ties go to the lower rank)."""
-    val, idx = local_logits.float().max(-1)
+    idx = vocab.argmax(local_logits) if local_logits.is_cuda else local_logits.argmax(-1)  # no float copy of the shard
+    val = local_logits.gather(-1, idx[..., None])[..., 0].float()
     vals, ids = _gather(val, group), _gather(idx + vocab_start, group)
     return ids.gather(0, vals.argmax(0, keepdim=True))[0]
 
