@@ -16,31 +16,35 @@ def sync_time(device: torch.device) -> float:
 
 
 class CapturedStep:
-    """fn(roots, slots, lens) captured in a CUDA graph for R requests, replayed on copies of its inputs.
+    """fn(*inputs) captured in a CUDA graph, replayed on copies of its inputs.
 
-    Warm-up runs with slots = -1, for which every commit goes to scratch (GDN / conv commits skip
-    negative slots, K/V and drafter-context scatters land in the caches' scratch row), so capturing
-    never writes into a live request's caches."""
+    `examples` give the static inputs' shapes and dtypes and the values of the warm-up and capture runs. Callers
+    pass request slots -1 there, for which every commit goes to scratch (GDN / conv commits skip negative
+    slots, K/V and drafter-context scatters land in the caches' scratch row), so capturing never writes into a
+    live request's caches. `for_requests`: fn(roots, slots, lens) of R requests, a decode step."""
 
-    def __init__(self, fn, R: int, device: torch.device):
+    def __init__(self, fn, examples: tuple[Tensor, ...]):
+        device = examples[0].device
         start = sync_time(device)
-        self.roots = torch.zeros(R, dtype=torch.long, device=device)
-        self.slots = torch.full((R,), -1, dtype=torch.long, device=device)
-        self.lens = torch.zeros(R, dtype=torch.long, device=device)
+        self.inputs = [e.clone() for e in examples]
         stream = torch.cuda.Stream(device)
         stream.wait_stream(torch.cuda.current_stream(device))
         with torch.cuda.stream(stream):
             for _ in range(2):
-                fn(self.roots, self.slots, self.lens)
+                fn(*self.inputs)
         torch.cuda.current_stream(device).wait_stream(stream)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.out = fn(self.roots, self.slots, self.lens)
+            self.out = fn(*self.inputs)
         self.capture_s = sync_time(device) - start  # kept out of the decode time
 
-    def __call__(self, roots: Tensor, slots: Tensor, lens: Tensor):
-        self.roots.copy_(roots)
-        self.slots.copy_(slots)
-        self.lens.copy_(lens)
+    @classmethod
+    def for_requests(cls, fn, R: int, device: torch.device) -> CapturedStep:
+        zeros = torch.zeros(R, dtype=torch.long, device=device)
+        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros))
+
+    def __call__(self, *inputs: Tensor):
+        for static, x in zip(self.inputs, inputs, strict=True):
+            static.copy_(x)
         self.graph.replay()
         return self.out

@@ -352,3 +352,55 @@ def test_draft_graphs_default_to_tp1_on_cuda(monkeypatch):
     assert draft_graphs_enabled(2, cuda) and not draft_graphs_enabled(2, cpu)
     monkeypatch.setenv("SGLANG_DFLASH_DRAFT_GRAPHS", "0")
     assert not draft_graphs_enabled(1, cuda)
+
+
+def test_verified_context_append_through_a_captured_step(monkeypatch):
+    """The graphed context append: captured once per batch size on examples that write only scratch (slots and
+    nodes -1), replayed on copies of the step's inputs, reading the taps from the capture buffer; it leaves the
+    cache as the eager append does. The graph is stood in for by a step that re-runs fn on its static inputs."""
+    from sglang_dflash.models.config import DraftConfig
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+    from sglang_dflash.sglang import dflash_worker
+    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+
+    captured = []
+
+    class Replayed:
+        def __init__(self, fn, examples):
+            captured.append([e.clone() for e in examples])
+            self.fn, self.inputs = fn, [e.clone() for e in examples]
+            fn(*self.inputs)
+
+        def __call__(self, *inputs):
+            for s, x in zip(self.inputs, inputs, strict=True):
+                s.copy_(x)
+            return self.fn(*self.inputs)
+
+    monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
+    torch.manual_seed(1)
+    c = DraftConfig.from_dict(
+        dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+             head_dim=8, vocab_size=30, block_size=4, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=64,
+             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
+    )  # fmt: skip
+    drafter = DFlashDrafter(c).eval()
+    for p in drafter.parameters():
+        torch.nn.init.normal_(p, std=0.3)
+    R, N = 2, 4
+    capture = SimpleNamespace(capacity=3 * N, buffer=torch.randn(3 * N, 2 * 16))
+    capture.taps = lambda n: capture.buffer[:n]
+    slots, start = torch.tensor([1, 0]), torch.tensor([3, 5])
+    nodes = torch.tensor([[0, 2, -1], [0, -1, -1]])
+    caches = []
+    for graphs in (None, {}):
+        worker = DFlashWorker.__new__(DFlashWorker)
+        worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
+        worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
+        worker._append_verified(R, slots, start, nodes)
+        worker._append_verified(R, slots, start + 2, nodes)  # a second step replays the same capture
+        caches.append(worker.cache)
+    assert len(captured) == 1
+    assert (captured[0][0] == -1).all() and (captured[0][2] == -1).all()
+    eager, graphed = caches
+    assert torch.equal(eager.k, graphed.k) and torch.equal(eager.v, graphed.v)
+    assert eager.k[:, eager.table[1, 3]].abs().sum() > 0  # it wrote

@@ -125,7 +125,7 @@ def generate(
         if not graphed:
             return decode_step(roots, slots, lens, accept)
         if len(slots) not in graphs:
-            graphs[len(slots)] = CapturedStep(lambda *a: decode_step(*a, accept), len(slots), device)
+            graphs[len(slots)] = CapturedStep.for_requests(lambda *a: decode_step(*a, accept), len(slots), device)
         return graphs[len(slots)](roots, slots, lens)
 
     start = sync_time(device)

@@ -35,7 +35,8 @@ CUDA graphs are captured):
      all its weights and K/V; `memory_plan` counts both in SGLang's plan), requests are bounded by
      SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)), its pass is CUDA-graphed per
      batch size by default only at TP=1 (SGLANG_DFLASH_DRAFT_GRAPHS=1 at TP > 1: not yet run on GPUs;
-     the block embedding is looked up outside the graph, `StaticBlockEmbedding`), and the radix cache
+     the block embedding is looked up outside the graph, `StaticBlockEmbedding`; with it, the context append
+     of each verify is graphed too: not yet run on GPUs either), and the radix cache
      stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits ran at TP=1 only).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
@@ -305,8 +306,10 @@ class DFlashWorker:
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
         self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
-        # the drafter pass as one CUDA graph per batch size, its block embedding looked up outside the graph
+        # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
+        # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
+        self.context_graphs: dict[int, CapturedStep] = {}
         if draft_graphs_enabled(self.tp_size, self.device):
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
@@ -398,13 +401,25 @@ class DFlashWorker:
         R = len(last)
         self.block_embed.load(roots)
         if R not in self.draft_graphs:  # captured at the first step of each batch size (warm-up on the scratch slot)
-            self.draft_graphs[R] = CapturedStep(self._graphed_drafter, R, self.device)
+            self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device)
         return roots, self.draft_graphs[R](roots, slots, seq_lens)
 
     def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs], with the block embedding
         of `block_embed` (loaded before the replay): no collective, so capturable at any TP."""
         return self.drafter(self.cache, roots, slots, seq_lens, self.block_embed, self._lm_head)
+
+    def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
+        """Drafter context of a verify's accepted nodes [R, P] (its taps: the capture buffer's first R * N rows),
+        as one CUDA graph per R where the drafter's pass is graphed (a launch-bound pass: ~60 small kernels)."""
+        taps = lambda: self.capture.taps(R * self.num_nodes).view(R, self.num_nodes, -1)  # noqa: E731 (a static view)
+        if self.draft_graphs is None or R * self.num_nodes > self.capture.capacity:  # past it: not the static buffer
+            return self.drafter.append_context(self.cache, taps(), slots, start, nodes)
+        if R not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
+            fn = lambda *a: self.drafter.append_context(self.cache, taps(), *a)  # noqa: E731
+            examples = (torch.full_like(slots, -1), torch.zeros_like(start), torch.full_like(nodes, -1))
+            self.context_graphs[R] = CapturedStep(fn, examples)
+        self.context_graphs[R](slots, start, nodes)
 
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
@@ -511,7 +526,7 @@ class DFlashWorker:
         self.profile.mark("gdn_commit")
 
         # 7. drafter context for the committed tokens
-        self.drafter.append_context(self.cache, taps, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
+        self._append_verified(bs, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
         for slot, s, k in zip(slots_cpu, seq_cpu, keep):
             self.ctx_lens[slot] = s + k
         self.profile.mark("context")
