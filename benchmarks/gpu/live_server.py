@@ -2,7 +2,8 @@
 
     python3 benchmarks/gpu/live_server.py --site /tmp/site [--tp 1|2] [--budgets 16] [--concurrency 1,2,4,8] [--out $OUT]
 
-(device call: carry [".whl"], as for harness.py.) NOT RUN YET on a GPU.
+(device call: carry [".whl"], as for harness.py.) NOT RUN YET on a GPU. With two groups of --tp GPUs (two H200s at
+TP=1), two servers run side by side.
 
 On the shipped trained tiny pair (harness.py --pair shipped: its target rewritten into the format SGLang 0.5.10
 loads, with the pair's tokenizer; its drafter as shipped), one server per configuration: stock, DFLASH, and DDTREE
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,7 +113,18 @@ def main(argv=None) -> int:
     runs = h.sglang_runs(hargs, target, draft)
     for i, run in enumerate(runs):  # an HTTP server that tokenizes (the target folder has the pair's tokenizer)
         run.engine_kwargs.update(skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i)
-    ok = [serve_and_bench(run, env, args, prompts, out, log) for run in runs]
+    # one server at a time per group of --tp GPUs (two side by side at TP=1 on two GPUs), as harness.py's queues
+    import torch
+
+    groups = h.gpu_groups(args.tp, torch.cuda.device_count())
+
+    def group_runs(i: int) -> dict[str, bool]:
+        genv = env if groups[i] is None else dict(env, CUDA_VISIBLE_DEVICES=groups[i])
+        return {run.name: serve_and_bench(run, genv, args, prompts, out, log) for run in runs[i :: len(groups)]}
+
+    with ThreadPoolExecutor(len(groups)) as pool:
+        finished = {k: v for part in pool.map(group_runs, range(len(groups))) for k, v in part.items()}
+    ok = [finished[run.name] for run in runs]
     done = [out / "serving" / f"{run.name}.json" for run, good in zip(runs, ok) if good]
     if done:
         subprocess.run([sys.executable, str(BENCH), "--compare", *map(str, done), "--out", str(out / "serving")], env=env)
