@@ -158,6 +158,15 @@ def test_radix_cache_kept_takes_extra_buffer(pair):
     assert "--mamba-track-interval (32) must be >= --speculative-num-draft-tokens (65)" in r["short_interval"]["error"]
 
 
+def test_only_hybrid_targets_get_a_mamba_strategy():
+    from sglang_dflash.sglang.server_args import hybrid_target
+
+    hybrid = {"layer_types": ["linear_attention", "full_attention"], "hidden_size": 8}
+    assert hybrid_target(hybrid) and hybrid_target({"text_config": hybrid, "vision_config": {}})
+    assert not hybrid_target({"architectures": ["Qwen3ForCausalLM"], "hidden_size": 8, "num_hidden_layers": 2})
+    assert not hybrid_target({"layer_types": ["full_attention", "sliding_attention"]})
+
+
 def test_dflash_verifies_the_drafter_block_as_a_chain(probe):
     r = probe[0]["dflash_default"]
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 1, 16)

@@ -14,7 +14,7 @@ import logging
 import os
 from pathlib import Path
 
-from ..models.config import DraftConfig, PairError, check_pair, target_dims
+from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,12 @@ def load_config_dict(path: str, revision: str | None = None) -> dict:
     return json.loads(Path(hf_hub_download(path, "config.json", revision=revision)).read_text())
 
 
+def hybrid_target(cfg: dict) -> bool:
+    """A target config with linear-attention (Gated DeltaNet) layers: SGLang's mamba scheduler strategies apply."""
+    text = text_part(cfg)
+    return "linear_attention" in (text.get("layer_types") or []) or "linear_num_value_heads" in text
+
+
 def resolve_radix_cache(args) -> None:
     """The radix cache and the hybrid models' --mamba-scheduler-strategy for DFLASH / DDTREE, in place; run before
     SGLang's model-specific checks (which refuse speculative decoding with the radix cache under no_buffer, and
@@ -82,7 +88,11 @@ def resolve_radix_cache(args) -> None:
     if args.disable_radix_cache and strategy == "extra_buffer":
         logger.warning("%s: --mamba-scheduler-strategy no_buffer (extra_buffer needs the radix cache, which is off).", name)
         args.mamba_scheduler_strategy = "no_buffer"
-    elif not args.disable_radix_cache and strategy in ("auto", "no_buffer"):
+    elif (
+        not args.disable_radix_cache
+        and strategy in ("auto", "no_buffer")
+        and hybrid_target(load_config_dict(args.model_path, getattr(args, "revision", None)))
+    ):
         logger.warning(
             "%s: --mamba-scheduler-strategy extra_buffer (with the radix cache, the GDN states to restore a prefix from "
             "are tracked every --mamba-track-interval tokens).", name,
