@@ -404,3 +404,56 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     eager, graphed = caches
     assert torch.equal(eager.k, graphed.k) and torch.equal(eager.v, graphed.v)
     assert eager.k[:, eager.table[1, 3]].abs().sum() > 0  # it wrote
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures CUDA graphs")
+def test_cuda_graphed_drafter_and_context_append_equal_eager():
+    """On a GPU: the drafter pass captured with StaticBlockEmbedding (roots loaded before each replay) gives the eager
+    pass's logits for two different batches of roots, and the graphed context append leaves the eager append's cache."""
+    from sglang_dflash.cuda_graph import CapturedStep
+    from sglang_dflash.models.config import DraftConfig
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+
+    dev = torch.device("cuda")
+    torch.manual_seed(2)
+    c = DraftConfig.from_dict(
+        dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=16, vocab_size=100, block_size=8, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=256,
+             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
+    )  # fmt: skip
+    drafter = DFlashDrafter(c).to(dev).eval()
+    for p in drafter.parameters():
+        torch.nn.init.normal_(p, std=0.1)
+    embed = torch.nn.Embedding(100, 64).to(dev)
+    R, N, S = 3, 8, 4
+    slots, lens = torch.tensor([2, 0, 3], device=dev), torch.tensor([9, 4, 13], device=dev)
+    capture = SimpleNamespace(capacity=S * N, buffer=torch.randn(S * N, 2 * 64, device=dev))
+    capture.taps = lambda n: capture.buffer[:n]
+    base = drafter.new_cache(S, 64)
+    for s, n in zip(slots.tolist(), lens.tolist()):
+        drafter.append_context(base, torch.randn(1, n, 128, device=dev), torch.tensor([s], device=dev),
+                               torch.tensor([0], device=dev), torch.arange(n, device=dev)[None])  # fmt: skip
+    workers = []
+    for graphs in (None, {}):
+        w = DFlashWorker.__new__(DFlashWorker)
+        w.drafter, w.capture, w.num_nodes, w.draft_graphs, w.context_graphs = drafter, capture, N, graphs, {}
+        w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
+        w.lm_head_weight, w.vocab_local = torch.randn(100, 64, device=dev) * 0.1, 100
+        w.block_embed = StaticBlockEmbedding(embed, c.mask_token_id, S, dev)
+        workers.append(w)
+    eager, graphed = workers
+    step = None
+    with torch.no_grad():
+        for roots in (torch.tensor([5, 17, 99], device=dev), torch.tensor([1, 2, 3], device=dev)):
+            expected = drafter(eager.cache, roots, slots, lens, embed, eager._lm_head)
+            graphed.block_embed.load(roots)
+            step = step or CapturedStep.for_requests(graphed._graphed_drafter, R, dev)
+            torch.testing.assert_close(step(roots, slots, lens).clone(), expected, rtol=1e-5, atol=1e-5)
+        nodes = torch.tensor([[0, 1, 4, -1], [0, -1, -1, -1], [0, 2, -1, -1]], device=dev)
+        for w in workers:
+            w._append_verified(R, slots, lens, nodes)
+            w._append_verified(R, slots, lens + 3, nodes)
+    assert len(graphed.context_graphs) == 1
+    torch.testing.assert_close(graphed.cache.k, eager.cache.k, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(graphed.cache.v, eager.cache.v, rtol=1e-5, atol=1e-5)
