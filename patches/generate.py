@@ -295,8 +295,10 @@ ADMISSION_EDITS = (
         "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n",
         "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n"
         "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not req.finished():\n"
-        "            from sglang.srt.speculative.dflash_worker import request_unsupported\n\n"
-        "            message = request_unsupported(req)  # features the workers cannot serve losslessly yet\n"
+        "            from sglang.srt.speculative.dflash_worker import fit_to_drafter, request_unsupported\n\n"
+        "            # features the workers cannot serve losslessly yet; prompts past the drafter's positions\n"
+        "            worker = self.draft_worker\n"
+        "            message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, worker.num_nodes)\n"
         "            if message:\n"
         "                req.set_finish_with_abort(message)\n",
     ),

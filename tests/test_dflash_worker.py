@@ -20,6 +20,7 @@ from sglang_dflash.sglang.dflash_worker import (
     draft_graphs_enabled,
     emit_tokens,
     extend_tap_layout,
+    fit_to_drafter,
     local_vocab_range,
     request_unsupported,
     sampling_args,
@@ -244,9 +245,9 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
     from sglang_dflash.sglang.hooks import patch_scheduler
 
     class Req:
-        def __init__(self, **params):
-            self.__dict__.update(vars(request(**params)))
-            self.aborted = None
+        def __init__(self, prompt=10, **params):
+            self.__dict__.update(vars(request(max_new_tokens=100, **params)))
+            self.origin_input_ids, self.aborted = [1] * prompt, None
 
         def finished(self):
             return self.aborted is not None
@@ -257,6 +258,7 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
     class Scheduler:  # the method the hook wraps, as SGLang 0.5.10's scheduler calls it
         def __init__(self, algorithm):
             self.spec_algorithm, self.queue = algorithm, []
+            self.draft_worker = SimpleNamespace(max_len=64, num_nodes=17)
 
         def _add_request_to_queue(self, req, is_retracted=False):
             self.queue.append(req)
@@ -266,8 +268,13 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
     for scheduler in (ours, other):
         scheduler._add_request_to_queue(Req(min_p=0.1))
         scheduler._add_request_to_queue(Req(temperature=0.5))
+        scheduler._add_request_to_queue(Req(prompt=60))
     assert "min_p" in ours.queue[0].aborted and ours.queue[1].aborted is None  # queued either way, as SGLang does
-    assert [r.aborted for r in other.queue] == [None, None]
+    assert (
+        ours.queue[1].sampling_params.max_new_tokens == 64 - 17 - 10 + 2
+        and "SGLANG_DFLASH_DRAFT_MAX_LEN" in ours.queue[2].aborted
+    )
+    assert [r.aborted for r in other.queue] == [None] * 3 and other.queue[1].sampling_params.max_new_tokens == 100
 
 
 @pytest.mark.parametrize("N", [2, 9, 16])
@@ -457,3 +464,23 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     assert len(graphed.context_graphs) == 1
     torch.testing.assert_close(graphed.cache.k, eager.cache.k, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(graphed.cache.v, eager.cache.v, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("max_len, N", [(64, 17), (100, 2), (33, 16)])
+def test_fit_to_drafter_keeps_every_verify_inside_the_page_table(max_len, N):
+    """Brute force over prompts and requested lengths: after fit_to_drafter, the worst case (one token per verify)
+    keeps every verify's cached tokens + N within max_len, and one more token would not; a prompt with no room is
+    refused by name."""
+    for prompt in range(1, max_len + 2):
+        for asked in (None, 1, 5, 50, 10**6):
+            req = SimpleNamespace(origin_input_ids=[0] * prompt, sampling_params=SimpleNamespace(max_new_tokens=asked))
+            message = fit_to_drafter(req, max_len, N)
+            if prompt + N - 2 >= max_len:  # not even the first verify fits
+                assert message and f"{prompt} tokens" in message and "SGLANG_DFLASH_DRAFT_MAX_LEN" in message
+                continue
+            M = req.sampling_params.max_new_tokens
+            assert message is None and 1 <= M <= (asked or M)
+            starts = [prompt + emitted - 1 for emitted in range(1, M)]  # cached tokens before each verify
+            assert all(s + N <= max_len for s in starts)
+            if asked is None or asked > M:  # capped: as large as fits
+                assert prompt + M - 1 + N > max_len

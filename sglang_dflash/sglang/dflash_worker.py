@@ -203,6 +203,24 @@ def request_unsupported(req) -> str | None:
     return "sglang-dflash workers do not support " + ", ".join(found) + " yet" if found else None
 
 
+def fit_to_drafter(req, max_len: int, num_nodes: int) -> str | None:
+    """At admission: a request must fit the drafter's page table of max_len positions (SGLANG_DFLASH_DRAFT_MAX_LEN),
+    its prompt and every verify of num_nodes tokens after it. max_new_tokens is lowered so that the last verify
+    fits (the request then finishes for length, as at SGLang's context length); a prompt that leaves no room
+    gets a message (the request is aborted) instead of a failed step that would stop the server."""
+    prompt = len(req.origin_input_ids)
+    room = max_len - num_nodes - prompt + 2  # a verify starts at <= prompt + max_new_tokens - 2 cached tokens
+    if room < 1:
+        return (
+            f"sglang-dflash: a prompt of {prompt} tokens does not fit the drafter's {max_len} positions with "
+            f"{num_nodes} verify tokens; start the server with a larger {ENV_MAX_LEN}"
+        )
+    params = req.sampling_params
+    if params.max_new_tokens is None or params.max_new_tokens > room:
+        params.max_new_tokens = room
+    return None
+
+
 def sampling_args(info) -> dict | None:
     """`ddtree.accept_sampling`'s temperature / top_p / top_k ([R] tensors) from SGLang's SamplingBatchInfo, or
     None when every request is greedy. SGLang marks greedy requests top_k = 1 (temperature then 1): they get

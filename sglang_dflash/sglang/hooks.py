@@ -99,8 +99,9 @@ def patch_kv_cache_mixin(module) -> None:
 
 def patch_scheduler(module) -> None:
     """Under DFLASH/DDTREE, a request the workers cannot serve yet (logprobs, grammar, min-p, penalties,
-    logit_bias, custom logit processors: `dflash_worker.request_unsupported`) finishes at admission with an
-    error naming the feature, as SGLang aborts an over-long prompt; other algorithms are untouched."""
+    logit_bias, custom logit processors: `dflash_worker.request_unsupported`) or whose prompt does not fit the
+    drafter's positions (`fit_to_drafter`, which also caps max_new_tokens) finishes at admission with an error
+    naming why, as SGLang aborts an over-long prompt; other algorithms are untouched."""
     cls = module.Scheduler
     if not claim(cls):
         return
@@ -109,9 +110,10 @@ def patch_scheduler(module) -> None:
     @functools.wraps(original)
     def _add_request_to_queue(self, req, *args, **kwargs):
         if isinstance(getattr(self, "spec_algorithm", None), DraftTreeAlgorithm) and not req.finished():
-            from .dflash_worker import request_unsupported
+            from .dflash_worker import fit_to_drafter, request_unsupported
 
-            message = request_unsupported(req)
+            worker = self.draft_worker
+            message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, worker.num_nodes)
             if message:
                 req.set_finish_with_abort(message)
         return original(self, req, *args, **kwargs)
