@@ -700,6 +700,7 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `worker.py`: upstream, `create_worker` returns the workers directly, and the hidden capture is installed whenever the algorithm
   is DFLASH/DDTREE.
 - `server_args.check_sglang_version` (and `SUPPORTED_SGLANG`): inside SGLang there is no other version.
+- `hooks.patch_tp_worker`: SGLANG_DFLASH_PROFILE's timing of stock decode forwards (a benchmark aid).
 - `engine/`, `generate.py`, `init_draft.py`, `demo.py`, `launch.py`: the standalone engine and CLIs.
 
 Module docstrings are the plugin's, verbatim: they still name plugin files (`hooks`, `worker.py`)

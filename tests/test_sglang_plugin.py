@@ -283,6 +283,15 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
     assert json.loads(line.removeprefix("SLOTS ")) == {"None": [12, -1, -1], "2": [12, 13, -1]}  # the bug unmarked
 
 
+def test_stock_decode_profile_hook_attaches_only_with_the_variable():
+    code = "import sglang.srt.managers.tp_worker as m; " + ours("m.TpModelWorker.forward_batch_generation")
+    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
+    on = run_fresh(code, env={**env, "SGLANG_DFLASH_PROFILE": "/tmp/unused.json"})
+    assert "PATCHED True" in on.stdout, on.stderr[-2000:]
+    off = run_fresh(code, env=env)
+    assert "PATCHED False" in off.stdout, off.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     "module, method",
     [

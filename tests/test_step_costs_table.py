@@ -26,13 +26,18 @@ def test_table_rows():
     plugin8 = h.Run("sglang-ddtree64", 8, outputs=[[1]] * 8, wall_s=0.4, extra=dict(meta=passes))  # one group: 10 steps
     failed = h.Run("sglang-dflash", 8, error="exit 1: boom")
     phases = dict(drafter=3000, tree=100, prepare=200, verify=25000, accept=300, commit=400, gdn_commit=50, context=150)
-    profiles = {"sglang-ddtree64": {"1": {"steps": 9, "median_us": dict(phases, step=30000)}}}
+    profiles = {
+        "sglang-ddtree64": {"1": {"steps": 9, "median_us": dict(phases, step=30000)}},
+        "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000)}},  # stock decode forwards
+    }
     args = SimpleNamespace(tp=1, num_prompts=8, max_new_tokens=32)
     text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
-    assert rows[("| sglang", "8")][2:5] == ["20.00", "1.00", "-"]
+    assert rows[("| sglang", "8")][2:6] == ["20.00", "1.00", "-", "-"]
+    assert rows[("| sglang", "1")][2:6] == ["10.00", "1.00", "12.00", "1.00"]
+    assert rows[("| sglang", "1")][-2] == "-"  # no plugin overhead for stock
     ddtree = rows[("| sglang-ddtree64", "1")]
-    assert ddtree[2:6] == ["25.00", "2.50", "30.00", "3.00"]  # wall 1.5 s / 60 passes; the profile's step and drafter
+    assert ddtree[2:7] == ["25.00", "2.50", "30.00", "2.50", "3.00"]  # wall 1.5 s / 60 passes; profiled 30 / 12 ms
     assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
-    assert rows[("| sglang-ddtree64", "8")][2:5] == ["40.00", "2.00", "-"]
+    assert rows[("| sglang-ddtree64", "8")][2:6] == ["40.00", "2.00", "-", "-"]
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]

@@ -49,3 +49,41 @@ def test_mark_before_start_is_ignored(tmp_path):
     prof.mark("drafter")  # e.g. the extend path's drafter call: no step begun
     prof.end(1)
     assert prof.summary() == {}
+
+
+def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkeypatch):
+    """hooks.patch_tp_worker: with SGLANG_DFLASH_PROFILE set, a TpModelWorker's DECODE forwards are timed as "decode"
+    by batch size (stock SGLang's step, measured as the workers' are); other forward modes (our workers' verify
+    and extend) are not; without the variable the class is left alone."""
+    from types import SimpleNamespace
+
+    from sglang_dflash.sglang.hooks import patch_tp_worker
+
+    def worker_class():
+        class TpModelWorker:
+            tp_rank, model_runner = 0, SimpleNamespace(device="cpu")
+
+            def forward_batch_generation(self, batch, *args, **kwargs):
+                time.sleep(0.002)
+                return "out"
+
+        return TpModelWorker
+
+    def batch(decode: bool, bs: int):
+        return SimpleNamespace(forward_mode=SimpleNamespace(is_decode=lambda: decode), seq_lens=[0] * bs)
+
+    plain = worker_class()
+    monkeypatch.delenv(ENV, raising=False)
+    patch_tp_worker(SimpleNamespace(TpModelWorker=plain))
+    assert plain.forward_batch_generation.__module__ == __name__
+
+    path = tmp_path / "stock.json"
+    monkeypatch.setenv(ENV, str(path))
+    cls = worker_class()
+    patch_tp_worker(SimpleNamespace(TpModelWorker=cls))
+    w = cls()
+    for b in (batch(True, 1), batch(False, 1), batch(True, 1), batch(True, 4)):
+        assert w.forward_batch_generation(b) == "out"
+    data = json.loads(path.read_text())
+    assert data["1"]["steps"] == 2 and data["4"]["steps"] == 1
+    assert set(data["1"]["median_us"]) == {"decode", "step"} and data["1"]["median_us"]["decode"] >= 1500

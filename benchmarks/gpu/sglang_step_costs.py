@@ -18,12 +18,14 @@ Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_
 the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
 each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
-Plugin overhead = everything but the drafter pass and the verify forward. Stock decode has no such hook:
+Plugin overhead = everything but the drafter pass and the verify forward. The stock run is timed the same way:
+it runs with the plugin loaded and no speculative algorithm (so SGLang is stock), and `hooks.patch_tp_worker`
+times each decode forward. Every run also gets
 
-    ms per step = wall time of the batch / target passes (tokens),
+    wall ms per step = wall time of the batches / their forward steps,
 
-prefills included (prompts are 1-130 tokens; --max-new-tokens 128 keeps them a small part). The table
-(stdout, $OUT/step_costs.md) gives ms per phase and the step's ratio to stock decode.
+prefills, the scheduler's work and first-use compiles included. The table (stdout, $OUT/step_costs.md) gives
+both, each with its ratio to stock decode, and the phases.
 """
 
 from __future__ import annotations
@@ -93,36 +95,40 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     """Markdown: per run and batch size, wall ms per forward step (every run, the same way) and, for plugin runs,
     the profiled step by phase (profiles: run name -> step_profile summary)."""
     wall = {(r.name, r.batch): 1e3 * r.wall_s / max(batch_steps(r), 1) for r in runs if r.outputs}
+    profiled = {(n, int(b)): p["median_us"]["step"] / 1e3 for n, prof in profiles.items() for b, p in prof.items()}
     lines = [
         f"## SGLang step costs, Qwen3.6-27B shapes (dummy weights), TP={args.tp}, {args.num_prompts} prompts x "
         f"{args.max_new_tokens} tokens, CUDA graphs on; ms",
         "",
         "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
-        "and first-use JIT included), the same for every run; x stock: its ratio to stock decode's. profiled step and "
-        "phases: medians over the plugin's decode steps on the GPU timeline (SGLANG_DFLASH_PROFILE); overhead: all "
-        "phases but the drafter pass and the verify forward.",
+        "and first-use JIT included), the same for every run. profiled step and phases: medians on the GPU timeline "
+        "(SGLANG_DFLASH_PROFILE) over the workers' decode steps, or stock SGLang's decode forwards; x stock: the "
+        "ratio to stock decode's, each way. overhead: all phases but the drafter pass and the verify forward.",
         "",
-        "| run | batch | wall / step | x stock | profiled step | " + " | ".join(PHASES) + " | overhead | tokens / pass |",
-        "|---|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
+        "| run | batch | wall / step | x stock | profiled step | x stock | "
+        + " | ".join(PHASES)
+        + " | overhead | tokens / pass |",
+        "|---|---|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
     ]
     for r in runs:
         if r.outputs is None:
-            lines.append(f"| {r.name} | {r.batch} | - | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
+            lines.append(f"| {r.name} | {r.batch} | - | - | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
             continue
         step = wall[(r.name, r.batch)]
         stock = wall.get(("sglang", r.batch))
         ratio = f"{step / stock:.2f}" if stock else "-"
         prof = profiles.get(r.name, {}).get(str(r.batch))
-        if prof:
-            ms = {p: v / 1e3 for p, v in prof["median_us"].items()}
-            profiled = f"{ms['step']:.2f}"
-            phases = [f"{ms[p]:.2f}" if p in ms else "-" for p in PHASES]
-            overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.2f}"
-        else:
-            profiled, phases, overhead = "-", ["-"] * len(PHASES), "-"
+        mine, base = profiled.get((r.name, r.batch)), profiled.get(("sglang", r.batch))
+        step_p = f"{mine:.2f}" if mine else "-"
+        ratio_p = f"{mine / base:.2f}" if mine and base else "-"
+        ms = {p: v / 1e3 for p, v in prof["median_us"].items()} if prof else {}
+        phases = [f"{ms[p]:.2f}" if p in ms else "-" for p in PHASES]
+        overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.2f}" if "drafter" in ms else "-"
         tpp = r.extra.get("tokens_per_pass", 1.0)
         lines.append(
-            f"| {r.name} | {r.batch} | {step:.2f} | {ratio} | {profiled} | " + " | ".join(phases) + f" | {overhead} | {tpp:.2f} |"
+            f"| {r.name} | {r.batch} | {step:.2f} | {ratio} | {step_p} | {ratio_p} | "
+            + " | ".join(phases)
+            + f" | {overhead} | {tpp:.2f} |"
         )
     return "\n".join(lines)
 
@@ -163,10 +169,11 @@ def main(argv=None) -> int:
     runs = h.sglang_runs(hargs, target, draft)
     for run in runs:
         run.engine_kwargs.update(load_format="dummy", context_length=2048)
-        if run.plugin:
-            profile = mine.work / f"{run.name}.profile.json"
-            profile.unlink(missing_ok=True)
-            run.env = dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
+        profile = mine.work / f"{run.name}.profile.json"
+        profile.unlink(missing_ok=True)
+        # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
+        # hooks.patch_tp_worker times its decode forwards as the workers' steps are timed
+        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     import torch
 
@@ -182,7 +189,7 @@ def main(argv=None) -> int:
     profiles = {}
     for r in runs:
         path = mine.work / f"{r.name}.profile.json"
-        if r.plugin and path.is_file():
+        if path.is_file():
             profiles[r.name] = json.loads(path.read_text())
             (out / path.name).write_text(path.read_text())
     text = table(results, profiles, mine)

@@ -22,6 +22,7 @@ WATCHED = (
     "sglang.srt.layers.attention.linear.gdn_backend",
     "sglang.srt.mem_cache.memory_pool",
     "sglang.srt.managers.scheduler",
+    "sglang.srt.managers.tp_worker",
     "sglang.srt.model_executor.model_runner_kv_cache_mixin",
 )
 DISABLE_ENV = "SGLANG_DFLASH_DISABLE"  # set to 1 to leave SGLang untouched

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 
 from .algorithm import ALGORITHMS, DraftTreeAlgorithm
 
@@ -32,6 +33,7 @@ def patch_module(module) -> None:
         "sglang.srt.mem_cache.memory_pool": patch_memory_pool,
         "sglang.srt.model_executor.model_runner_kv_cache_mixin": patch_kv_cache_mixin,
         "sglang.srt.managers.scheduler": patch_scheduler,
+        "sglang.srt.managers.tp_worker": patch_tp_worker,
     }.get(module.__name__)
     if patch is not None:
         patch(module)
@@ -119,6 +121,35 @@ def patch_scheduler(module) -> None:
         return original(self, req, *args, **kwargs)
 
     cls._add_request_to_queue = _add_request_to_queue
+
+
+def patch_tp_worker(module) -> None:
+    """With SGLANG_DFLASH_PROFILE set: each plain decode forward of the target (stock SGLang's decode step; our
+    workers' target forwards are TARGET_VERIFY or EXTEND) timed as the phase "decode" of `step_profile`, so a stock
+    run's steps are measured as the workers' are. Nothing without the variable."""
+    import torch
+
+    from .step_profile import ENV, StepProfile
+
+    cls = module.TpModelWorker
+    if not os.environ.get(ENV) or not claim(cls):
+        return
+    original = cls.forward_batch_generation
+
+    @functools.wraps(original)
+    def forward_batch_generation(self, model_worker_batch, *args, **kwargs):
+        if not model_worker_batch.forward_mode.is_decode():
+            return original(self, model_worker_batch, *args, **kwargs)
+        profile = vars(self).get("_sglang_dflash_profile")
+        if profile is None:
+            profile = self._sglang_dflash_profile = StepProfile.from_env(torch.device(self.model_runner.device), self.tp_rank)
+        profile.start()
+        out = original(self, model_worker_batch, *args, **kwargs)
+        profile.mark("decode")
+        profile.end(len(model_worker_batch.seq_lens))
+        return out
+
+    cls.forward_batch_generation = forward_batch_generation
 
 
 def register_draft_model(module) -> None:
