@@ -74,15 +74,15 @@ def resolve_radix_cache(args) -> None:
     SGLang's model-specific checks (which refuse speculative decoding with the radix cache under no_buffer, and
     extra_buffer without the radix cache), and again with the other speculative arguments (idempotent).
 
-    Off unless SGLANG_DFLASH_RADIX_CACHE=1 (prefix-cache hits with the workers have not run on a GPU yet); then
+    Off unless SGLANG_DFLASH_RADIX_CACHE=1 (prefix-cache hits with the workers ran on a GPU at TP=1 only); then
     no_buffer. Kept: extra_buffer, whose tracked states at every --mamba-track-interval tokens are what a hit
     restores (the workers write them: `TreeVerifyWorkspace.track`, or SGLang's per-node path)."""
     name = str(args.speculative_algorithm).upper()
     strategy = getattr(args, "mamba_scheduler_strategy", None)
     if not args.disable_radix_cache and os.environ.get(ENV_RADIX_CACHE) != "1":
         logger.warning(
-            "%s: radix cache disabled: prefix-cache hits with the workers have not run on a GPU yet (%s=1 keeps it; "
-            "the drafter's context sits at the target's KV slots, so a hit finds it).", name, ENV_RADIX_CACHE,
+            "%s: radix cache disabled: prefix-cache hits with the workers have run on a GPU at TP=1 only (%s=1 keeps "
+            "it, with --mamba-scheduler-strategy extra_buffer).", name, ENV_RADIX_CACHE,
         )  # fmt: skip
         args.disable_radix_cache = True
     if args.disable_radix_cache and strategy == "extra_buffer":
