@@ -318,21 +318,28 @@ def test_track_cuts_find_the_node_that_ends_on_a_tracking_point(interval):
     assert expected[0] == 0 and (interval == 1 or expected[1] == -1)
 
 
-def test_static_block_embedding_gives_the_drafters_logits():
-    """The graphed pass's block embedding (roots loaded before the replay, the mask row once) gives the drafter the
-    logits of the plain embedding lookup; rows past R and earlier loads do not leak in."""
+def random_drafter(hidden: int, heads: int, kv_heads: int, head_dim: int, vocab: int, block: int, std: float, device="cpu"):
+    """A random 2-layer DFlash drafter tapping 2 target layers (mask token 3), its weights drawn from N(0, std)."""
     from sglang_dflash.models.config import DraftConfig
     from sglang_dflash.models.dflash_draft import DFlashDrafter
 
-    torch.manual_seed(0)
     c = DraftConfig.from_dict(
-        dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             head_dim=8, vocab_size=50, block_size=5, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=256,
-             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
+        dict(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=2, num_attention_heads=heads,
+             num_key_value_heads=kv_heads, head_dim=head_dim, vocab_size=vocab, block_size=block, rms_norm_eps=1e-6,
+             rope_theta=10000.0, max_position_embeddings=256, dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
     )  # fmt: skip
-    drafter = DFlashDrafter(c).eval()
+    drafter = DFlashDrafter(c).to(device).eval()
     for p in drafter.parameters():
-        torch.nn.init.normal_(p, std=0.2)
+        torch.nn.init.normal_(p, std=std)
+    return drafter
+
+
+def test_static_block_embedding_gives_the_drafters_logits():
+    """The graphed pass's block embedding (roots loaded before the replay, the mask row once) gives the drafter the
+    logits of the plain embedding lookup; rows past R and earlier loads do not leak in."""
+    torch.manual_seed(0)
+    drafter = random_drafter(hidden=32, heads=4, kv_heads=2, head_dim=8, vocab=50, block=5, std=0.2)
+    c = drafter.config
     embed, head = torch.nn.Embedding(50, 32), torch.nn.Linear(32, 50, bias=False)
     cache = drafter.new_cache(num_slots=4, max_len=16)
     slots, lens = torch.tensor([2, 0, 3]), torch.tensor([5, 3, 7])
@@ -365,8 +372,6 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     """The graphed context append: captured once per batch size on examples that write only scratch (slots and
     nodes -1), replayed on copies of the step's inputs, reading the taps from the capture buffer; it leaves the
     cache as the eager append does. The graph is stood in for by a step that re-runs fn on its static inputs."""
-    from sglang_dflash.models.config import DraftConfig
-    from sglang_dflash.models.dflash_draft import DFlashDrafter
     from sglang_dflash.sglang import dflash_worker
     from sglang_dflash.sglang.dflash_worker import DFlashWorker
 
@@ -385,14 +390,7 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
 
     monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
     torch.manual_seed(1)
-    c = DraftConfig.from_dict(
-        dict(hidden_size=16, intermediate_size=32, num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
-             head_dim=8, vocab_size=30, block_size=4, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=64,
-             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
-    )  # fmt: skip
-    drafter = DFlashDrafter(c).eval()
-    for p in drafter.parameters():
-        torch.nn.init.normal_(p, std=0.3)
+    drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=4, std=0.3)
     R, N = 2, 4
     capture = SimpleNamespace(capacity=3 * N, buffer=torch.randn(3 * N, 2 * 16))
     capture.taps = lambda n: capture.buffer[:n]
@@ -418,20 +416,12 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     """On a GPU: the drafter pass captured with StaticBlockEmbedding (roots loaded before each replay) gives the eager
     pass's logits for two different batches of roots, and the graphed context append leaves the eager append's cache."""
     from sglang_dflash.cuda_graph import CapturedStep
-    from sglang_dflash.models.config import DraftConfig
-    from sglang_dflash.models.dflash_draft import DFlashDrafter
     from sglang_dflash.sglang.dflash_worker import DFlashWorker
 
     dev = torch.device("cuda")
     torch.manual_seed(2)
-    c = DraftConfig.from_dict(
-        dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-             head_dim=16, vocab_size=100, block_size=8, rms_norm_eps=1e-6, rope_theta=10000.0, max_position_embeddings=256,
-             dflash_config=dict(target_layer_ids=[0, 1], mask_token_id=3))
-    )  # fmt: skip
-    drafter = DFlashDrafter(c).to(dev).eval()
-    for p in drafter.parameters():
-        torch.nn.init.normal_(p, std=0.1)
+    drafter = random_drafter(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=100, block=8, std=0.1, device=dev)
+    c = drafter.config
     embed = torch.nn.Embedding(100, 64).to(dev)
     R, N, S = 3, 8, 4
     slots, lens = torch.tensor([2, 0, 3], device=dev), torch.tensor([9, 4, 13], device=dev)
