@@ -59,6 +59,7 @@ CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -363,6 +364,14 @@ def track_interval(nodes: int) -> int:
     return TRACK_INTERVAL * -(-nodes // TRACK_INTERVAL)
 
 
+SECOND_TURN = "-turn2"  # --radix-cache: the suffix of a configuration's second-turn results
+
+
+def turns(args) -> list[str]:
+    """Result-name suffixes of each SGLang configuration: its run and, with --radix-cache, its second turn."""
+    return ["", SECOND_TURN] if args.radix_cache else [""]
+
+
 def chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
 
@@ -483,29 +492,25 @@ def sglang_worker(spec_file: str) -> int:
         t = time.time()  # warm-up (Triton JIT of the draft and verify kernels) outside the timed batches
         engine.generate(input_ids=[spec["prompts"][-1]], sampling_params=dict(params, max_new_tokens=8))
         results["warmup_s"] = time.time() - t
+
+        def greedy(key: str, prompts: list[list[int]], batch: int, **extra) -> None:
+            """The prompts `batch` at a time into results["batches"][key], written out after each."""
+            t = time.time()
+            outputs, metas = [], []
+            for group in chunks(prompts, batch):
+                res = engine.generate(input_ids=group, sampling_params=params)
+                res = [res] if isinstance(res, dict) else res
+                outputs += [r["output_ids"] for r in res]
+                metas += [r.get("meta_info", {}) for r in res]
+            results["batches"][key] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t, **extra)
+            out.write_text(json.dumps(results))
+            print(f"harness: {key} at batch {batch} done in {time.time() - t:.1f} s", flush=True)
+
         for batch in spec["batches"]:
-            t = time.time()
-            outputs, metas = [], []
-            for group in chunks(spec["prompts"], batch):
-                res = engine.generate(input_ids=group, sampling_params=params)
-                res = [res] if isinstance(res, dict) else res
-                outputs += [r["output_ids"] for r in res]
-                metas += [r.get("meta_info", {}) for r in res]
-            results["batches"][str(batch)] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t)
-            out.write_text(json.dumps(results))
-            print(f"harness: batch {batch} done in {time.time() - t:.1f} s", flush=True)
+            greedy(str(batch), spec["prompts"], batch)
         for batch in spec["batches"] if spec.get("second_turn") else ():  # each prompt + its output, continued
-            t = time.time()
             turn = [p + o for p, o in zip(spec["prompts"], results["batches"][str(batch)]["outputs"])]
-            outputs, metas = [], []
-            for group in chunks(turn, batch):
-                res = engine.generate(input_ids=group, sampling_params=params)
-                res = [res] if isinstance(res, dict) else res
-                outputs += [r["output_ids"] for r in res]
-                metas += [r.get("meta_info", {}) for r in res]
-            results["batches"][f"{batch}-turn2"] = dict(outputs=outputs, meta=metas, wall_s=time.time() - t, prompts=turn)
-            out.write_text(json.dumps(results))
-            print(f"harness: second turn at batch {batch} done in {time.time() - t:.1f} s", flush=True)
+            greedy(f"{batch}{SECOND_TURN}", turn, batch, prompts=turn)
         if spec.get("sampled"):  # all prompts in flight, sampled: it must finish (every TP rank takes rank 0's decisions)
             t = time.time()
             sampled = dict(params, temperature=0.8, top_p=0.9, top_k=50)
@@ -566,8 +571,7 @@ class SGLangQueue(threading.Thread):
             rc = self.proc.wait()
         data = json.loads(result.read_text()) if result.is_file() else {"batches": {}}
         tail = logfile.read_text().strip().splitlines()[-1:] if logfile.is_file() else []
-        turns = [(b, "") for b in BATCHES] + [(b, "-turn2") for b in BATCHES if args.radix_cache]
-        for batch, turn in turns:
+        for turn, batch in itertools.product(turns(args), BATCHES):
             got = data["batches"].get(f"{batch}{turn}")
             run = Run(cfg.name + turn, batch)
             if got:
@@ -588,7 +592,7 @@ class SGLangQueue(threading.Thread):
 
     def fail(self, cfg: SGLangRun, msg: str) -> None:
         self.log.stamp(f"{cfg.name}: {msg}")
-        for name in [cfg.name] + ([cfg.name + "-turn2"] if self.args.radix_cache else []):
+        for name in (cfg.name + turn for turn in turns(self.args)):
             for batch in BATCHES:
                 self.results[f"{name} b{batch}"] = Run(name, batch, error=msg)
 
@@ -984,7 +988,7 @@ def main(argv=None) -> int:
             queue.stop()
             queue.join(timeout=30)
         for cfg in queue.runs:
-            for name in [cfg.name] + ([cfg.name + "-turn2"] if args.radix_cache else []):
+            for name in (cfg.name + turn for turn in turns(args)):
                 for batch in BATCHES:
                     runs.append(queue.results.get(f"{name} b{batch}") or Run(name, batch, error="not run (deadline)"))
     if not args.skip_sglang:
