@@ -148,7 +148,7 @@ class TreeVerifyWorkspace:
         after the first cut[r] + 1 nodes of request r's accepted path (slots[r]'s state copied, then committed)."""
         pools = req_to_token_pool.get_speculative_mamba2_params_all_layers()
         rows = track_slots >= 0
-        src, dst = slots[: rows.shape[0]][rows], track_slots[rows]
+        src, dst = slots[rows], track_slots[rows]
         pools.temporal[:, dst] = pools.temporal[:, src]
         pools.conv[0][:, dst] = pools.conv[0][:, src]
         depth = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)
