@@ -106,3 +106,59 @@ def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):
     assert {r.engine_kwargs["port"] for r in queues[1].runs} == {30100} and "port" not in runs[0].engine_kwargs
     (single,) = harness.SGLangQueues(runs, {"A": "1"}, [[1]], args, tmp_path, tmp_path, log, [None]).queues
     assert single.env == {"A": "1"} and [r.name for r in single.runs] == [r.name for r in runs]
+
+
+def test_live_server_greedy_check_judges_http_answers(tmp_path):
+    """live_server.greedy reads output_ids from a /generate endpoint, and judge passes transformers' own greedy tokens
+    (sent back by a stand-in HTTP server) and fails a server whose tokens drift off the argmax."""
+    import json
+    import threading
+    from argparse import Namespace
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from transformers import Qwen3_5ForConditionalGeneration
+
+    sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+    from live_server import greedy, judge
+
+    harness.convert_shipped_target(tmp_path, seed=0)
+    model = Qwen3_5ForConditionalGeneration.from_pretrained(str(tmp_path), dtype=torch.float32).eval()
+    prompts, new = harness.text_prompts(3, seed=0), 6
+    with torch.no_grad():
+        right = [model.generate(torch.tensor([p]), max_new_tokens=new, do_sample=False)[0, len(p) :].tolist() for p in prompts]
+    answers = {"right": right, "wrong": [[(t + 1) % 2048 for t in out] for out in right]}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            assert body["sampling_params"] == dict(temperature=0.0, max_new_tokens=new, ignore_eos=True)
+            out = answers[self.server.mode][prompts.index(body["input_ids"])]
+            data = json.dumps(dict(output_ids=out, meta_info=dict(spec_accept_length=2.5))).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    try:
+        checks = []
+        for mode in ("right", "wrong"):
+            server.mode = mode
+            run = harness.Run(mode, 1, extra=dict(prompts=prompts))
+            run.outputs, metas = greedy(url, prompts, new)
+            run.extra["accept_length"] = [m["spec_accept_length"] for m in metas]
+            checks.append(run)
+    finally:
+        server.shutdown()
+    assert checks[0].outputs == right
+    log = harness.Log(tmp_path / "log")
+    args = Namespace(check_new_tokens=new)
+    assert judge(tmp_path, checks[:1], args, tmp_path, log)
+    assert not judge(tmp_path, checks, args, tmp_path, log)
+    table = (tmp_path / "greedy.md").read_text()
+    assert "| right | 3/3 | 0/18 | 0 | 2.50 |" in table and "| wrong | 0/3 |" in table and "FAILED" in table

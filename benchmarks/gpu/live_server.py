@@ -14,7 +14,14 @@ stopped. Last, `bench_serving.py --compare` writes compare.md and compare.png ov
 throughputs measure the serving path (HTTP, scheduler, the workers' Python), not speed on a real model; the
 acceptance lengths are the pair's.
 
-Output under --out (default $OUT): live_server.log, <run>.server.log, serving/<run>.{json,md}, serving/compare.*.
+Lossless over HTTP: before the benchmark, each server also answers --check-prompts greedy requests one at a time
+(token ids in, `output_ids` out, EOS ignored). Once every server has stopped, the outputs are compared with stock's
+token for token and judged as harness.py judges its runs: transformers' float32 logits along each output
+(teacher-forced), where a correct bf16 run differs from the argmax only at near ties (gap <= max(2 x stock's largest
+gap, 0.05)).
+
+Output under --out (default $OUT): live_server.log, <run>.server.log, <run>.bench.log, serving/<run>.{json,md},
+serving/compare.*, greedy.json (every server's greedy outputs and gaps), greedy.md (the verdict table).
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,8 +66,22 @@ def healthy(url: str) -> bool:
         return False
 
 
-def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path, log: h.Log) -> bool:
-    """Start run's server, wait for /health, run bench_serving against it, stop it. True if the benchmark finished."""
+def greedy(url: str, prompts: list[list[int]], max_new_tokens: int) -> tuple[list[list[int]], list[dict]]:
+    """Each prompt's greedy output ids from the server's native /generate, one request at a time, and its meta_info."""
+    outputs, metas = [], []
+    for ids in prompts:
+        body = dict(input_ids=ids, sampling_params=dict(temperature=0.0, max_new_tokens=max_new_tokens, ignore_eos=True))
+        req = urllib.request.Request(f"{url}/generate", json.dumps(body).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            answer = json.loads(r.read())
+        outputs.append(answer["output_ids"])
+        metas.append(answer["meta_info"])
+    return outputs, metas
+
+
+def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path, log: h.Log, check: h.Run) -> bool:
+    """Start run's server, wait for /health, answer the greedy check into `check`, run bench_serving against it, stop
+    it. True if the benchmark finished."""
     url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
     env = run.environ(env, log)
     with open(out / f"{run.name}.server.log", "w") as server_log:
@@ -72,7 +94,14 @@ def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path,
                     log.stamp(f"{run.name}: server not up (exit {server.poll()}); see {run.name}.server.log")
                     return False
                 time.sleep(2)
-            log.stamp(f"{run.name}: server up in {time.time() - t0:.0f} s; bench_serving")
+            log.stamp(f"{run.name}: server up in {time.time() - t0:.0f} s; {len(check.extra['prompts'])} greedy requests")
+            try:
+                check.outputs, metas = greedy(url, check.extra["prompts"], args.check_new_tokens)
+                check.extra["accept_length"] = [m.get("spec_accept_length") for m in metas]
+            except (OSError, KeyError, ValueError) as e:
+                check.error = f"{type(e).__name__}: {e}"
+                log.stamp(f"{run.name}: greedy check failed: {check.error}")
+            log.stamp(f"{run.name}: bench_serving")
             bench = [sys.executable, str(BENCH), "--base-url", url, "--api", "generate", "--concurrency", args.concurrency,
                      "--num-prompts", str(args.num_prompts), "--max-new-tokens", str(args.max_new_tokens), "--ignore-eos",
                      "--prompts", str(prompts), "--label", run.name, "--out", str(out / "serving"), "--no-progress"]  # fmt: skip
@@ -85,6 +114,37 @@ def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path,
             server.wait()
 
 
+def judge(target: Path, checks: list[h.Run], args, out: Path, log: h.Log) -> bool:
+    """Teacher-forced gaps of every server's greedy outputs (harness.teacher_forced_gaps), outputs equal to stock's
+    (checks[0]), into greedy.md / greedy.json. True if every server answered and none is past the near-tie tolerance."""
+    import torch
+
+    h.teacher_forced_gaps(target, [], checks, "cuda" if torch.cuda.is_available() else "cpu", log)
+    stock = checks[0]
+    tolerance = max(2 * h.gap_summary(stock)[2], 0.05) if stock.outputs else 0.05
+    rows = ["| server | prompts equal to stock | tokens not transformers' argmax | largest gap | accept length |",
+            "|---|---|---|---|---|"]  # fmt: skip
+    for run in checks:
+        if run.outputs is None:
+            rows.append(f"| {run.name} | - | - | - | {run.error or 'not run'} |")
+            continue
+        off, total, largest = h.gap_summary(run)
+        equal = sum(a == b for a, b in zip(run.outputs, stock.outputs or [])) if stock.outputs else "-"
+        lengths = [x for x in run.extra.get("accept_length", []) if x]
+        accept = f"{sum(lengths) / len(lengths):.2f}" if lengths else "-"
+        rows.append(f"| {run.name} | {equal}/{len(run.outputs)} | {off}/{total} | {largest:.3g} | {accept} |")
+    ok = all(run.outputs is not None and h.gap_summary(run)[2] <= tolerance for run in checks)
+    verdict = (f"lossless over HTTP: every server's greedy tokens are transformers' argmax up to gaps <= {tolerance:.3g}"
+               if ok else f"FAILED: a server did not answer or is past the near-tie gap {tolerance:.3g}")  # fmt: skip
+    n, new = len(checks[0].extra["prompts"]), args.check_new_tokens
+    table = f"## Greedy over HTTP, {n} prompts x {new} new tokens, one request at a time\n\n" + "\n".join(rows)
+    (out / "greedy.md").write_text(f"{table}\n\n{verdict}\n")
+    (out / "greedy.json").write_text(json.dumps([asdict(run) for run in checks], default=str))
+    print(table)
+    log.stamp(verdict)
+    return ok
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -94,6 +154,8 @@ def main(argv=None) -> int:
     p.add_argument("--concurrency", default="1,2,4,8", help="bench_serving's levels (at most 8 requests run at once)")
     p.add_argument("--num-prompts", type=int, default=16, help="requests per level")
     p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--check-prompts", type=int, default=8, help="greedy requests each server answers for the lossless check")
+    p.add_argument("--check-new-tokens", type=int, default=64, help="new tokens of each greedy check request")
     p.add_argument("--port", type=int, default=30000, help="the first server's port; each next one takes the next port")
     p.add_argument("--start-timeout", type=float, default=300, help="seconds a server may take to answer /health")
     p.add_argument("--out", type=Path, default=None)
@@ -118,9 +180,12 @@ def main(argv=None) -> int:
 
     groups = h.gpu_groups(args.tp, torch.cuda.device_count())
 
+    check_prompts = h.text_prompts(args.check_prompts, hargs.seed)
+    checks = {run.name: h.Run(run.name, 1, extra=dict(prompts=check_prompts)) for run in runs}
+
     def group_runs(i: int) -> dict[str, bool]:
         genv = env if groups[i] is None else dict(env, CUDA_VISIBLE_DEVICES=groups[i])
-        return {run.name: serve_and_bench(run, genv, args, prompts, out, log) for run in runs[i :: len(groups)]}
+        return {run.name: serve_and_bench(run, genv, args, prompts, out, log, checks[run.name]) for run in runs[i :: len(groups)]}
 
     with ThreadPoolExecutor(len(groups)) as pool:
         finished = {k: v for part in pool.map(group_runs, range(len(groups))) for k, v in part.items()}
@@ -129,8 +194,9 @@ def main(argv=None) -> int:
     if done:
         subprocess.run([sys.executable, str(BENCH), "--compare", *map(str, done), "--out", str(out / "serving")], env=env)
         print((out / "serving" / "compare.md").read_text() if (out / "serving" / "compare.md").exists() else "")
+    lossless = judge(target, list(checks.values()), args, out, log)
     log.stamp(f"verdict: {sum(ok)}/{len(runs)} servers benchmarked" + ("" if all(ok) else " (see the server logs)"))
-    return 0 if all(ok) else 1
+    return 0 if all(ok) and lossless else 1
 
 
 if __name__ == "__main__":
