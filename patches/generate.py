@@ -370,7 +370,9 @@ MEMORY_PLAN_EDITS = (
         "        ) and not self.is_draft_worker:\n"
         "            # the drafter's context K/V sits at the target's KV slots: one entry per KV-cache token\n"
         "            cell_size += dflash_draft_bytes(\n"
-        "                dflash_draft_config(self.server_args), self.model_config.dtype\n"
+        "                dflash_draft_config(self.server_args),\n"
+        "                self.model_config.dtype,\n"
+        "                self.server_args.tp_size,\n"
         "            )[1]\n"
         "        return cell_size\n",
     ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -21,27 +22,32 @@ class CapturedStep:
     `examples` give the static inputs' shapes and dtypes and the values of the warm-up and capture runs. Callers
     pass request slots -1 there, for which every commit goes to scratch (GDN / conv commits skip negative
     slots, K/V and drafter-context scatters land in the caches' scratch row), so capturing never writes into a
-    live request's caches. `for_requests`: fn(roots, slots, lens) of R requests, a decode step."""
+    live request's caches. `for_requests`: fn(roots, slots, lens) of R requests, a decode step.
 
-    def __init__(self, fn, examples: tuple[Tensor, ...]):
+    `context`: for an fn with collectives (a TP-sharded drafter), a context manager factory such as SGLang's
+    `graph_capture`, which switches its communicators to graph-capturable ones and yields the stream to capture on
+    (`.stream`); warm-up and capture then run inside it."""
+
+    def __init__(self, fn, examples: tuple[Tensor, ...], context=None):
         device = examples[0].device
         start = sync_time(device)
         self.inputs = [e.clone() for e in examples]
-        stream = torch.cuda.Stream(device)
-        stream.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                fn(*self.inputs)
-        torch.cuda.current_stream(device).wait_stream(stream)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = fn(*self.inputs)
+        with context() if context is not None else contextlib.nullcontext() as ctx:
+            stream = ctx.stream if ctx is not None else torch.cuda.Stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    fn(*self.inputs)
+            torch.cuda.current_stream(device).wait_stream(stream)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph, stream=stream):
+                self.out = fn(*self.inputs)
         self.capture_s = sync_time(device) - start  # kept out of the decode time
 
     @classmethod
-    def for_requests(cls, fn, R: int, device: torch.device) -> CapturedStep:
+    def for_requests(cls, fn, R: int, device: torch.device, context=None) -> CapturedStep:
         zeros = torch.zeros(R, dtype=torch.long, device=device)
-        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros))
+        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
 
     def __call__(self, *inputs: Tensor):
         for static, x in zip(self.inputs, inputs, strict=True):

@@ -358,14 +358,12 @@ def test_static_block_embedding_gives_the_drafters_logits():
         torch.testing.assert_close(drafter(cache, roots, slots, lens, static, head), expected, rtol=0, atol=0)
 
 
-def test_draft_graphs_default_to_tp1_on_cuda(monkeypatch):
+def test_draft_graphs_on_by_default_on_cuda(monkeypatch):
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
     monkeypatch.delenv("SGLANG_DFLASH_DRAFT_GRAPHS", raising=False)
-    assert draft_graphs_enabled(1, cuda) and not draft_graphs_enabled(2, cuda) and not draft_graphs_enabled(1, cpu)
-    monkeypatch.setenv("SGLANG_DFLASH_DRAFT_GRAPHS", "1")
-    assert draft_graphs_enabled(2, cuda) and not draft_graphs_enabled(2, cpu)
+    assert draft_graphs_enabled(cuda) and not draft_graphs_enabled(cpu)
     monkeypatch.setenv("SGLANG_DFLASH_DRAFT_GRAPHS", "0")
-    assert not draft_graphs_enabled(1, cuda)
+    assert not draft_graphs_enabled(cuda)
 
 
 def test_verified_context_append_through_a_captured_step(monkeypatch):
@@ -431,12 +429,14 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     for s, n in zip(slots.tolist(), lens.tolist()):
         drafter.append_context(base, torch.randn(1, n, 128, device=dev), torch.tensor([s], device=dev),
                                torch.tensor([0], device=dev), torch.arange(n, device=dev)[None])  # fmt: skip
+    head = torch.randn(100, 64, device=dev) * 0.1  # one LM head for both workers
     workers = []
     for graphs in (None, {}):
         w = DFlashWorker.__new__(DFlashWorker)
         w.drafter, w.capture, w.num_nodes, w.draft_graphs, w.context_graphs = drafter, capture, N, graphs, {}
+        w.graph_context = None
         w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
-        w.lm_head_weight, w.vocab_local = torch.randn(100, 64, device=dev) * 0.1, 100
+        w.lm_head_weight, w.vocab_local = head, 100
         w.block_embed = StaticBlockEmbedding(embed, c.mask_token_id, S, dev)
         workers.append(w)
     eager, graphed = workers

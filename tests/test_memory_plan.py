@@ -87,3 +87,24 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     assert runner.get_cell_size_per_token(4) == 4000 + per_token * ours
     expected = 100.0 - weights / GiB * ours - (1 if refunded else 32) * 33 / 16
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected)
+
+
+def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
+    """At TP=2 the plan counts rank 0's shard (`tp_shard.shard_drafter`): its weights and its key/value heads; with
+    SGLANG_DFLASH_DRAFT_TP=0, or heads that do not split, the whole drafter."""
+    from sglang_dflash.models.tp_shard import shard_drafter
+
+    config = DraftConfig.from_dict(
+        dict(hidden_size=48, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+             head_dim=8, vocab_size=60, block_size=6, dflash_config=dict(target_layer_ids=[0, 2], mask_token_id=5))
+    )  # fmt: skip
+    monkeypatch.delenv(memory_plan.ENV_DRAFT_TP, raising=False)
+    whole = memory_plan.draft_bytes(config, torch.bfloat16)
+    model = DFlashDrafter(config)
+    shard_drafter(model, 1, 2, lambda x: x)
+    sharded = memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2)
+    assert sharded == (2 * sum(p.numel() for p in model.parameters()), whole[1] // 2) and sharded[0] < 0.7 * whole[0]
+    assert memory_plan.draft_tp_size(config, 2) == 2 and memory_plan.draft_tp_size(config, 3) == 1
+    assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=3) == whole  # 4 heads do not split over 3
+    monkeypatch.setenv(memory_plan.ENV_DRAFT_TP, "0")
+    assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2) == whole

@@ -98,6 +98,7 @@ class DFlashDrafter(nn.Module):
         self.fc = nn.Linear(len(c.target_layer_ids) * c.hidden_size, c.hidden_size, bias=False)
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+        self.kv_heads = c.num_key_value_heads  # of this rank, after `tp_shard.shard_drafter`
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device="cpu", dtype=torch.float32) -> DFlashDrafter:
@@ -114,7 +115,7 @@ class DFlashDrafter(nn.Module):
         c, p = self.config, self.fc.weight
         if table is None:
             table, pool_size = torch.arange(num_slots * max_len, device=p.device).view(num_slots, max_len), num_slots * max_len
-        shape = (len(self.layers), pool_size + 1, c.num_key_value_heads, c.head_dim)
+        shape = (len(self.layers), pool_size + 1, self.kv_heads, c.head_dim)
         return DraftCache(*(torch.zeros(shape, device=p.device, dtype=p.dtype) for _ in "kv"), table)
 
     @torch.no_grad()

@@ -20,8 +20,10 @@ CUDA graphs are captured):
      `target_layer_ids`. If `hidden_capture.patch_model_runner` already installed it before the
      target's graph capture, it is reused; otherwise it is installed now and the target's graphs
      are recaptured once (`ModelRunner.init_device_graphs()`), so graph replays write the taps.
-  2. The drafter: the standalone `models.dflash_draft.DFlashDrafter`, replicated on every TP rank,
-     with its `DraftCache` at the target's KV slots: a token pool with an entry per KV-cache token,
+  2. The drafter: the standalone `models.dflash_draft.DFlashDrafter`, TP-sharded where its heads and MLP
+     split (`models.tp_shard`: each rank 1/TP of the query and key/value heads and of the MLP, o_proj and
+     down_proj all-reduced; SGLANG_DFLASH_DRAFT_TP=0 replicates it), with its `DraftCache` (this rank's
+     key/value heads) at the target's KV slots: a token pool with an entry per KV-cache token,
      read through SGLang's req_to_token (row `req_pool_idx`), so a prefix-cache hit finds the prefix's
      drafter context where the target's KV is. It borrows the target's
      embedding (SGLang's VocabParallelEmbedding returns full rows on every rank) and the target's
@@ -30,14 +32,14 @@ CUDA graphs are captured):
      Why not the SGLang-layer `draft_model.DFlashDraftModel`: it needs a draft ModelRunner, a draft
      KV pool at the target's slot indices, an ENCODER_ONLY attention backend in TARGET_VERIFY mode and
      its own graph runner; each is a new SGLang-internals surface. The standalone drafter is already
-     checked against transformers and runs in the standalone engine on GPU, so this first worker
-     only adds the SGLang glue. Costs, to fix later: the drafter is not TP-sharded (each rank holds
-     all its weights and K/V; `memory_plan` counts both in SGLang's plan), requests are bounded by
-     SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)), its pass is CUDA-graphed per
-     batch size by default only at TP=1 (SGLANG_DFLASH_DRAFT_GRAPHS=1 at TP > 1: not yet run on GPUs;
-     the block embedding is looked up outside the graph, `StaticBlockEmbedding`; with it, the context append
-     of each verify is graphed too: not yet run on GPUs either), and the radix cache
-     stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits ran at TP=1 only).
+     checked against transformers and runs in the standalone engine on GPU, so this worker
+     only adds the SGLang glue. `memory_plan` counts the drafter's weights and K/V per rank in SGLang's
+     plan. Requests are bounded by SGLANG_DFLASH_DRAFT_MAX_LEN (default min(context length, 8192)). The
+     drafter's pass is CUDA-graphed per batch size (SGLANG_DFLASH_DRAFT_GRAPHS=0: eager; a sharded drafter's
+     all-reduces are captured inside SGLang's `graph_capture`); the block
+     embedding is looked up outside the graph (`StaticBlockEmbedding`), and the context append of each
+     verify is graphed too. The radix cache stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits ran at TP=1
+     only).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
@@ -91,9 +93,10 @@ from torch import Tensor
 from ..cuda_graph import CapturedStep
 from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
+from ..models.tp_shard import shard_drafter, shard_plan
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .hooks import NUM_REQS_ATTR
-from .memory_plan import ENV_MAX_LEN, draft_max_len
+from .memory_plan import ENV_DRAFT_TP, ENV_MAX_LEN, draft_max_len, draft_tp_size
 from .step_profile import StepProfile
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
@@ -107,11 +110,10 @@ ENV_DRAFT_GRAPHS = "SGLANG_DFLASH_DRAFT_GRAPHS"
 # ----------------------------------------------------------------------------- pure helpers (CPU-tested)
 
 
-def draft_graphs_enabled(tp_size: int, device: torch.device) -> bool:
-    """The drafter pass as CUDA graphs: SGLANG_DFLASH_DRAFT_GRAPHS=1 / 0 forces it; by default at TP=1 only, where it
-    ran on a GPU (at TP > 1 the graphed pass has not run on GPUs yet)."""
-    flag = os.environ.get(ENV_DRAFT_GRAPHS)
-    return device.type == "cuda" and (flag == "1" if flag is not None else tp_size == 1)
+def draft_graphs_enabled(device: torch.device) -> bool:
+    """The drafter pass as CUDA graphs on a GPU, at any TP (lossless inside SGLang at TP=1 and TP=2 on H200s);
+    SGLANG_DFLASH_DRAFT_GRAPHS=0 runs it eagerly."""
+    return device.type == "cuda" and os.environ.get(ENV_DRAFT_GRAPHS, "1") != "0"
 
 
 class StaticBlockEmbedding:
@@ -289,6 +291,20 @@ class DFlashWorker:
         self.drafter = DFlashDrafter.from_pretrained(draft_path, device=self.device, dtype=dtype)
         c = self.drafter.config
         self._check_num_nodes(c.block_size)
+        from sglang.srt.distributed import get_tensor_model_parallel_world_size, get_tp_group
+        from sglang.srt.distributed.parallel_state import graph_capture
+
+        self.tp_size = get_tensor_model_parallel_world_size()
+        self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
+        self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
+        # the drafter's heads and MLP split over the TP ranks where they divide (SGLANG_DFLASH_DRAFT_TP=0: replicated);
+        # its graphs then capture the all-reduces inside SGLang's graph_capture
+        self.draft_tp = draft_tp_size(c, self.tp_size)
+        shard_drafter(self.drafter, tp_rank, self.draft_tp, get_tp_group().all_reduce)
+        self.graph_context = graph_capture if self.draft_tp > 1 else None
+        if self.draft_tp != self.tp_size:
+            logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
+                           shard_plan(c, self.tp_size) or f"{ENV_DRAFT_TP}=0")  # fmt: skip
 
         # 1. hidden capture (before graph capture if the model-runner patch ran, else install + recapture)
         runner = self.model_runner
@@ -319,16 +335,11 @@ class DFlashWorker:
         self.embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.model.embed_tokens
         self.lm_head_weight = lm.weight
         self.vocab_start, self.vocab_local = local_vocab_range(lm)
-        from sglang.srt.distributed import get_tensor_model_parallel_world_size, get_tp_group
-
-        self.tp_size = get_tensor_model_parallel_world_size()
-        self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
-        self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
         # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
         # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
         self.context_graphs: dict[int, CapturedStep] = {}
-        if draft_graphs_enabled(self.tp_size, self.device):
+        if draft_graphs_enabled(self.device):
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
 
@@ -419,12 +430,13 @@ class DFlashWorker:
         R = len(last)
         self.block_embed.load(roots)
         if R not in self.draft_graphs:  # captured at the first step of each batch size (warm-up on the scratch slot)
-            self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device)
+            self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
         return roots, self.draft_graphs[R](roots, slots, seq_lens)
 
     def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs], with the block embedding
-        of `block_embed` (loaded before the replay): no collective, so capturable at any TP."""
+        of `block_embed` (loaded before the replay; SGLang's vocabulary-parallel embedding all-reduces outside the
+        graph). A sharded drafter's all-reduces are captured inside `graph_context`."""
         return self.drafter(self.cache, roots, slots, seq_lens, self.block_embed, self._lm_head)
 
     def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
