@@ -305,6 +305,8 @@ class DFlashWorker:
         if self.draft_tp != self.tp_size:
             logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
                            shard_plan(c, self.tp_size) or f"{ENV_DRAFT_TP}=0")  # fmt: skip
+        elif self.tp_size > 1:
+            logger.info("%s: drafter sharded over the %d TP ranks.", self.name, self.tp_size)
 
         # 1. hidden capture (before graph capture if the model-runner patch ran, else install + recapture)
         runner = self.model_runner
