@@ -91,6 +91,14 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
             assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name
 
 
+def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
+    args = harness.parse_args(["--speculative-algorithm", "DFLASH", "DDTREE", "--budgets", "32,64", "--also-sglang-gdn",
+                               "--runs", "sglang,sglang-ddtree64-sglanggdn,sglang-ddtree32"])  # fmt: skip
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    names = [r.name for r in harness.sglang_runs(args, Path("/t"), tmp_path)]
+    assert names == ["sglang", "sglang-ddtree64-sglanggdn", "sglang-ddtree32"]
+
+
 def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):
     """Two GPUs at TP=1: two queues, runs dealt round-robin, each pinned to its GPU with its own SGLang ports; at TP=2
     (or on one GPU) one queue, unpinned."""

@@ -468,7 +468,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
-    return [r for r in runs if not args.runs or r.name in args.runs]
+    if not args.runs:
+        return runs
+    return sorted((r for r in runs if r.name in args.runs), key=lambda r: args.runs.index(r.name))  # in --runs order
 
 
 def sglang_worker(spec_file: str) -> int:
@@ -883,7 +885,7 @@ def parse_args(argv=None):
         "--runs",
         type=lambda s: s.split(","),
         default=None,
-        help="only these SGLang runs, comma-separated (e.g. sglang-dflash to debug it without the stock run)",
+        help="only these SGLang runs, comma-separated, run in this order (e.g. sglang-dflash to debug it without the stock run)",
     )
     p.add_argument(
         "--also-sglang-gdn",

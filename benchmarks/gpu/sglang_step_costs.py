@@ -140,7 +140,9 @@ def main(argv=None) -> int:
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
     p.add_argument("--num-prompts", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=128)
-    p.add_argument("--runs", default=None, help="comma-separated run names to keep (e.g. sglang,sglang-ddtree64)")
+    p.add_argument(
+        "--runs", default=None, help="comma-separated run names to keep, run in this order (e.g. sglang,sglang-ddtree64)"
+    )
     p.add_argument(
         "--also-sglang-gdn",
         action="store_true",
