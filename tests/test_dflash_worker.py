@@ -452,8 +452,9 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
             w._append_verified(R, slots, lens, nodes)
             w._append_verified(R, slots, lens + 3, nodes)
     assert len(graphed.context_graphs) == 1
-    torch.testing.assert_close(graphed.cache.k, eager.cache.k, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(graphed.cache.v, eager.cache.v, rtol=1e-5, atol=1e-5)
+    live = slice(0, S * 64)  # the last pool entry is scratch: capture and rejected nodes write it
+    torch.testing.assert_close(graphed.cache.k[:, live], eager.cache.k[:, live], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(graphed.cache.v[:, live], eager.cache.v[:, live], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("max_len, N", [(64, 17), (100, 2), (33, 16)])

@@ -30,7 +30,7 @@ def test_table_rows():
         "sglang-ddtree64": {"1": {"steps": 9, "median_us": dict(phases, step=30000)}},
         "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000)}},  # stock decode forwards
     }
-    args = SimpleNamespace(tp=1, num_prompts=8, max_new_tokens=32)
+    args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32)
     text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
     assert rows[("| sglang", "8")][2:6] == ["20.00", "1.00", "-", "-"]
@@ -41,3 +41,10 @@ def test_table_rows():
     assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
     assert rows[("| sglang-ddtree64", "8")][2:6] == ["40.00", "2.00", "-", "-"]
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
+
+
+def test_tp2_shard_halves_what_tp2_splits():
+    text = costs.tp2_shard(costs.QWEN36_27B_TEXT)
+    assert (text["num_attention_heads"], text["num_key_value_heads"]) == (12, 2)
+    assert (text["linear_num_key_heads"], text["linear_num_value_heads"], text["intermediate_size"]) == (8, 24, 8704)
+    assert text["hidden_size"] == 5120 and text["vocab_size"] == 248_320 and text["num_hidden_layers"] == 64

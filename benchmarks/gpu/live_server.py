@@ -110,7 +110,8 @@ def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path,
             log.stamp(f"{run.name}: bench_serving exit {done.returncode}")
             return done.returncode == 0
         finally:
-            os.killpg(server.pid, signal.SIGKILL)
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGKILL)
             server.wait()
 
 
@@ -174,7 +175,8 @@ def main(argv=None) -> int:
     prompts = prompts_file(args.work / "prompts.jsonl", 16, hargs.seed)
     runs = h.sglang_runs(hargs, target, draft)
     for i, run in enumerate(runs):  # an HTTP server that tokenizes (the target folder has the pair's tokenizer)
-        run.engine_kwargs.update(skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i)
+        # grammar_backend none: xgrammar is not carried (and the workers refuse grammar-constrained requests)
+        run.engine_kwargs.update(skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i, grammar_backend="none")
     # one server at a time per group of --tp GPUs (two side by side at TP=1 on two GPUs), as harness.py's queues
     import torch
 

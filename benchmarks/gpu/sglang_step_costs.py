@@ -1,6 +1,6 @@
 """Step costs inside stock SGLang at Qwen3.6-27B shapes (issue 6, item 3), on the GPU machine.
 
-    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--tp 1|2] [--budgets 32,64] [--out $OUT]
+    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--tp 1 [--tp2-shard]|2] [--budgets 32,64] [--out $OUT]
 
 (device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s: benchmarks/RESULTS.md,
 session 6. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
@@ -62,13 +62,21 @@ QWEN36_27B_TEXT = dict(
 )
 
 
-def build(work: Path, log: h.Log) -> tuple[Path, Path]:
-    """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it."""
+def tp2_shard(text: dict) -> dict:
+    """One TP=2 rank's share of the text config: half the attention, GDN and MLP widths (hidden size and vocabulary
+    kept: SGLang at TP=1 then holds the whole embedding and LM head, which TP=2 splits)."""
+    half = ("num_attention_heads", "num_key_value_heads", "linear_num_key_heads", "linear_num_value_heads", "intermediate_size")
+    return dict(text, **{k: text[k] // 2 for k in half})
+
+
+def build(work: Path, log: h.Log, text: dict = QWEN36_27B_TEXT) -> tuple[Path, Path]:
+    """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it (its
+    heads follow the target's, as init_draft makes them)."""
     from transformers import Qwen3_5Config
 
     target, draft = work / "target27b", work / "draft27b"
     _, vision = h.target_configs(512, 5120, 1)
-    cfg = Qwen3_5Config(text_config=QWEN36_27B_TEXT, vision_config=vision, tie_word_embeddings=False)
+    cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
     cfg.eos_token_id = None
     cfg.architectures = ["Qwen3_5ForConditionalGeneration"]  # what SGLang picks the model class by
     cfg.save_pretrained(target)
@@ -97,7 +105,8 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     wall = {(r.name, r.batch): 1e3 * r.wall_s / max(batch_steps(r), 1) for r in runs if r.outputs}
     profiled = {(n, int(b)): p["median_us"]["step"] / 1e3 for n, prof in profiles.items() for b, p in prof.items()}
     lines = [
-        f"## SGLang step costs, Qwen3.6-27B shapes (dummy weights), TP={args.tp}, {args.num_prompts} prompts x "
+        f"## SGLang step costs, Qwen3.6-27B shapes{' of one TP=2 rank' if args.tp2_shard else ''} (dummy weights), "
+        f"TP={args.tp}, {args.num_prompts} prompts x "
         f"{args.max_new_tokens} tokens, CUDA graphs on; ms",
         "",
         "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
@@ -137,6 +146,12 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
     p.add_argument("--tp", type=int, choices=(1, 2), default=1)
+    p.add_argument(
+        "--tp2-shard",
+        action="store_true",
+        help="with --tp 1: one TP=2 rank's shapes (half the heads and MLP; `tp2_shard`), so that each GPU of a two-GPU "
+        "machine runs a configuration of its own",
+    )
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
     p.add_argument("--num-prompts", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=128)
@@ -165,7 +180,9 @@ def main(argv=None) -> int:
     mine.work.mkdir(parents=True, exist_ok=True)
     log = h.Log(out / "step_costs.log")
     install = h.install_wheels(mine.site, log)
-    target, draft = build(mine.work, log)
+    if mine.tp2_shard and mine.tp != 1:
+        p.error("--tp2-shard runs one TP=2 rank's shapes at --tp 1")
+    target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
     runs = h.sglang_runs(hargs, target, draft)
