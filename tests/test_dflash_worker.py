@@ -409,6 +409,62 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     assert eager.k[:, eager.table[1, 3]].abs().sum() > 0  # it wrote
 
 
+@pytest.mark.parametrize("algorithm", ["DFLASH", "DDTREE"])
+@pytest.mark.parametrize("graphs", [False, True])
+def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
+    """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
+    the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist,
+    the context append's as wide as the step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The
+    graph is stood in for by a step that runs fn on copies of its inputs."""
+    from sglang_dflash.sglang import dflash_worker
+    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+
+    class Replayed:
+        def __init__(self, fn, examples, context=None):
+            self.fn, self.inputs = fn, [e.clone() for e in examples]
+            self.out = fn(*self.inputs)
+
+        @classmethod
+        def for_requests(cls, fn, R, device, context=None):
+            zeros = torch.zeros(R, dtype=torch.long, device=device)
+            return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
+
+        def __call__(self, *inputs):
+            for s, x in zip(self.inputs, inputs, strict=True):
+                s.copy_(x)
+            return self.fn(*self.inputs)
+
+    monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
+    torch.manual_seed(3)
+    drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=5, std=0.3)
+    N = 4 if algorithm == "DFLASH" else 7
+    cls = DFlashWorker if algorithm == "DFLASH" else DDTreeWorker
+    w = cls.__new__(cls)
+    w.drafter, w.cache, w.num_nodes, w.device, w.tp_size, w.graph_context = (
+        drafter,
+        drafter.new_cache(3, 16),
+        N,
+        torch.device("cpu"),
+        1,
+        None,
+    )
+    w.capture = SimpleNamespace(capacity=3 * N, buffer=torch.randn(3 * N, 2 * 16))
+    w.capture.taps = lambda n: w.capture.buffer[:n]
+    w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(30, 16), torch.randn(30, 16), 30
+    w.draft_graphs, w.context_graphs = ({} if graphs else None), {}
+    w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
+    live = torch.randn_like(w.cache.k[:, :-1]), torch.randn_like(w.cache.v[:, :-1])
+    w.cache.k[:, :-1], w.cache.v[:, :-1] = live
+    w._warm_up(2)
+    assert torch.equal(w.cache.k[:, :-1], live[0]) and torch.equal(w.cache.v[:, :-1], live[1])
+    if graphs:
+        assert set(w.draft_graphs) == set(w.context_graphs) == {1, 2}
+        width = N if algorithm == "DFLASH" else drafter.config.block_size
+        assert w.context_graphs[2].inputs[2].shape == (2, width)
+    else:
+        assert w.context_graphs == {}
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures CUDA graphs")
 def test_cuda_graphed_drafter_and_context_append_equal_eager():
     """On a GPU: the drafter pass captured with StaticBlockEmbedding (roots loaded before each replay) gives the eager

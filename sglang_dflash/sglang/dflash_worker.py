@@ -344,6 +344,25 @@ class DFlashWorker:
         if draft_graphs_enabled(self.device):
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
+        self._warm_up(min(2, server_args.max_running_requests or 2))
+
+    def _warm_up(self, max_bs: int) -> None:
+        """A drafter step for batches of 1 .. max_bs requests on the scratch slot (slots -1: nothing live is read or
+        written), before serving: torch.compile's recompile for a second batch size (dynamic shapes from then on),
+        Triton's first compiles and, with graphs on, these sizes' drafter and context-append graphs. Lazily, the
+        first batch of 2 stalled a TP=2 server for 13 s."""
+        with torch.no_grad():
+            for R in range(1, max_bs + 1):
+                zeros = torch.zeros(R, dtype=torch.long, device=self.device)
+                slots = torch.full_like(zeros, -1)
+                if self.draft_graphs is None:
+                    local = self.drafter(self.cache, zeros, slots, zeros, self.embed, self._lm_head)
+                else:
+                    self.block_embed.load(zeros)
+                    self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
+                    local = self.draft_graphs[R](zeros, slots, zeros)
+                tree = self._build_tree(zeros, local)
+                self._append_verified(R, slots, zeros, torch.full((R, tree.max_depth + 1), -1, device=self.device))
 
     # --- what the scheduler expects of a spec worker
     @property
