@@ -828,11 +828,11 @@ def compare_plot(runs: list[dict], path: str) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8.5))
     levels = sorted({lv["concurrency"] for r in runs for lv in r["levels"]})
     for ax, (key, title, _, scale) in zip(axes.flat, panels):
-        for r in runs:
+        for i, r in enumerate(runs):  # one colour per run in every panel, also where a run has no points
             pts = [(lv["concurrency"], lv[key] * scale) for lv in r["levels"] if lv.get(key) is not None]
             if pts:
                 xs, ys = zip(*pts)
-                ax.plot(xs, ys, marker="o", label=r["_name"])
+                ax.plot(xs, ys, marker="o", label=r["_name"], color=f"C{i % 10}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(levels)
         ax.set_xticklabels([str(c) for c in levels])

@@ -324,3 +324,31 @@ def test_help_explains_metrics():
     assert r.returncode == 0
     for word in ("--concurrency", "--compare", "spec_verify_ct", "TTFT", "avg_spec_accept_length", "--prompts"):
         assert word in r.stdout
+
+
+def test_compare_plot_keeps_each_runs_colour_in_every_panel(tmp_path, monkeypatch):
+    """A stock run has no accept length: the speculative runs keep their own colours in that panel (they took
+    stock's before, so the accept-length panel mislabelled them)."""
+    import importlib.util
+
+    import matplotlib.axes
+
+    spec = importlib.util.spec_from_file_location("bench_serving", ROOT / "benchmarks" / "bench_serving.py")
+    bs = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "bench_serving", bs)  # its dataclasses look their module up
+    spec.loader.exec_module(bs)
+    drawn = []
+    plot = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(
+        matplotlib.axes.Axes, "plot", lambda ax, *a, **k: drawn.append((k["label"], k["color"])) or plot(ax, *a, **k)
+    )
+    level = dict(concurrency=1, output_tok_s=10.0, per_request_decode_tok_s_median=5.0, ttft_median_s=0.1, accept_length=2.0)
+    runs = [dict(_name="stock", levels=[dict(level, accept_length=None)])] + [
+        dict(_name=name, levels=[level]) for name in ("dflash", "ddtree")
+    ]
+    bs.compare_plot(runs, str(tmp_path / "c.png"))
+    colours = {}
+    for name, colour in drawn:
+        colours.setdefault(name, set()).add(colour)
+    assert colours == {"stock": {"C0"}, "dflash": {"C1"}, "ddtree": {"C2"}}
+    assert drawn.count(("dflash", "C1")) == 4 and drawn.count(("stock", "C0")) == 3

@@ -41,6 +41,10 @@ def test_table_rows():
     assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
     assert rows[("| sglang-ddtree64", "8")][2:6] == ["40.00", "2.00", "-", "-"]
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
+    # 4 prompts: batch 8 ran steps of 4 requests, which the profile keys by 4
+    profiles["sglang-ddtree64"]["4"] = {"steps": 9, "median_us": dict(phases, step=45000)}
+    text = costs.table([plugin8], profiles, SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32))
+    assert "of one TP=2 rank" in text and "| sglang-ddtree64 | 8 | 40.00 | - | 45.00 | - | 3.00 |" in text
 
 
 def test_tp2_shard_halves_what_tp2_splits():

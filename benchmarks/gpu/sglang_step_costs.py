@@ -126,8 +126,9 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         step = wall[(r.name, r.batch)]
         stock = wall.get(("sglang", r.batch))
         ratio = f"{step / stock:.2f}" if stock else "-"
-        prof = profiles.get(r.name, {}).get(str(r.batch))
-        mine, base = profiled.get((r.name, r.batch)), profiled.get(("sglang", r.batch))
+        size = min(r.batch, args.num_prompts)  # the profile's key: requests per step (fewer prompts than the batch)
+        prof = profiles.get(r.name, {}).get(str(size))
+        mine, base = profiled.get((r.name, size)), profiled.get(("sglang", size))
         step_p = f"{mine:.2f}" if mine else "-"
         ratio_p = f"{mine / base:.2f}" if mine and base else "-"
         ms = {p: v / 1e3 for p, v in prof["median_us"].items()} if prof else {}
