@@ -214,3 +214,16 @@ def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypa
     patch_memory_pool(SimpleNamespace(HybridReqToTokenPool=HybridReqToTokenPool))
     pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
     assert pool.spec == expected
+
+
+def test_fused_nodes_per_gpu(monkeypatch):
+    """Trees up to 64 nodes verify in one fused launch with Hopper's shared memory, up to 16 on SM86 (the A6000);
+    tree_gdn_verify's block follows it."""
+    from sglang_dflash.kernels import device as gpu
+    from sglang_dflash.kernels.tree_gdn import fused_nodes
+
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(gpu, "_cuda_shared_memory", lambda index: gpu.HOPPER_SHARED)
+    assert fused_nodes(cuda) == 64 and fused_nodes(torch.device("cpu")) == 64
+    monkeypatch.setattr(gpu, "_cuda_shared_memory", lambda index: 101_376)
+    assert fused_nodes(cuda) == 16

@@ -911,7 +911,7 @@ def parse_args(argv=None):
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="environment of every plugin run (repeatable), e.g. SGLANG_DFLASH_DRAFT_GRAPHS=1 to graph the drafter at TP > 1",
+        help="environment of every plugin run (repeatable), e.g. SGLANG_DFLASH_DRAFT_TP=0 to replicate the drafter at TP > 1",
     )
     p.add_argument(
         "--parallel",

@@ -32,7 +32,7 @@ from torch import Tensor
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import stack_contexts
+from ..kernels.tree_gdn import fused_nodes, stack_contexts
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
@@ -165,9 +165,14 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     args = model_runner.server_args
     num_nodes = int(args.speculative_num_draft_tokens)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
-    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), next(model_runner.model.parameters()).device)
+    device = next(model_runner.model.parameters()).device
+    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device)
     logger.info("sglang-dflash: tree GDN verify: %d nodes, batch sizes up to %d (%s=0: SGLang's per-node states)",
                 num_nodes, largest, ENV_SWITCH)  # fmt: skip
+    if device.type == "cuda" and num_nodes > (fused := fused_nodes(device)):
+        logger.warning("sglang-dflash: %d verify nodes exceed the %d this GPU verifies in one fused launch per GDN layer; "
+                       "the blocked path is about 2x slower per layer (--speculative-num-draft-tokens %d keeps it "
+                       "fused; fewer nodes also accept less, so measure both)", num_nodes, fused, fused)  # fmt: skip
     return _workspace
 
 

@@ -46,6 +46,13 @@ from ..tree_build.naive import ancestors
 BLOCK_NODES = 64  # nodes per block on Hopper (one 128-node block needed 384 KB of shared memory, H200 has 227 KB)
 
 
+def fused_nodes(device: torch.device) -> int:
+    """The most nodes a tree may have for the fused verify (one block, one launch) on `device`: 64 with Hopper's
+    shared memory, 16 on SM86 (99 KB). Larger trees take the blocked two-launch path, about 2x slower per layer
+    (so on an H200 a DDTREE budget of 63, 64 nodes, verifies fused and a budget of 64, 65 nodes, does not)."""
+    return BLOCK_NODES if gpu.shared_memory_per_block(device) >= gpu.HOPPER_SHARED else 16
+
+
 @dataclass(frozen=True)
 class TreeGDNTritonContext:
     """What `tree_gdn_commit_triton` needs: u [R, N, HV, V] fp32, G [R, N, HV] fp32 (path sums of g) and
@@ -329,8 +336,7 @@ def tree_gdn_verify_triton(
     if ancestor_mask is None:
         ancestor_mask = ancestors(parents, max_depth)
     device = q.device
-    big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED  # SM86's 99 KB fit blocks of 16 nodes
-    NB = block_nodes or min(BLOCK_NODES if big else 16, max(16, triton.next_power_of_2(N)))
+    NB = block_nodes or min(fused_nodes(q.device), max(16, triton.next_power_of_2(N)))
     NP = triton.cdiv(N, NB) * NB
     warps = num_warps or 4
     q, k, v = _rows(q), _rows(k), _rows(v)
