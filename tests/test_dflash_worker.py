@@ -366,27 +366,39 @@ def test_draft_graphs_on_by_default_on_cuda(monkeypatch):
     assert not draft_graphs_enabled(cuda)
 
 
+class Replayed:
+    """CapturedStep's stand-in on CPU: runs fn on clones of the examples at "capture" (recorded in `captured`, when a
+    test sets it) and on its static inputs, refreshed from the step's, at each "replay"."""
+
+    captured: list | None = None
+
+    def __init__(self, fn, examples, context=None):
+        if self.captured is not None:
+            self.captured.append([e.clone() for e in examples])
+        self.fn, self.inputs = fn, [e.clone() for e in examples]
+        self.out = fn(*self.inputs)
+
+    @classmethod
+    def for_requests(cls, fn, R, device, context=None):
+        zeros = torch.zeros(R, dtype=torch.long, device=device)
+        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
+
+    def __call__(self, *inputs):
+        for s, x in zip(self.inputs, inputs, strict=True):
+            s.copy_(x)
+        return self.fn(*self.inputs)
+
+
 def test_verified_context_append_through_a_captured_step(monkeypatch):
     """The graphed context append: captured once per batch size on examples that write only scratch (slots and
     nodes -1), replayed on copies of the step's inputs, reading the taps from the capture buffer; it leaves the
-    cache as the eager append does. The graph is stood in for by a step that re-runs fn on its static inputs."""
+    cache as the eager append does (the graph stood in for by `Replayed`)."""
     from sglang_dflash.sglang import dflash_worker
     from sglang_dflash.sglang.dflash_worker import DFlashWorker
 
     captured = []
-
-    class Replayed:
-        def __init__(self, fn, examples):
-            captured.append([e.clone() for e in examples])
-            self.fn, self.inputs = fn, [e.clone() for e in examples]
-            fn(*self.inputs)
-
-        def __call__(self, *inputs):
-            for s, x in zip(self.inputs, inputs, strict=True):
-                s.copy_(x)
-            return self.fn(*self.inputs)
-
     monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
+    monkeypatch.setattr(Replayed, "captured", captured)
     torch.manual_seed(1)
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=4, std=0.3)
     R, N = 2, 4
@@ -415,24 +427,9 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
     the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist,
     the context append's as wide as the step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The
-    graph is stood in for by a step that runs fn on copies of its inputs."""
+    graphs are stood in for by `Replayed`."""
     from sglang_dflash.sglang import dflash_worker
     from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
-
-    class Replayed:
-        def __init__(self, fn, examples, context=None):
-            self.fn, self.inputs = fn, [e.clone() for e in examples]
-            self.out = fn(*self.inputs)
-
-        @classmethod
-        def for_requests(cls, fn, R, device, context=None):
-            zeros = torch.zeros(R, dtype=torch.long, device=device)
-            return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
-
-        def __call__(self, *inputs):
-            for s, x in zip(self.inputs, inputs, strict=True):
-                s.copy_(x)
-            return self.fn(*self.inputs)
 
     monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
     torch.manual_seed(3)
