@@ -173,12 +173,16 @@ def main() -> None:
     for R, N, kind in [
         (1, 16, "chain"),
         (1, 16, "ddtree"),
+        (1, 33, "ddtree"),
         (1, 64, "ddtree"),
+        (1, 65, "ddtree"),  # DDTREE 64 inside SGLang: one node past the fused block, the blocked path
         (1, 64, "random"),
         (1, 64, "chain"),
         (1, 128, "ddtree"),
         (1, 256, "ddtree"),
         (8, 16, "ddtree"),
+        (4, 64, "ddtree"),
+        (4, 65, "ddtree"),
         (8, 64, "ddtree"),
     ]:
         rows.append(case(R, N, kind, sgl))
