@@ -26,12 +26,19 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: th
     (1, 70, 1, 1, 16, 16, False, torch.float32, True, None),  # two blocks of 64
     (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, 32),  # one block through prepare + verify
     (1, 40, 1, 1, 16, 16, True, torch.float32, True, 64),
+    (3, 33, 2, 4, 16, 32, False, torch.bfloat16, False, 16),  # DDTREE 32 on SM86: three blocks, bf16 raw dots
+    (2, 17, 1, 2, 16, 16, False, torch.float32, False, 16),  # one node past the block (DDTREE 64 on Hopper)
 ]
 
 
-@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
-def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block):
-    """One block of nodes (the default up to 64) runs the fused kernel, `block` given the two-phase one."""
+# the fused kernel everywhere; the two-launch form too wherever the tree spans blocks or `block` is forced
+PATHS = [(*c, True) for c in CASES] + [(*c, False) for c in CASES if c[-1] is not None or c[1] > 64]
+
+
+@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block,fused", PATHS)
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block, fused):
+    """The fused kernel (one launch; trees larger than `block` nodes, default 64, block by block) and the two-launch
+    form, against the float64 reference."""
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -49,7 +56,7 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
         o, ctx = tree_gdn_verify_triton(
-            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, fused=block is None
+            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, fused=fused
         )
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype

@@ -170,9 +170,9 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     logger.info("sglang-dflash: tree GDN verify: %d nodes, batch sizes up to %d (%s=0: SGLang's per-node states)",
                 num_nodes, largest, ENV_SWITCH)  # fmt: skip
     if device.type == "cuda" and num_nodes > (fused := fused_nodes(device)):
-        logger.warning("sglang-dflash: %d verify nodes exceed the %d this GPU verifies in one fused launch per GDN layer; "
-                       "the blocked path is about 2x slower per layer (--speculative-num-draft-tokens %d keeps it "
-                       "fused; fewer nodes also accept less, so measure both)", num_nodes, fused, fused)  # fmt: skip
+        logger.warning("sglang-dflash: %d verify nodes exceed the %d one block of the tree GDN verify holds on this "
+                       "GPU: it runs block by block, with cross-block terms (--speculative-num-draft-tokens %d keeps "
+                       "one block; fewer nodes also accept less, so measure both)", num_nodes, fused, fused)  # fmt: skip
     return _workspace
 
 

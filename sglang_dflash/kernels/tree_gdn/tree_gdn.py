@@ -12,11 +12,13 @@ of depth D, each u computed once from final ancestors. (The nilpotent product fo
 (I - A)(I + A^2)(I + A^4)... needs only log2 D products but cancels catastrophically when keys
 align: relative error 7.8e2 on a 40-node chain in the tests.)
 
-verify of a tree of at most NB nodes (one block; NB = 64 on Hopper, 16 on SM86): one launch, one
-program per (V tile of BV, request x V-head) that builds G, A and W itself and solves the levels
-straight on its tile's right-hand side (`_tree_gdn_fused_kernel`). 16-bit q and k are exact in
-tf32, so their products are single tf32 dots on the raw values, normalised after.
-Larger trees, in two launches. prepare: one program per (block of NB = 64 nodes, request x V-head),
+verify (`_tree_gdn_fused_kernel`): one launch, one program per (V tile of BV, request x V-head) that,
+block by block of NB nodes (NB = 64 on Hopper, 16 on SM86), builds G, A and W itself, subtracts the
+terms of the block's ancestors in earlier blocks (final u, stored and read back by the same program)
+and solves the levels straight on its tile's right-hand side. A tree of one block compiles without
+the cross-block code. 16-bit q and k are exact in tf32, so their products are single tf32 dots on
+the raw values, normalised after.
+The older two-launch form (fused=False), kept for comparison. prepare: one program per (block of NB nodes, request x V-head),
 independent of V: G, and the block's diagonal factors T_bb = (I + A_bb)^-1 (level-by-level
 substitution on the identity, the only sequential loop, done once per head rather than once per
 V tile) and W_bb (q.k products times decays on ancestors-or-self). verify: one program per
@@ -47,9 +49,9 @@ BLOCK_NODES = 64  # nodes per block on Hopper (one 128-node block needed 384 KB 
 
 
 def fused_nodes(device: torch.device) -> int:
-    """The most nodes a tree may have for the fused verify (one block, one launch) on `device`: 64 with Hopper's
-    shared memory, 16 on SM86 (99 KB). Larger trees take the blocked two-launch path, about 2x slower per layer
-    (so on an H200 a DDTREE budget of 63, 64 nodes, verifies fused and a budget of 64, 65 nodes, does not)."""
+    """The most nodes a tree may have to be verified in one block on `device`: 64 with Hopper's shared memory, 16
+    on SM86 (99 KB). Larger trees are verified block by block, with cross-block terms (so on an H200 a DDTREE
+    budget of 63, 64 nodes, is one block and a budget of 64, 65 nodes, two)."""
     return BLOCK_NODES if gpu.shared_memory_per_block(device) >= gpu.HOPPER_SHARED else 16
 
 
@@ -98,70 +100,125 @@ def _dot_tf32_exact_a(a, b):
 
 
 @triton.jit
+def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk, rq, b0, N, hv, h, vv, QK_STRIDE,
+                    HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BK: tl.constexpr,
+                    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr):  # fmt: skip
+    """A block's terms from its ancestors in earlier blocks (nodes < b0; their G and u final, stored by this
+    program): the right-hand side Rm loses beta (decay k.k_j) u_j, the outputs gain (decay q.k_j) u_j. The dots
+    run on raw rows BK key columns at a time and are normalised after, as the block's own (rk, rq: the block's
+    inverse key norms and scaled inverse query norms), so that shared memory holds chunks, not whole rows."""
+    i = tl.arange(0, NB)
+    for c0 in range(0, b0, NB):
+        nj = c0 + i
+        okj = nj < N
+        rowj = r * N + nj
+        KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
+        kssj = tl.zeros([NB], tl.float32)
+        for k0 in range(0, K, BK):
+            kc = k0 + tl.arange(0, BK)
+            ki = tl.load(k + row[:, None] * QK_STRIDE + h * K + kc[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+            qi = tl.load(q + row[:, None] * QK_STRIDE + h * K + kc[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+            kj = tl.load(k + rowj[:, None] * QK_STRIDE + h * K + kc[None, :], mask=okj[:, None], other=0.0).to(tl.float32)
+            kssj += tl.sum(kj * kj, axis=1)
+            if RAW_DOTS:
+                KK += tl.dot(ki, tl.trans(kj), input_precision="tf32")
+                QK += tl.dot(qi, tl.trans(kj), input_precision="tf32")
+            else:
+                KK += tl.dot(ki, tl.trans(kj), input_precision=PRECISION)
+                QK += tl.dot(qi, tl.trans(kj), input_precision=PRECISION)
+        rkj = 1.0 / tl.sqrt(kssj + 1e-6)
+        am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=ok[:, None] & okj[None, :], other=0) != 0
+        Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
+        decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0) * rkj[None, :]
+        uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
+        Rm -= tl.dot((beta * rk)[:, None] * decay * KK, uj, input_precision=PRECISION)
+        out += tl.dot(rq[:, None] * decay * QK, uj, input_precision=PRECISION)
+    return Rm, out
+
+
+@triton.jit
 def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
-    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr,
+    PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
-    """A whole tree of N <= NB nodes per (V tile, request x V-head), one launch: G, A and W, the
+    """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
+    A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
     level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U.
     RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
-    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION)."""
+    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION). BLOCKS (N > NB)
+    compiles the cross-block code in: then every program stores G and its tile of u, which its later blocks
+    read back."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
     i = tl.arange(0, NB)
-    ok = i < N
-    row = r * N + i
     vv = iv * BV + tl.arange(0, BV)
-    g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
-    am = tl.load(anc + r * N * N + i[:, None] * N + i[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
-    G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
-    depth = tl.sum(am.to(tl.int32), axis=1) - 1
-    decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+    tree = anc + r * N * N
     slot = tl.load(slots + r).to(tl.int64)
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
-    # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
-    # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
-    KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
-    KS, QS = tl.zeros([NB, BV], tl.float32), tl.zeros([NB, BV], tl.float32)
-    kss, qss = tl.zeros([NB], tl.float32), tl.zeros([NB], tl.float32)
-    for k0 in range(0, K, BK):
-        kc = k0 + tl.arange(0, BK)
-        rows = row[:, None] * QK_STRIDE + h * K + kc[None, :]
-        kf = tl.load(k + rows, mask=ok[:, None], other=0.0).to(tl.float32)
-        qf = tl.load(q + rows, mask=ok[:, None], other=0.0).to(tl.float32)
-        S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
-        kss += tl.sum(kf * kf, axis=1)
-        qss += tl.sum(qf * qf, axis=1)
-        if RAW_DOTS:
-            KK += tl.dot(kf, tl.trans(kf), input_precision="tf32")
-            QK += tl.dot(qf, tl.trans(kf), input_precision="tf32")
-            KS += _dot_tf32_exact_a(kf, S0c)
-            QS += _dot_tf32_exact_a(qf, S0c)
-        else:
-            KK += tl.dot(kf, tl.trans(kf), input_precision=PRECISION)
-            QK += tl.dot(qf, tl.trans(kf), input_precision=PRECISION)
-            KS += tl.dot(kf, S0c, input_precision=PRECISION)
-            QS += tl.dot(qf, S0c, input_precision=PRECISION)
-    rk = 1.0 / tl.sqrt(kss + 1e-6)
-    rq = scale / tl.sqrt(qss + 1e-6)
-    KK = KK * rk[:, None] * rk[None, :]
-    QK = QK * rq[:, None] * rk[None, :]
-    KS = KS * rk[:, None]
-    QS = QS * rq[:, None]
-    A = tl.where(i[:, None] == i[None, :], 0.0, beta[:, None] * decay * KK)
-    eG = tl.exp(G)
-    vt = tl.load(v + row[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
-    Rm = beta[:, None] * (vt - eG[:, None] * KS)
-    U = Rm  # rows of depth 0 are final; level s needs only levels < s
-    for level in range(1, tl.max(depth, axis=0) + 1):
-        U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
-    out = eG[:, None] * QS + tl.dot(decay * QK, U, input_precision=PRECISION)
-    otile = (row[:, None] * HV + hv) * V + vv[None, :]
-    tl.store(o + otile, out.to(o.dtype.element_ty), mask=ok[:, None])
-    tl.store(u_out + otile, U, mask=ok[:, None])
-    tl.store(G_out + row * HV + hv, G, mask=ok & (iv == 0))
+    for b0 in range(0, N, NB):
+        ni = b0 + i
+        ok = ni < N
+        row = r * N + ni
+        g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
+        am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
+        G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
+        if BLOCKS:
+            for c0 in range(0, b0, NB):  # path sums over ancestors in earlier blocks
+                nj = c0 + i
+                gj, _ = _gates(a, b, A_log, dt_bias, r * N + nj, nj < N, hv, HV)
+                amj = tl.load(tree + ni[:, None] * N + nj[None, :], mask=ok[:, None] & (nj < N)[None, :], other=0) != 0
+                G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
+        tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
+        depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
+        decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+        # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
+        # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
+        KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
+        KS, QS = tl.zeros([NB, BV], tl.float32), tl.zeros([NB, BV], tl.float32)
+        kss, qss = tl.zeros([NB], tl.float32), tl.zeros([NB], tl.float32)
+        for k0 in range(0, K, BK):
+            kc = k0 + tl.arange(0, BK)
+            rows = row[:, None] * QK_STRIDE + h * K + kc[None, :]
+            kf = tl.load(k + rows, mask=ok[:, None], other=0.0).to(tl.float32)
+            qf = tl.load(q + rows, mask=ok[:, None], other=0.0).to(tl.float32)
+            S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
+            kss += tl.sum(kf * kf, axis=1)
+            qss += tl.sum(qf * qf, axis=1)
+            if RAW_DOTS:
+                KK += tl.dot(kf, tl.trans(kf), input_precision="tf32")
+                QK += tl.dot(qf, tl.trans(kf), input_precision="tf32")
+                KS += _dot_tf32_exact_a(kf, S0c)
+                QS += _dot_tf32_exact_a(qf, S0c)
+            else:
+                KK += tl.dot(kf, tl.trans(kf), input_precision=PRECISION)
+                QK += tl.dot(qf, tl.trans(kf), input_precision=PRECISION)
+                KS += tl.dot(kf, S0c, input_precision=PRECISION)
+                QS += tl.dot(qf, S0c, input_precision=PRECISION)
+        rk = 1.0 / tl.sqrt(kss + 1e-6)
+        rq = scale / tl.sqrt(qss + 1e-6)
+        KK = KK * rk[:, None] * rk[None, :]
+        QK = QK * rq[:, None] * rk[None, :]
+        KS = KS * rk[:, None]
+        QS = QS * rq[:, None]
+        A = tl.where(i[:, None] == i[None, :], 0.0, beta[:, None] * decay * KK)
+        eG = tl.exp(G)
+        vt = tl.load(v + row[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+        Rm = beta[:, None] * (vt - eG[:, None] * KS)
+        out = eG[:, None] * QS
+        if BLOCKS:
+            Rm, out = _earlier_blocks(Rm, out, q, k, u_out, G_out, tree, r, row, ni, ok, G, beta, rk, rq, b0, N, hv, h,
+                                      vv, QK_STRIDE, HV, K, V, NB, BK, PRECISION, RAW_DOTS)  # fmt: skip
+        U = Rm  # rows of in-block depth 0 are final; level s needs only levels < s
+        for level in range(1, tl.max(depth, axis=0) + 1):
+            U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
+        out += tl.dot(decay * QK, U, input_precision=PRECISION)
+        otile = (row[:, None] * HV + hv) * V + vv[None, :]
+        tl.store(o + otile, out.to(o.dtype.element_ty), mask=ok[:, None])
+        tl.store(u_out + otile, U, mask=ok[:, None])
+        if BLOCKS:
+            tl.debug_barrier()  # later blocks read this block's G and u back
 
 
 @triton.jit
@@ -325,7 +382,8 @@ def tree_gdn_verify_triton(
     derived from parents (max_depth = N - 1). precision: tl.dot's input_precision: "tf32x3"
     (three tf32 tensor-core products, about fp32 accuracy) by default; "ieee" is fp32 FMA and
     measured 34x slower on an H200 (905 vs 27 us at N = 64); "tf32" is 2x faster, ~1e-3 error.
-    fused=False sends a one-block tree through the two-launch path too (2x slower; for comparison).
+    fused (the default): one launch for any N, blocks of NB nodes in node order (`_tree_gdn_fused_kernel`);
+    fused=False: prepare + verify, two launches (for comparison: 1.8-2.0x slower on one-block trees on an H200).
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
@@ -348,11 +406,12 @@ def tree_gdn_verify_triton(
     G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
     o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
     u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
-    if NP == NB and fused:
+    if fused:
         raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
         _tree_gdn_fused_kernel[(V // BV, R * HV)](
             q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, scale, q.stride(1), v.stride(1),
-            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), num_warps=warps,
+            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=NP > NB,
+            num_warps=warps,
         )  # fmt: skip
         return o, TreeGDNTritonContext(u=u, G=G, k=k)
     T = torch.empty(R * HV, NP, NB, device=device, dtype=torch.float32)
