@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from sglang_dflash.sglang.step_profile import ENV, StepProfile
+from sglang_dflash.sglang.step_profile import ENV, ENV_KERNELS, StepProfile
 
 
 def test_phases_by_batch_size(tmp_path):
@@ -87,3 +87,20 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
     data = json.loads(path.read_text())
     assert data["1"]["steps"] == 2 and data["4"]["steps"] == 1
     assert set(data["1"]["median_us"]) == {"decode", "step"} and data["1"]["median_us"]["decode"] >= 1500
+
+
+def test_one_steps_kernels_listed(tmp_path, monkeypatch):
+    """SGLANG_DFLASH_PROFILE_KERNELS=2: only the second step runs under the profiler, and its ops are listed."""
+    monkeypatch.setenv(ENV_KERNELS, "2")
+    path = tmp_path / "profile.json"
+    prof = StepProfile(path, torch.device("cpu"))
+    x = torch.randn(64, 64)
+    for op in (torch.mm, torch.linalg.inv, torch.mm):
+        prof.start()
+        op(x, x) if op is torch.mm else op(x)
+        prof.mark("verify")
+        prof.end(1)
+        if prof.steps == 1:
+            assert not path.with_suffix(".kernels.txt").exists()
+    listed = path.with_suffix(".kernels.txt").read_text()
+    assert listed.startswith("step 2, batch size 1") and "linalg_inv" in listed and "aten::mm" not in listed

@@ -14,7 +14,8 @@ DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tr
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
 which is SGLang's MTP-style verify with a state snapshot per node. Random drafters accept about nothing.
 
-Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`):
+Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`), and
+list the kernels of their 20th step (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
 the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
 each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
@@ -191,9 +192,10 @@ def main(argv=None) -> int:
         run.engine_kwargs.update(load_format="dummy", context_length=2048)
         profile = mine.work / f"{run.name}.profile.json"
         profile.unlink(missing_ok=True)
+        profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
         # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
         # hooks.patch_tp_worker times its decode forwards as the workers' steps are timed
-        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
+        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     import torch
 
@@ -212,6 +214,9 @@ def main(argv=None) -> int:
         if path.is_file():
             profiles[r.name] = json.loads(path.read_text())
             (out / path.name).write_text(path.read_text())
+        kernels = path.with_suffix(".kernels.txt")  # the 20th step's kernels (a batch-1 step)
+        if kernels.is_file():
+            (out / kernels.name).write_text(kernels.read_text())
     text = table(results, profiles, mine)
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")

@@ -8,6 +8,9 @@ timed phases). Intervals are read on the GPU's timeline, so a phase's time inclu
 spent waiting for it (Python, host syncs): their sum is the step's wall time. On CPU the host clock is read.
 
     {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4}}, "8": {...}}
+
+With SGLANG_DFLASH_PROFILE_KERNELS=K as well, the K-th timed step also runs under torch.profiler (CUDA activity,
+the kernels of graph replays too; on CPU the host ops) and FILE's `.kernels.txt` lists them, most time first.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 import torch
 
 ENV = "SGLANG_DFLASH_PROFILE"
+ENV_KERNELS = "SGLANG_DFLASH_PROFILE_KERNELS"
 
 
 class StepProfile:
@@ -32,6 +36,8 @@ class StepProfile:
         self.marks: list[tuple[str, object]] = []
         self.times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # bs -> phase -> us
         self.steps = 0
+        self.kernel_step = int(os.environ.get(ENV_KERNELS, "0"))  # the step whose kernels are listed; 0: none
+        self.profiler = None
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
@@ -50,6 +56,10 @@ class StepProfile:
 
     def start(self) -> None:
         if self.on:
+            if self.steps + 1 == self.kernel_step:
+                activity = torch.profiler.ProfilerActivity.CUDA if self.cuda else torch.profiler.ProfilerActivity.CPU
+                self.profiler = torch.profiler.profile(activities=[activity])
+                self.profiler.__enter__()
             self.marks = [("start", self._stamp())]
 
     def mark(self, phase: str) -> None:
@@ -71,6 +81,11 @@ class StepProfile:
         per["step"].append(gap(self.marks[0][1], self.marks[-1][1]))
         self.marks = []
         self.steps += 1
+        if self.profiler is not None:
+            self.profiler.__exit__(None, None, None)
+            table = self.profiler.key_averages().table(sort_by=f"{'cuda' if self.cuda else 'cpu'}_time_total", row_limit=40)
+            self.path.with_suffix(".kernels.txt").write_text(f"step {self.steps}, batch size {batch_size}\n{table}\n")
+            self.profiler = None
         if self.steps % self.every == 0:
             self.write()
 
