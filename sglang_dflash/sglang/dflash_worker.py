@@ -272,6 +272,7 @@ class DFlashWorker:
         nccl_port: int,
         target_worker,
     ):
+        from ..models.config import DraftConfig, read_config
         from ..models.dflash_draft import DFlashDrafter
 
         self.server_args = server_args
@@ -288,9 +289,6 @@ class DFlashWorker:
         model = self.model_runner.model
         draft_path = resolve_draft_path(server_args.speculative_draft_model_path, server_args.speculative_draft_model_revision)
         dtype = self.model_runner.model_config.dtype
-        self.drafter = DFlashDrafter.from_pretrained(draft_path, device=self.device, dtype=dtype)
-        c = self.drafter.config
-        self._check_num_nodes(c.block_size)
         from sglang.srt.distributed import get_tensor_model_parallel_world_size, get_tp_group
         from sglang.srt.distributed.parallel_state import graph_capture
 
@@ -298,9 +296,14 @@ class DFlashWorker:
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
         self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
         # the drafter's heads and MLP split over the TP ranks where they divide (SGLANG_DFLASH_DRAFT_TP=0: replicated);
-        # its graphs then capture the all-reduces inside SGLang's graph_capture
+        # a sharded one is loaded on the host first, so that the GPU never holds more than the memory plan's share,
+        # and its graphs capture the all-reduces inside SGLang's graph_capture
+        c = DraftConfig.from_dict(read_config(draft_path))
+        self._check_num_nodes(c.block_size)
         self.draft_tp = draft_tp_size(c, self.tp_size)
+        self.drafter = DFlashDrafter.from_pretrained(draft_path, device="cpu" if self.draft_tp > 1 else self.device, dtype=dtype)
         shard_drafter(self.drafter, tp_rank, self.draft_tp, get_tp_group().all_reduce)
+        self.drafter.to(self.device)
         self.graph_context = graph_capture if self.draft_tp > 1 else None
         if self.draft_tp != self.tp_size:
             logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
