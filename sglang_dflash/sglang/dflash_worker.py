@@ -119,8 +119,9 @@ def draft_graphs_enabled(device: torch.device) -> bool:
 class StaticBlockEmbedding:
     """The draft block's input embeddings for a CUDA-graphed drafter pass, from static rows: the roots' rows are
     looked up before each replay (`load`), the mask token's once. At TP > 1 SGLang's vocabulary-parallel embedding
-    all-reduces, which must stay outside the graph; the rest of the pass (replicated drafter, this rank's LM-head
-    shard) has no collective. Called on the block [R, B] (roots, then mask tokens) inside the graph -> [R, B, H]."""
+    all-reduces outside SGLang's graph-capture context, so it stays outside the graph (a sharded drafter's own
+    all-reduces are captured inside that context). Called on the block [R, B] (roots, then mask tokens) inside the
+    graph -> [R, B, H]."""
 
     @torch.no_grad()
     def __init__(self, embed, mask_token_id: int, max_rows: int, device: torch.device):
@@ -358,13 +359,7 @@ class DFlashWorker:
             for R in range(1, max_bs + 1):
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 slots = torch.full_like(zeros, -1)
-                if self.draft_graphs is None:
-                    local = self.drafter(self.cache, zeros, slots, zeros, self.embed, self._lm_head)
-                else:
-                    self.block_embed.load(zeros)
-                    self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
-                    local = self.draft_graphs[R](zeros, slots, zeros)
-                tree = self._build_tree(zeros, local)
+                tree = self._build_tree(zeros, self._run_drafter(zeros, slots, zeros))
                 self._append_verified(R, slots, zeros, torch.full((R, tree.max_depth + 1), -1, device=self.device))
 
     # --- what the scheduler expects of a spec worker
@@ -448,14 +443,18 @@ class DFlashWorker:
                 f"mask_token_id {self.drafter.config.mask_token_id}"
             )
         roots = torch.tensor(last, dtype=torch.long, device=self.device)
-        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
+        return roots, self._run_drafter(roots, batch.req_pool_indices.long(), batch.seq_lens.long())
+
+    def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
+        """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests
+        (captured at the first pass of each R, on the scratch slot) replayed."""
         if self.draft_graphs is None:
-            return roots, self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
-        R = len(last)
+            return self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
+        R = roots.shape[0]
         self.block_embed.load(roots)
-        if R not in self.draft_graphs:  # captured at the first step of each batch size (warm-up on the scratch slot)
+        if R not in self.draft_graphs:
             self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
-        return roots, self.draft_graphs[R](roots, slots, seq_lens)
+        return self.draft_graphs[R](roots, slots, seq_lens)
 
     def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs], with the block embedding
