@@ -11,17 +11,18 @@ from sglang_dflash.kernels.tree_conv.tree_conv import conv_windows, tree_causal_
 
 
 @pytest.mark.parametrize(
-    "R,N,D,W,chain,bias,dtype",
+    "R,N,D,W,chain,bias,dtype,tiles",
     [
-        (1, 1, 8, 4, False, True, torch.float32),
-        (3, 11, 37, 4, False, False, torch.float32),
-        (2, 16, 70, 4, True, True, torch.float32),
-        (2, 9, 5, 2, False, True, torch.float32),
-        (4, 13, 96, 3, False, True, torch.bfloat16),
-        (1, 64, 130, 4, False, False, torch.float32),
+        (1, 1, 8, 4, False, True, torch.float32, None),
+        (3, 11, 37, 4, False, False, torch.float32, None),
+        (3, 11, 37, 4, False, True, torch.float32, (16, 4)),  # node tiles of 4: windows cross tiles
+        (2, 16, 70, 4, True, True, torch.float32, None),
+        (2, 9, 5, 2, False, True, torch.float32, None),
+        (4, 13, 96, 3, False, True, torch.bfloat16, None),
+        (1, 64, 130, 4, False, False, torch.float32, None),
     ],
 )
-def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype):
+def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype, tiles):
     gen = torch.Generator().manual_seed(N * 7 + D)
     x = torch.randn(R, N, D, generator=gen).to(dtype)
     conv_state = torch.randn(R + 2, D, W - 1, generator=gen).to(dtype)
@@ -38,7 +39,7 @@ def test_tree_conv_triton_matches_reference(R, N, D, W, chain, bias, dtype):
     dev = lambda t: None if t is None else t.to(DEVICE)  # noqa: E731
     state = dev(conv_state)
     with poisoned_outputs():
-        y = tree_causal_conv1d_triton(dev(x), state, dev(weight), dev(b), dev(slots), dev(parents))
+        y = tree_causal_conv1d_triton(dev(x), state, dev(weight), dev(b), dev(slots), dev(parents), tiles=tiles)
     assert torch.equal(state.cpu(), conv_state), "verify modified conv_state"
     tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)
     torch.testing.assert_close(y.cpu().double(), ref, **tol)

@@ -1,6 +1,6 @@
 """Triton: depthwise causal conv1d (+ SiLU) over draft trees, and its commit.
 
-verify: one program per (channel tile of BD, request), all N nodes at once. Node i's window is
+verify: one program per (channel tile of BD, node tile of BN, request). Node i's window is
 itself and its W - 1 nearest ancestors (`conv_windows`, a table made once per step from the
 parent pointers); above the root it continues into conv_state[slots[r]] (last column = newest
 input). conv_state is only read.
@@ -19,10 +19,10 @@ from torch import Tensor
 @triton.jit
 def _tree_conv_kernel(
     x, conv_state, weight, bias, slots, windows, y, N, D,
-    W: tl.constexpr, NN: tl.constexpr, BD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
+    W: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr, HAS_BIAS: tl.constexpr, SILU: tl.constexpr,
 ):  # fmt: skip
-    idt, r = tl.program_id(0), tl.program_id(1).to(tl.int64)
-    n = tl.arange(0, NN)
+    idt, r = tl.program_id(0), tl.program_id(2).to(tl.int64)
+    n = tl.program_id(1) * BN + tl.arange(0, BN)
     nm = n < N
     d = idt * BD + tl.arange(0, BD)
     dm = d < D
@@ -97,19 +97,27 @@ def tree_causal_conv1d_triton(
     parents: Tensor,
     activation: bool = True,
     windows: Tensor | None = None,
+    tiles: tuple[int, int] | None = None,
 ) -> Tensor:
     """x [R, N, D] (pre-conv) -> y [R, N, D], conv_state [S, D, W - 1] untouched. windows: `conv_windows`
-    of the step's trees, computed here if not given."""
+    of the step's trees, computed here if not given. tiles: (BD, BN) channels x nodes per program,
+    default `conv_tiles`."""
     R, N, D = x.shape
     W = weight.shape[1]
     windows = conv_windows(parents, W) if windows is None else windows
     y = torch.empty_like(x)
-    BD = min(64, triton.next_power_of_2(D))
-    _tree_conv_kernel[(triton.cdiv(D, BD), R)](
+    BD, BN = tiles or conv_tiles(N, D)
+    _tree_conv_kernel[(triton.cdiv(D, BD), triton.cdiv(N, BN), R)](
         x.contiguous(), conv_state, weight.contiguous(), weight if bias is None else bias, slots, windows.contiguous(), y, N, D,
-        W=W, NN=triton.next_power_of_2(N), BD=BD, HAS_BIAS=bias is not None, SILU=activation,
+        W=W, BN=BN, BD=BD, HAS_BIAS=bias is not None, SILU=activation,
     )  # fmt: skip
     return y
+
+
+def conv_tiles(N: int, D: int) -> tuple[int, int]:
+    """(BD, BN): 64 channels x up to 16 nodes per program, so that one request's tree already spreads over
+    a few hundred programs (latency-bound: each program's window loads depend on its table loads)."""
+    return min(64, triton.next_power_of_2(D)), min(16, triton.next_power_of_2(N))
 
 
 def tree_conv_commit_triton(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
