@@ -27,7 +27,9 @@ def test_table_rows():
     failed = h.Run("sglang-dflash", 8, error="exit 1: boom")
     phases = dict(drafter=3000, tree=100, prepare=200, verify=25000, accept=300, commit=400, gdn_commit=50, context=150)
     profiles = {
-        "sglang-ddtree64": {"1": {"steps": 9, "median_us": dict(phases, step=30000)}},
+        "sglang-ddtree64": {
+            "1": {"steps": 9, "median_us": dict(phases, step=30000), "host_median_us": dict(phases, step=29000, verify=900)}
+        },
         "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000)}},  # stock decode forwards
     }
     args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32)
@@ -40,6 +42,8 @@ def test_table_rows():
     assert ddtree[2:7] == ["25.00", "2.50", "30.00", "2.50", "3.00"]  # wall 1.5 s / 60 passes; profiled 30 / 12 ms
     assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
     assert rows[("| sglang-ddtree64", "8")][2:6] == ["40.00", "2.00", "-", "-"]
+    assert rows[("| sglang-ddtree64 (host)", "1")][2:6] == ["29.00", "3.00", "0.10", "0.20"]  # step, drafter, tree, ...
+    assert rows[("| sglang-ddtree64 (host)", "1")][6] == "0.90"  # the verify forward's host time
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
     # 4 prompts: batch 8 ran steps of 4 requests, which the profile keys by 4
     profiles["sglang-ddtree64"]["4"] = {"steps": 9, "median_us": dict(phases, step=45000)}

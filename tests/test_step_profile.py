@@ -28,6 +28,8 @@ def test_phases_by_batch_size(tmp_path):
     assert 2500 <= one["drafter"] < eight["drafter"] and one["verify"] < 1000
     assert abs(one["step"] - (one["drafter"] + one["verify"] + one["commit"])) < 1.0
     assert eight["step"] >= 12000
+    host = data["8"]["host_median_us"]  # on CPU both clocks are the host's
+    assert set(host) == set(eight) and abs(host["drafter"] - eight["drafter"]) < 1.0
 
 
 def test_off_without_path(tmp_path, monkeypatch):

@@ -141,6 +141,13 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
             + " | ".join(phases)
             + f" | {overhead} | {tpp:.2f} |"
         )
+    host = [(n, b, p["host_median_us"]) for n, prof in profiles.items() for b, p in prof.items() if "host_median_us" in p]
+    if host:
+        lines += ["", "The same phases on the host's clock (ms): where host ~ GPU, the GPU waited on Python.", "",
+                  "| run | requests | step | " + " | ".join(PHASES) + " |", "|---|---|---|" + "---|" * len(PHASES)]  # fmt: skip
+        for name, size, us in host:
+            cells = [f"{us[p] / 1e3:.2f}" if p in us else "-" for p in ["step", *PHASES]]
+            lines.append(f"| {name} (host) | {size} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -7,7 +7,11 @@ rewritten with, per batch size, the median microseconds of each phase and of the
 timed phases). Intervals are read on the GPU's timeline, so a phase's time includes the host time the GPU
 spent waiting for it (Python, host syncs): their sum is the step's wall time. On CPU the host clock is read.
 
-    {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4}}, "8": {...}}
+    {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4},
+           "host_median_us": {"drafter": 380.0, ...}}, "8": {...}}
+
+host_median_us are the same phases on the host's clock (the time Python spent issuing each phase): a phase
+whose GPU time is close to its host time kept the GPU waiting on the host.
 
 With SGLANG_DFLASH_PROFILE_KERNELS=K as well, the K-th timed step also runs under torch.profiler (CUDA activity,
 the kernels of graph replays too; on CPU the host ops) and FILE's `.kernels.txt` lists them, most time first.
@@ -35,6 +39,7 @@ class StepProfile:
         self.every = every
         self.marks: list[tuple[str, object]] = []
         self.times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # bs -> phase -> us
+        self.host: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # the same, host clock
         self.steps = 0
         self.kernel_step = int(os.environ.get(ENV_KERNELS, "0"))  # the step whose kernels are listed; 0: none
         self.profiler = None
@@ -48,11 +53,13 @@ class StepProfile:
         return self.path is not None
 
     def _stamp(self):
+        """(GPU event or host time, host time)."""
+        now = time.perf_counter()
         if not self.cuda:
-            return time.perf_counter()
+            return now, now
         event = torch.cuda.Event(enable_timing=True)
         event.record()
-        return event
+        return event, now
 
     def start(self) -> None:
         if self.on:
@@ -71,14 +78,17 @@ class StepProfile:
         if not self.on or len(self.marks) < 2:
             return
         if self.cuda:
-            self.marks[-1][1].synchronize()
+            self.marks[-1][1][0].synchronize()
             gap = lambda a, b: 1e3 * a.elapsed_time(b)  # noqa: E731 (ms -> us)
         else:
             gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
-        per = self.times[batch_size]
-        for (_, a), (phase, b) in zip(self.marks, self.marks[1:]):
+        per, host = self.times[batch_size], self.host[batch_size]
+        for (_, (a, ha)), (phase, (b, hb)) in zip(self.marks, self.marks[1:]):
             per[phase].append(gap(a, b))
-        per["step"].append(gap(self.marks[0][1], self.marks[-1][1]))
+            host[phase].append(1e6 * (hb - ha))
+        (a, ha), (b, hb) = self.marks[0][1], self.marks[-1][1]
+        per["step"].append(gap(a, b))
+        host["step"].append(1e6 * (hb - ha))
         self.marks = []
         self.steps += 1
         if self.profiler is not None:
@@ -94,6 +104,7 @@ class StepProfile:
             str(bs): {
                 "steps": len(phases["step"]),
                 "median_us": {p: round(statistics.median(v), 2) for p, v in phases.items()},
+                "host_median_us": {p: round(statistics.median(v), 2) for p, v in self.host[bs].items()},
             }
             for bs, phases in sorted(self.times.items())
         }
