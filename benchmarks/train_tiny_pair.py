@@ -29,11 +29,14 @@ A corpus tokenized on one machine (--write-corpus: its stdlib, test suite includ
       --write-corpus build/tinypair/corpus.pt                                   # the v2 corpus (CPU, 27 s)
   bash benchmarks/results/2026-11-29_h200_tiny_pair_v2.sh                       # the shipped drafter (one H200, 439 s)
   python benchmarks/train_tiny_pair.py --eval-only --out /tmp/pair             # its evaluation (CPU)
+  bash benchmarks/results/2026-11-30_h200_tiny_pair_v3.sh                       # drafter v3: from v2, demo-like
+                                                                                # validation (one H200, 430 s)
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import inspect
 import json
@@ -561,13 +564,63 @@ def file_start_prompts(files_ids: list[list[int]], length: int) -> torch.Tensor:
 
 
 PROMPT_LENS = (8, 12, 16, 20, 24, 32, 40, 48, 64)
+DEMO_PROMPT_LENS = (8, 12, 16, 20, 24)  # the demo's prompts are 12-22 tokens
+
+
+def periodic_tail(seqs: torch.Tensor, width: int = 64) -> torch.Tensor:
+    """bool [N]: the last `width` tokens of each sequence repeat with a period <= width (a greedy loop)."""
+    w = min(width, seqs.shape[1] // 2)
+    tail = seqs[:, -w:]
+    return torch.stack([(tail == seqs[:, -w - p : seqs.shape[1] - p]).all(1) for p in range(1, w + 1)], 1).any(1)
+
+
+def line_start_prompts(files_ids: list[list[int]], newline_ids, lens, n: int, file_start_frac: float, gen) -> list[list[int]]:
+    """n prompts of lengths cycling through `lens`: a share file_start_frac of file starts, the rest windows that begin
+    at a line start inside the files (past their first 64 tokens), in a fixed random order."""
+    is_nl = torch.zeros(max(max(map(max, files_ids)), max(newline_ids)) + 1, dtype=torch.bool)
+    is_nl[list(newline_ids)] = True
+    starts = []  # (file, offset)
+    for f, ids in enumerate(files_ids):
+        t = torch.tensor(ids)
+        at = (is_nl[t[:-1]].nonzero().squeeze(1) + 1).tolist()
+        starts += [(f, o) for o in at if 64 <= o < len(ids) - max(lens)]
+    order = torch.randperm(len(starts), generator=gen).tolist()
+    files = [f for f, ids in enumerate(files_ids) if len(ids) >= max(lens)]
+    forder = [files[i] for i in torch.randperm(len(files), generator=gen).tolist()]
+    out, k, j = [], 0, 0
+    for i in range(n):
+        P = lens[i % len(lens)]
+        if forder and (i * file_start_frac) % 1 + file_start_frac >= 1:  # every 1/frac-th prompt
+            out.append(files_ids[forder[j % len(forder)]][:P])
+            j += 1
+        else:
+            f, o = starts[order[k % len(order)]]
+            out.append(files_ids[f][o : o + P])
+            k += 1
+    return out
+
+
+def demo_val_set(args, target, held_ids, newline_ids, bs: int, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The demo-like validation set: (sequences [N, T], prompt lengths [N]). Prompts of 8-24 tokens from held-out
+    files (a quarter file starts, the rest line-start windows), each continued greedily to T = 24 +
+    --demo-val-new + block_size tokens, so that every DFLASH step of --demo-val-new new tokens has its labels."""
+    prompts = line_start_prompts(held_ids, newline_ids, DEMO_PROMPT_LENS, args.demo_val, 0.25, torch.Generator().manual_seed(11))
+    T = max(DEMO_PROMPT_LENS) + args.demo_val_new + bs
+    seqs = torch.empty(len(prompts), T, dtype=torch.long)
+    lens = torch.tensor([len(p) for p in prompts])
+    for P in DEMO_PROMPT_LENS:  # one prompt length per generate call; the set keeps the prompts' order
+        at = (lens == P).nonzero().squeeze(1)
+        if len(at):
+            group = torch.tensor([prompts[i] for i in at.tolist()], dtype=torch.long)
+            seqs[at] = greedy_rollouts(target, group, T, args.rollout_batch, device, f"rollouts (demo-like, prompt {P})").cpu()
+    return seqs, lens
 
 
 def make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device, stats):
-    """Pool of distinct target-greedy sequences of args.draft_seq_len tokens. Each batch has one prompt length P (cycling
-    through PROMPT_LENS); 1/8 of its prompts are file starts, the rest windows of the training stream that start at a
-    line start (like the demo's prompts). A validation pool comes from windows inside held-out files (not their
-    starts, which the evaluation uses)."""
+    """Pool of distinct target-greedy sequences of args.draft_seq_len tokens. Each batch has one prompt length P
+    (cycling through --rollout-prompt-lens, default PROMPT_LENS); 1/8 of its prompts are file starts, the rest
+    windows of the training stream that start at a line start (like the demo's prompts). A validation pool comes
+    from windows inside held-out files (not their starts, which the evaluation uses)."""
     t0 = time.perf_counter()
     gen = torch.Generator().manual_seed(args.seed + 7)
     L = args.draft_seq_len
@@ -576,14 +629,15 @@ def make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device,
         dtype=torch.long,
     )
     val = greedy_rollouts(target, val_prompts, L, args.rollout_batch, device, "rollouts (held-out)")
+    lens = tuple(int(x) for x in args.rollout_prompt_lens.split(",")) if args.rollout_prompt_lens else PROMPT_LENS
     cpu_train = train.cpu()
     is_nl = torch.zeros(int(cpu_train.max()) + 1, dtype=torch.bool)
     is_nl[[i for i in newline_ids if i < len(is_nl)]] = True
     line_starts = is_nl[cpu_train[:-1]].nonzero().squeeze(1) + 1
-    line_starts = line_starts[line_starts < len(cpu_train) - max(PROMPT_LENS)]
+    line_starts = line_starts[line_starts < len(cpu_train) - max(lens)]
     pool, n, k = [], 0, 0
     while not pool or (n < args.rollouts and time.perf_counter() - t0 < args.rollout_time):
-        P = PROMPT_LENS[k % len(PROMPT_LENS)]
+        P = lens[k % len(lens)]
         k += 1
         B = min(args.rollout_batch, max(1, args.rollouts - n))
         starts = file_start_prompts(train_ids, P)
@@ -597,15 +651,18 @@ def make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device,
     pool = torch.unique(torch.cat(pool), dim=0)  # identical prompts give identical greedy rollouts
     pool = pool[torch.randperm(len(pool), generator=gen)]
     stats["rollouts"], stats["rollouts_distinct"] = n, len(pool)
+    stats["rollouts_periodic_tail"] = round(periodic_tail(pool).float().mean().item(), 4)
+    log(f"rollouts: {stats['rollouts_periodic_tail']:.1%} of the distinct ones end in a loop (last 64 tokens periodic)")
     stats["rollout_s"] = round(time.perf_counter() - t0, 1)
     log(f"rollouts: {n} training sequences ({len(pool)} distinct) of {L} tokens + {len(val)} held-out in {stats['rollout_s']} s")
     return pool, val.cpu()
 
 
 def block_loss(logits, labels, weights):
-    """Weighted CE over depths; also the exact-match acceptance length per block (accepted drafts + 1)."""
+    """Weighted CE over depths (weights [bs - 1], or per block [B, A, bs - 1]); also the exact-match acceptance length
+    per block (accepted drafts + 1)."""
     ce = F.cross_entropy(logits.flatten(0, 2), labels.flatten(), reduction="none").view(labels.shape)
-    loss = (ce * weights).sum(-1).mean() / weights.sum()
+    loss = (ce * weights).sum() / weights.expand_as(ce).sum()
     accepted = (logits.argmax(-1) == labels).long().cumprod(-1).sum(-1)
     return loss, accepted.float().mean() + 1
 
@@ -615,8 +672,20 @@ def sample_anchors(B: int, A: int, T: int, bs: int, gen, device) -> torch.Tensor
     return scores.topk(A, dim=-1).indices + 1  # distinct anchors in [1, T - bs]
 
 
-def draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached=None):
-    """Drafter logits and labels for the blocks at `anchors`; `cached`: (taps, preds) of `tokens` computed before."""
+def chain_weights(tokens, preds, anchors, weights, bs: int) -> torch.Tensor:
+    """Per-block depth weights [B, A, bs - 1] that keep depth k only where the k - 1 tokens after the anchor are the
+    target's own greedy tokens (--chain-labels-only). The engine drafts the greedy chain, so a label behind a natural
+    (prompt or window) token is one the engine never asks for."""
+    greedy = torch.ones_like(tokens, dtype=torch.bool)
+    greedy[:, 1:] = preds[:, :-1] == tokens[:, 1:]  # token j is the target's greedy pick after tokens < j
+    after = greedy.gather(1, (anchors[:, :, None] + 1 + torch.arange(bs - 2, device=tokens.device)).flatten(1))
+    ok = torch.cat([torch.ones_like(anchors[:, :, None], dtype=torch.bool), after.view(*anchors.shape, bs - 2)], 2)
+    return weights * ok.long().cumprod(-1)
+
+
+def draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached=None, chain=None):
+    """Drafter logits and labels for the blocks at `anchors`; `cached`: (taps, preds) of `tokens` computed before.
+    With chain (depth weights [bs - 1]) also the per-block weights of chain_weights."""
     taps, preds = cached if cached is not None else taps_and_preds(target, tokens, layer_ids, device)
     if device.type != "cuda":
         taps = taps.float()
@@ -626,7 +695,56 @@ def draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached=None
     embed, lm_head = target.get_input_embeddings(), target.get_output_embeddings()
     with autocast(device):
         logits = drafter_block_logits(drafter, embed, lm_head, taps, tokens, anchors)
+    if chain is not None:
+        return logits, labels, chain_weights(tokens, preds, anchors, chain, bs)
     return logits, labels
+
+
+@torch.no_grad()
+def block_accepts(target, drafter, seqs, lo: int, layer_ids, device, cached=None, batch: int = 16) -> torch.Tensor:
+    """Accepted drafts + 1 of the drafter's block at every anchor a in [lo, T - bs] of every sequence [N, T] (int
+    [N, T - bs - lo + 1]). The training forward equals DFlashDrafter.forward, so on greedy continuations this is what
+    the engine's DFLASH step at a accepts."""
+    bs, T = drafter.config.block_size, seqs.shape[1]
+    anchors = torch.arange(lo, T - bs + 1, device=device)
+    out = []
+    for i in range(0, len(seqs), batch):
+        sl = slice(i, i + batch)
+        tokens = seqs[sl].to(device)
+        c = (cached[0][sl], cached[1][sl]) if cached is not None else None
+        logits, labels = draft_batch(target, drafter, tokens, anchors.expand(len(tokens), -1), layer_ids, device, c)
+        out.append((logits.argmax(-1) == labels).long().cumprod(-1).sum(-1) + 1)
+    return torch.cat(out).cpu()
+
+
+def walk_accept(acc: torch.Tensor, lo: int, seqs: torch.Tensor, prompt_lens, new_tokens: int, eos: int) -> dict:
+    """What the engine's greedy DFLASH reports on these continuations (acc from block_accepts): from the first new
+    token on, each step at anchor a emits acc[a] tokens and moves to a + acc[a]; a request stops at new_tokens tokens
+    or at eos, as the demo's do. mean_accept_len: tokens per verify pass over all steps (the demo's number);
+    per_depth: share of steps that accept at least k drafts."""
+    steps, per_prompt = [], []
+    for row, seq, P in zip(acc.tolist(), seqs.tolist(), prompt_lens.tolist()):
+        a, n, mine = P, 1, []
+        done = seq[P] == eos
+        while not done:
+            L = row[a - lo]
+            mine.append(L)
+            for t in seq[a + 1 : a + L + 1]:
+                n += 1
+                if n >= new_tokens or t == eos:
+                    done = True
+                    break
+            a += L
+        steps += mine
+        per_prompt.append((sum(mine), len(mine)))
+    s = torch.tensor(steps or [1], dtype=torch.float)
+    return {
+        "mean_accept_len": round(s.mean().item(), 4),
+        "steps": len(steps),
+        "per_depth": [round((s > k).float().mean().item(), 3) for k in range(1, 16)],
+        "prompt_mean": round(sum(t / max(1, n) for t, n in per_prompt) / max(1, len(per_prompt)), 4),
+        "per_prompt": per_prompt,  # (tokens, steps)
+    }
 
 
 @torch.no_grad()
@@ -642,7 +760,9 @@ def tap_cache(target, seqs: torch.Tensor, layer_ids, device, batch: int, desc: s
     return taps, preds
 
 
-def train_drafter(args, target, drafter, pool, val, train, device, stats):
+def train_drafter(args, target, drafter, pool, val, train, device, stats, demo_val=None):
+    """Distil the drafter; demo_val: (sequences, prompt lengths) of demo_val_set, validated as the engine's DFLASH
+    acceptance (walk_accept), and the weights with the best such acceptance are kept."""
     layer_ids = list(drafter.config.target_layer_ids)
     bs = drafter.config.block_size
     for p in target.parameters():
@@ -659,7 +779,8 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
     val_anchors = sample_anchors(len(val), args.anchors, val.shape[1], bs, torch.Generator(device=device).manual_seed(5), device)
     n_nat = int(round(args.draft_batch * args.natural_frac))
     T = args.draft_seq_len
-    val_cache = pool_cache = None
+    val_cache = pool_cache = demo_cache = None
+    eos = target.config.eos_token_id
     if args.cache_taps:  # a fixed natural pool beside the rollouts, target taps computed once for all
         t0 = time.perf_counter()
         n_pool_nat = int(round(len(pool) * args.natural_frac / max(1e-9, 1 - args.natural_frac)))
@@ -667,6 +788,8 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
         n_nat = 0
         pool_cache = tap_cache(target, pool, layer_ids, device, args.draft_batch * 4, "target taps (training pool)")
         val_cache = tap_cache(target, val, layer_ids, device, args.draft_batch * 4, "target taps (validation)")
+        if demo_val is not None:
+            demo_cache = tap_cache(target, demo_val[0], layer_ids, device, args.draft_batch * 4, "target taps (demo-like)")
         log(f"cached target taps of {len(pool)} sequences ({n_pool_nat} natural) in {time.perf_counter() - t0:.1f} s")
 
     def validate():
@@ -680,13 +803,35 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
                 loss, acc_len = block_loss(logits, labels, weights)
                 k = len(labels)
                 tot, acc, n = tot + loss.item() * k, acc + acc_len.item() * k, n + k
+            walk = None
+            if demo_val is not None:
+                seqs, plens = demo_val
+                lo = int(plens.min())
+                acc_all = block_accepts(
+                    target, drafter, seqs, lo, layer_ids, device, demo_cache, batch=max(1, args.draft_batch // 8)
+                )
+                walk = walk_accept(acc_all, lo, seqs, plens, args.demo_val_new, eos)
         drafter.train()
-        return tot / max(n, 1), acc / max(n, 1)
+        return tot / max(n, 1), acc / max(n, 1), walk
 
-    if args.init_draft:
-        vl, va = validate()
-        log(f"drafter step 0: held-out {vl:.4f} (accept {va:.2f})")
+    def walk_str(w):
+        return f", demo-like DFLASH {w['mean_accept_len']:.3f} tokens/pass" if w else ""
+
+    best = (-1.0, 0, None)  # (demo-like DFLASH acceptance, step, weights)
+
+    def keep_best(w, step):
+        nonlocal best
+        if w and w["mean_accept_len"] > best[0]:
+            best = (w["mean_accept_len"], step, {k: v.detach().clone() for k, v in drafter.state_dict().items()})
+
+    if args.init_draft or demo_val is not None:
+        vl, va, w = validate()
+        log(f"drafter step 0: held-out {vl:.4f} (accept {va:.2f}){walk_str(w)}")
         stats["draft_initial_heldout"] = (round(vl, 4), round(va, 3))
+        if w:
+            stats["draft_initial_demo_like"] = w
+            if args.init_draft:  # the starting weights compete too
+                keep_best(w, 0)
     t0, step, hist, running = time.perf_counter(), 0, [], 0.0
     bar = tqdm(total=args.draft_steps, desc="drafter", mininterval=args.bar_interval, unit="step")
     for step in scheduled_steps(opt, args.draft_steps, t0, args.draft_time, args.draft_lr, args.warmup, bar):
@@ -694,8 +839,11 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
         tokens = torch.cat([pool[idx], windows(train, n_nat, T, gen)]) if n_nat else pool[idx]
         anchors = sample_anchors(len(tokens), args.anchors, T, bs, gen, device)
         cached = (pool_cache[0][idx], pool_cache[1][idx]) if pool_cache else None
-        logits, labels = draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached)
-        loss, acc_len = block_loss(logits, labels, weights)
+        if args.chain_labels_only:
+            logits, labels, w = draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached, chain=weights)
+        else:
+            (logits, labels), w = draft_batch(target, drafter, tokens, anchors, layer_ids, device, cached), weights
+        loss, acc_len = block_loss(logits, labels, w)
         optimizer_step(opt, loss, params)
         running = running + torch.stack([loss.detach(), acc_len.detach()])
         if step % args.avg_every == 0:
@@ -704,12 +852,22 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
             running = 0.0
             bar.set_postfix(loss=f"{avg[0]:.3f}", acc=f"{avg[1]:.2f}")
         if step % args.eval_every == 0:
-            vl, va = validate()
+            vl, va, w = validate()
+            keep_best(w, step)
             tl = f"train loss {hist[-1][1]:.4f} (accept {hist[-1][2]:.2f}), " if hist else ""
-            log(f"drafter step {step}: {tl}held-out {vl:.4f} (accept {va:.2f})")
+            log(f"drafter step {step}: {tl}held-out {vl:.4f} (accept {va:.2f}){walk_str(w)}")
     bar.close()
     sync(device)
-    vl, va = validate()
+    vl, va, w = validate()
+    kept = step
+    if w and best[2] is not None and best[0] > w["mean_accept_len"]:
+        log(f"drafter: restoring the step-{best[1]} weights (demo-like DFLASH {best[0]:.3f} > final {w['mean_accept_len']:.3f})")
+        drafter.load_state_dict(best[2])
+        vl, va, w = validate()
+        kept = best[1]
+    stats["draft_kept_step"] = kept
+    if w:
+        stats["draft_demo_like"] = w
     stats["draft_train_s"] = round(time.perf_counter() - t0, 1)
     stats["draft_steps"] = step
     stats["draft_params"] = n_params
@@ -721,12 +879,48 @@ def train_drafter(args, target, drafter, pool, val, train, device, stats):
     stats["draft_heldout_accept_est"] = round(va, 3)
     log(
         f"drafter done: {step} steps in {stats['draft_train_s']} s, train loss {stats['draft_train_loss']}, held-out loss "
-        f"{vl:.4f}, held-out block acceptance estimate {va:.2f} tokens/step"
+        f"{vl:.4f}, held-out block acceptance estimate {va:.2f} tokens/step (mean over random anchors){walk_str(w)}"
     )
     return drafter.eval()
 
 
 # --------------------------------------------------------------------------------------------- evaluation
+
+
+def engine_eval(out: Path, demo_val, tok, args, stats: dict) -> dict:
+    """The engine's own greedy DFLASH, as `python -m sglang_dflash.demo` runs it (fp32, eos stops, --demo-val-new
+    tokens), on the saved pair: on the demo's 4 prompts (DFLASH and DDTREE) and on the first --engine-eval prompts of
+    the demo-like validation set (DFLASH), beside the validation's walk estimate for those same prompts."""
+    from sglang_dflash.demo import PROMPTS
+    from sglang_dflash.engine import generate, load_pair
+
+    t0, device = time.perf_counter(), args.engine_eval_device
+    target, drafter = load_pair(out / "target", out / "draft", device)
+    eos = target.config.eos_token_ids
+    sets = {"demo": ([tok.encode(t) for t in PROMPTS], ("dflash", "ddtree"))}
+    n = min(args.engine_eval, len(demo_val[0])) if demo_val is not None else 0
+    if n:
+        seqs, lens = demo_val
+        sets["demo_like"] = ([seqs[i, : lens[i]].tolist() for i in range(n)], ("dflash",))
+    res = {}
+    for name, (prompts, algos) in sets.items():
+        r = res[name] = {"prompts": len(prompts)}
+        for algo in algos:
+            g = generate(
+                target, prompts, args.demo_val_new, algo, drafter, budget=args.budget, eos_token_ids=eos, cuda_graphs=False
+            )
+            r[algo] = round(g.mean_accept_len, 3)
+            if algo == "dflash":
+                r["dflash_per_prompt"] = [round(sum(a + 1 for a in x) / max(1, len(x)), 2) for x in g.accept_lens]
+        log(f"engine eval ({device}) {name}: " + ", ".join(f"{a} {r[a]:.3f}" for a in algos) + " tokens/pass")
+    walk = stats.get("draft_demo_like")
+    if n and walk:
+        tokens, steps = (sum(x) for x in zip(*walk["per_prompt"][:n]))
+        res["demo_like"]["walk_estimate"] = round(tokens / max(1, steps), 3)
+        log(f"engine eval: the validation's walk estimate for the same {n} prompts: {res['demo_like']['walk_estimate']:.3f}")
+    res["s"] = round(time.perf_counter() - t0, 1)
+    stats["engine_eval"] = res
+    return res
 
 
 def evaluate(out: Path, held_ids: list[list[int]], held_names: list[str], args, stats: dict) -> dict:
@@ -829,7 +1023,35 @@ def parse_args(argv=None):
     d.add_argument(
         "--cache-taps", action="store_true", help="compute the target's taps of the training pool once (kept on the device)"
     )
-    d.add_argument("--init-draft", help="start from this drafter checkpoint (same config) instead of a random one")
+    d.add_argument(
+        "--init-draft",
+        help="start from this drafter checkpoint (same config) instead of a random one; a checkpoint with fewer layers (else "
+        "the same config) fills the first layers, and the added ones start as identities (zeroed o_proj and down_proj)",
+    )
+    d.add_argument(
+        "--rollout-prompt-lens", help="comma-separated prompt lengths the rollout batches cycle through (default: 8,12,...,64)"
+    )
+    d.add_argument(
+        "--periodic-keep",
+        type=float,
+        default=1.0,
+        help="keep this share of the rollouts whose last 64 tokens loop (periodic); the rest are dropped (default: keep all)",
+    )
+    d.add_argument(
+        "--chain-labels-only",
+        action="store_true",
+        help="train depth k only where the k - 1 tokens after the anchor are the target's greedy ones: in natural windows "
+        "and prompts the deeper labels follow tokens the engine never drafts past",
+    )
+    d.add_argument(
+        "--demo-val",
+        type=int,
+        default=0,
+        help="validate on this many demo-like held-out prompts (8-24 tokens, line or file starts), continued greedily: "
+        "the engine's DFLASH tokens/pass on them (eos stops, --demo-val-new tokens), from the training forward at every "
+        "anchor; the best weights by it are kept (0: off)",
+    )
+    d.add_argument("--demo-val-new", type=int, default=96, help="new tokens per demo-like prompt (the demo's 96)")
     e = p.add_argument_group("schedule / evaluation")
     e.add_argument("--warmup", type=int, default=200)
     e.add_argument("--eval-every", type=int, default=500)
@@ -840,6 +1062,14 @@ def parse_args(argv=None):
     e.add_argument("--eval-prompt-len", type=int, default=40)
     e.add_argument("--eval-new-tokens", type=int, default=128)
     e.add_argument("--budget", type=int, default=32, help="DDTREE node budget")
+    e.add_argument(
+        "--engine-eval",
+        type=int,
+        default=0,
+        help="after training, run the engine's DFLASH as the demo does on the demo's prompts (+ DDTREE) and on this many "
+        "demo-like validation prompts (0: off)",
+    )
+    e.add_argument("--engine-eval-device", default="cpu")
     args = p.parse_args(argv)
     args.avg_every = 25  # steps per logged (averaged) training loss
     if args.smoke:
@@ -976,10 +1206,30 @@ def main(argv=None) -> int:
         from sglang_dflash.models.config import DraftConfig, read_config
         from sglang_dflash.models.layers import load_checkpoint, load_into
 
-        if DraftConfig.from_dict(read_config(args.init_draft)) != drafter.config:
+        init_cfg = DraftConfig.from_dict(read_config(args.init_draft))
+        weights = {k: v.float() for k, v in load_checkpoint(args.init_draft, {"model.": ""}).items()}
+        n_init, n_new = init_cfg.num_hidden_layers, drafter.config.num_hidden_layers
+        shallower = dataclasses.replace(
+            drafter.config,
+            num_hidden_layers=n_init,
+            layer_types=drafter.config.layer_types[:n_init],
+            causal=drafter.config.causal[:n_init],
+        )
+        if init_cfg == drafter.config:
+            load_into(drafter, weights, args.init_draft)
+            log(f"drafter: starting from the weights in {args.init_draft}")
+        elif n_init < n_new and init_cfg == shallower:
+            weights.update(
+                {k: v for k, v in drafter.state_dict().items() if k.startswith("layers.") and int(k.split(".")[1]) >= n_init}
+            )
+            load_into(drafter, weights, args.init_draft)
+            with torch.no_grad():  # the added layers start as identities: their residual branches write zeros
+                for layer in drafter.layers[n_init:]:
+                    layer.self_attn.o_proj.weight.zero_()
+                    layer.mlp.down_proj.weight.zero_()
+            log(f"drafter: starting from the {n_init} layers in {args.init_draft}, {n_new - n_init} identity layers on top")
+        else:
             raise SystemExit(f"--init-draft {args.init_draft}: its config differs from the drafter this run builds")
-        load_into(drafter, {k: v.float() for k, v in load_checkpoint(args.init_draft, {"model.": ""}).items()}, args.init_draft)
-        log(f"drafter: starting from the weights in {args.init_draft}")
     err = check_taps(out / "target", layer_ids, held_ids[0][:48])
     log(f"engine taps == transformers hidden_states[l + 1] for l in {layer_ids} (relative diff {err:.1e})")
     if args.smoke:
@@ -994,22 +1244,40 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         target.to(torch.bfloat16)
     rf = Path(args.rollouts_file) if args.rollouts_file else None
+    newline_ids = [i for i in range(len(tok)) if "\n" in tok.decode([i])]
+    demo_val = None
     if rf is not None and rf.exists():
         saved = torch.load(rf)
-        pool, val = saved["pool"], saved["val"]
+        pool, val, demo_val = saved["pool"], saved["val"], saved.get("demo_val")
         stats.update(saved["stats"], rollouts_file=str(rf))
         log(f"rollouts: {len(pool)} training + {len(val)} held-out sequences loaded from {rf}")
     else:
-        newline_ids = [i for i in range(len(tok)) if "\n" in tok.decode([i])]
         pool, val = make_rollouts(args, target, train_ids, train, held_ids, newline_ids, device, stats)
-        if rf is not None:
-            keys = ("rollouts", "rollouts_distinct", "rollout_s")
-            torch.save({"pool": pool, "val": val, "stats": {k: stats[k] for k in keys}}, rf)
-            log(f"rollouts saved to {rf}")
+    if args.demo_val and (demo_val is None or len(demo_val[0]) < args.demo_val):
+        t0 = time.perf_counter()
+        demo_val = demo_val_set(args, target, held_ids, newline_ids, args.block_size, device)
+        log(f"demo-like validation: {len(demo_val[0])} held-out prompts continued greedily in {time.perf_counter() - t0:.1f} s")
+        loops = periodic_tail(demo_val[0])
+        stats["demo_val_periodic_tail"] = round(loops.float().mean().item(), 4)
+    if demo_val is not None:
+        demo_val = (demo_val[0][: args.demo_val], demo_val[1][: args.demo_val]) if args.demo_val else None
+    if rf is not None and not rf.exists():
+        keys = [
+            k
+            for k in ("rollouts", "rollouts_distinct", "rollout_s", "rollouts_periodic_tail", "demo_val_periodic_tail")
+            if k in stats
+        ]
+        torch.save({"pool": pool, "val": val, "demo_val": demo_val, "stats": {k: stats[k] for k in keys}}, rf)
+        log(f"rollouts saved to {rf}")
+    if args.periodic_keep < 1.0:  # keep a share of the looping rollouts: the drafter learns loops from few
+        loops = periodic_tail(pool)
+        pool = pool[~loops | (torch.rand(len(pool), generator=torch.Generator().manual_seed(args.seed + 9)) < args.periodic_keep)]
+        stats["rollouts_kept"] = len(pool)
+        log(f"rollouts: kept {len(pool)} ({loops.float().mean().item():.1%} loop; --periodic-keep {args.periodic_keep} of those)")
     if args.rollouts_only:
         save_stats()
         return 0
-    drafter = train_drafter(args, target, drafter, pool, val, train, device, stats)
+    drafter = train_drafter(args, target, drafter, pool, val, train, device, stats, demo_val)
     save_checkpoint(drafter, out / "draft", dtype=torch.bfloat16)
     stats["draft_config"] = json.loads((out / "draft" / "config.json").read_text())
     stats["total_s"] = round(time.perf_counter() - t_start, 1)
@@ -1017,6 +1285,9 @@ def main(argv=None) -> int:
     log(f"saved drafter to {out / 'draft'}; total {stats['total_s']} s")
 
     # ---- d. evaluation
+    if args.engine_eval:
+        engine_eval(out, demo_val, tok, args, stats)
+        save_stats()
     if not args.skip_eval:
         del target, pool
         evaluate(out, held_ids, held_names, args, stats)
