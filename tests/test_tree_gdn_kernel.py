@@ -6,8 +6,9 @@ import pytest
 import torch
 from tree_helpers import DEVICE, accepted_paths, gdn_inputs, poisoned_outputs, random_parents
 
+from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify_ref
-from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
+from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -24,21 +25,17 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: th
     (2, 37, 1, 2, 16, 16, False, torch.float32, False, 16),  # three blocks, the last partial
     (1, 40, 1, 1, 16, 16, True, torch.float32, True, 16),  # a chain across blocks, aligned keys
     (1, 70, 1, 1, 16, 16, False, torch.float32, True, None),  # two blocks of 64
-    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, 32),  # one block through prepare + verify
+    (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, 32),  # one block of 32
     (1, 40, 1, 1, 16, 16, True, torch.float32, True, 64),
     (3, 33, 2, 4, 16, 32, False, torch.bfloat16, False, 16),  # DDTREE 32 on SM86: three blocks, bf16 raw dots
     (2, 17, 1, 2, 16, 16, False, torch.float32, False, 16),  # one node past the block (DDTREE 64 on Hopper)
 ]
 
 
-# the fused kernel everywhere; the two-launch form too wherever the tree spans blocks or `block` is forced
-PATHS = [(*c, True) for c in CASES] + [(*c, False) for c in CASES if c[-1] is not None or c[1] > 64]
-
-
-@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block,fused", PATHS)
-def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block, fused):
-    """The fused kernel (one launch; trees larger than `block` nodes, default 64, block by block) and the two-launch
-    form, against the float64 reference."""
+@pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block):
+    """The kernel (one launch; trees larger than `block` nodes, default 64, block by block) against the float64
+    reference, with the ancestor mask's rows padded (`aligned_ancestor_mask`) or not."""
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -53,10 +50,14 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     )
 
     dev = {name: t.to(DEVICE) for name, t in x.items()}
+    mask = ancestors(parents.to(DEVICE), N - 1)
+    if N % 2:  # odd N: rows padded to 16 bytes, as the callers pass it; even N: the plain [R, N, N] mask
+        mask = aligned_ancestor_mask(mask)
+        assert mask.stride(1) % 16 == 0 and (mask.stride(1) > N) == (N % 16 != 0)
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
         o, ctx = tree_gdn_verify_triton(
-            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, fused=fused
+            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, ancestor_mask=mask
         )
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype

@@ -9,7 +9,8 @@ chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i));
 level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree mode (one fp32 state per
 node cached, parents reloaded), loaded straight from the wheel as in shared/gpu/peer_gdn_verify.py.
 Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify
-(one fused launch up to 64 nodes; the two-launch path beside it) + commit of a one-node path (its
+(one launch; beside it, where N is not a multiple of 16, the same with the ancestor mask's rows padded to
+16 bytes, as the engine and the server pass it) + commit of a one-node path (its
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
@@ -31,7 +32,7 @@ from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_verify_ref
-from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton
+from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
 
 HV, H, K, V = 24, 8, 128, 128
 LAYERS = 48  # GDN layers of Qwen3.6-27B
@@ -82,9 +83,11 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
     inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
     row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
-    # the same tree through the two-launch form (prepare + verify, fused=False), which trees past one block took
-    two_phase = lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth, fused=False)  # noqa: E731
-    row["ours_verify_2phase"] = graph_us(two_phase, reps=10)
+    if N % 16:  # the mask with rows 16 bytes apart (`aligned_ancestor_mask`), as the engine and the server pass it
+        padded = aligned_ancestor_mask(anc)
+        row["ours_verify_padded"] = graph_us(
+            lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=padded, max_depth=max_depth), reps=10
+        )
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     # The engine commits all 48 GDN layers of a step in one launch: its time per layer.
@@ -174,6 +177,7 @@ def main() -> None:
         (1, 16, "chain"),
         (1, 16, "ddtree"),
         (1, 33, "ddtree"),
+        (1, 63, "ddtree"),
         (1, 64, "ddtree"),
         (1, 65, "ddtree"),  # DDTREE 64 inside SGLang: one node past the fused block, the blocked path
         (1, 64, "random"),
@@ -190,11 +194,11 @@ def main() -> None:
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
     print(
-        "\n R    N kind   depth | ours verify (2-phase) commit (x48 batched) total | floor TB/s | sglang tree | rel err"
+        "\n R    N kind   depth | ours verify (padded) commit (x48 batched) total | floor TB/s | sglang tree | rel err"
         " | extra MiB/req ours, sglang  [us/layer]"
     )
     for r in rows:
-        two = f"({r['ours_verify_2phase']:6.1f})" if "ours_verify_2phase" in r else " " * 8
+        two = f"({r['ours_verify_padded']:6.1f})" if "ours_verify_padded" in r else " " * 8
         ours = f"{r['ours_verify']:11.1f} {two} {r['ours_commit']:6.1f} ({r['ours_commit_batched']:5.2f}) {r['ours_total']:5.1f}"
         mem = f"{r['extra_mem_MiB_ours']:.2f}, {r['extra_mem_MiB_sgl']:.1f}"
         shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"

@@ -20,7 +20,7 @@ from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_attention import attend_tree
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import stack_contexts
+from ..kernels.tree_gdn import aligned_ancestor_mask, stack_contexts
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
 
@@ -60,6 +60,7 @@ class StepInput:
     seq_lens: Tensor  # long [R]
     positions: Tensor  # long [R, N] = seq_lens + depth
     conv_windows: Tensor  # long [R, N, W - 1]: `kernels.tree_conv.conv_windows`, for every conv layer
+    gdn_mask: Tensor  # bool [R, N, N], the ancestor mask with rows 16 bytes apart (`aligned_ancestor_mask`)
 
 
 class GatedDeltaNet(nn.Module):
@@ -98,7 +99,7 @@ class GatedDeltaNet(nn.Module):
             ssm_state,
             step.slots,
             parents,
-            ancestor_mask=step.tree.ancestor_mask,  # once per step, not per layer (Triton path)
+            ancestor_mask=step.gdn_mask,  # once per step, not per layer (Triton path)
             max_depth=step.tree.max_depth,
         )
         z = self.in_proj_z(x).reshape(R, N, HV, -1)
@@ -219,7 +220,8 @@ class Qwen3_5Target(nn.Module):
         """Run R trees of N nodes (node 0 at position seq_lens[r]) against the caches of `slots`; caches untouched.
         No host sync (CUDA-graph safe): the caller keeps seq_lens + depth below cache.max_len."""
         windows = conv_windows(tree.parents, self.config.linear_conv_kernel_dim)
-        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows)
+        mask = aligned_ancestor_mask(tree.ancestor_mask)
+        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
         for i, (layer, caches) in enumerate(zip(self.layers, self._caches(cache))):

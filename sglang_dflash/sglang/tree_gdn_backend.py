@@ -32,7 +32,7 @@ from torch import Tensor
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import fused_nodes, stack_contexts
+from ..kernels.tree_gdn import aligned_ancestor_mask, fused_nodes, stack_contexts
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ class TreeVerifyWorkspace:
         first = min(backend.req_to_token_pool.mamba_map) if hasattr(backend.req_to_token_pool, "mamba_map") else None
         if layer.layer_id == first or R not in self.tables:  # once per forward: shared by every GDN layer
             slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
-            self.tables[R] = (slots, ancestors(parents, N - 1), conv_windows(parents, layer.conv_weights.shape[1]))
+            mask = aligned_ancestor_mask(ancestors(parents, N - 1))
+            self.tables[R] = (slots, mask, conv_windows(parents, layer.conv_weights.shape[1]))
             self.records[(R, _capturing())] = {}
             self.forwards[(R, _capturing())] += 1
         slots, ancestor_mask, windows = self.tables[R]

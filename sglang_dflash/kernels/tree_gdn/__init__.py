@@ -8,7 +8,13 @@ import torch
 from torch import Tensor
 
 from .naive import TreeGDNContext, tree_gdn_commit_ref, tree_gdn_verify_ref
-from .tree_gdn import TreeGDNTritonContext, fused_nodes, tree_gdn_commit_triton, tree_gdn_verify_triton
+from .tree_gdn import (
+    TreeGDNTritonContext,
+    aligned_ancestor_mask,
+    fused_nodes,
+    tree_gdn_commit_triton,
+    tree_gdn_verify_triton,
+)
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, **kwargs):
@@ -45,6 +51,7 @@ def stack_contexts(ctxs: list):
 __all__ = [
     "TreeGDNContext",
     "TreeGDNTritonContext",
+    "aligned_ancestor_mask",
     "fused_nodes",
     "stack_contexts",
     "tree_gdn_commit",

@@ -18,15 +18,10 @@ terms of the block's ancestors in earlier blocks (final u, stored and read back 
 and solves the levels straight on its tile's right-hand side. A tree of one block compiles without
 the cross-block code. 16-bit q and k are exact in tf32, so their products are single tf32 dots on
 the raw values, normalised after.
-The older two-launch form (fused=False), kept for comparison. prepare: one program per (block of NB nodes, request x V-head),
-independent of V: G, and the block's diagonal factors T_bb = (I + A_bb)^-1 (level-by-level
-substitution on the identity, the only sequential loop, done once per head rather than once per
-V tile) and W_bb (q.k products times decays on ancestors-or-self). verify: one program per
-(V tile of BV, request x V-head), blocks in node order with S0 read once: a block's ancestors
-lie in it or in earlier blocks, whose u are final and enter its right-hand side and outputs by
-dots; then U_b = T_bb R_b and o_b += W_bb U_b, plain matrix products. Writes o and U (per node,
-fp32, N * HV * V floats per request: at most 2 states for N <= 256 at K = 128; T and W, 2 * N *
-NB * HV floats, live only during the call) and G; nothing is written to the pool. commit:
+Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
+K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
+(`aligned_ancestor_mask`): rows 16 bytes apart let the kernel load them vectorised.
+commit:
 S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
 rank-(path length) update of each request's slot, in place; one launch can commit several layers
 (pool [layers, S, HV, V, K]), which is how the engine commits a step.
@@ -100,7 +95,7 @@ def _dot_tf32_exact_a(a, b):
 
 
 @triton.jit
-def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk, rq, b0, N, hv, h, vv, QK_STRIDE,
+def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk, rq, b0, N, ANC, hv, h, vv, QK_STRIDE,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BK: tl.constexpr,
                     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr):  # fmt: skip
     """A block's terms from its ancestors in earlier blocks (nodes < b0; their G and u final, stored by this
@@ -127,7 +122,7 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk,
                 KK += tl.dot(ki, tl.trans(kj), input_precision=PRECISION)
                 QK += tl.dot(qi, tl.trans(kj), input_precision=PRECISION)
         rkj = 1.0 / tl.sqrt(kssj + 1e-6)
-        am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=ok[:, None] & okj[None, :], other=0) != 0
+        am = tl.load(tree + ni[:, None] * ANC + nj[None, :], mask=ok[:, None] & okj[None, :], other=0) != 0
         Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
         decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0) * rkj[None, :]
         uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
@@ -138,7 +133,7 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk,
 
 @triton.jit
 def _tree_gdn_fused_kernel(
-    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, scale, QK_STRIDE, V_STRIDE,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr,
 ):  # fmt: skip
@@ -154,7 +149,7 @@ def _tree_gdn_fused_kernel(
     h = hv // (HV // H)
     i = tl.arange(0, NB)
     vv = iv * BV + tl.arange(0, BV)
-    tree = anc + r * N * N
+    tree = anc + r * N * ANC  # the mask's rows are ANC >= N bytes apart
     slot = tl.load(slots + r).to(tl.int64)
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
     for b0 in range(0, N, NB):
@@ -162,13 +157,13 @@ def _tree_gdn_fused_kernel(
         ok = ni < N
         row = r * N + ni
         g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
-        am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
+        am = tl.load(tree + ni[:, None] * ANC + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
         G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
         if BLOCKS:
             for c0 in range(0, b0, NB):  # path sums over ancestors in earlier blocks
                 nj = c0 + i
                 gj, _ = _gates(a, b, A_log, dt_bias, r * N + nj, nj < N, hv, HV)
-                amj = tl.load(tree + ni[:, None] * N + nj[None, :], mask=ok[:, None] & (nj < N)[None, :], other=0) != 0
+                amj = tl.load(tree + ni[:, None] * ANC + nj[None, :], mask=ok[:, None] & (nj < N)[None, :], other=0) != 0
                 G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
         tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
         depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
@@ -208,8 +203,8 @@ def _tree_gdn_fused_kernel(
         Rm = beta[:, None] * (vt - eG[:, None] * KS)
         out = eG[:, None] * QS
         if BLOCKS:
-            Rm, out = _earlier_blocks(Rm, out, q, k, u_out, G_out, tree, r, row, ni, ok, G, beta, rk, rq, b0, N, hv, h,
-                                      vv, QK_STRIDE, HV, K, V, NB, BK, PRECISION, RAW_DOTS)  # fmt: skip
+            Rm, out = _earlier_blocks(Rm, out, q, k, u_out, G_out, tree, r, row, ni, ok, G, beta, rk, rq, b0, N, ANC, hv,
+                                      h, vv, QK_STRIDE, HV, K, V, NB, BK, PRECISION, RAW_DOTS)  # fmt: skip
         U = Rm  # rows of in-block depth 0 are final; level s needs only levels < s
         for level in range(1, tl.max(depth, axis=0) + 1):
             U = tl.where((depth == level)[:, None], Rm - tl.dot(A, U, input_precision=PRECISION), U)
@@ -219,101 +214,6 @@ def _tree_gdn_fused_kernel(
         tl.store(u_out + otile, U, mask=ok[:, None])
         if BLOCKS:
             tl.debug_barrier()  # later blocks read this block's G and u back
-
-
-@triton.jit
-def _tree_gdn_prepare_kernel(
-    q, k, a, b, A_log, dt_bias, anc, G_out, T_out, W_out, N, NP, scale, QK_STRIDE,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, NB: tl.constexpr, PRECISION: tl.constexpr,
-):  # fmt: skip
-    """Per (block of NB nodes, request x V-head), independent of V: path sums G of the gates, and
-    the block's diagonal factors T = (I + A_bb)^-1 (level-by-level substitution on the identity)
-    and W_bb = decay * (q k^T) on ancestors-or-self."""
-    blk, rh = tl.program_id(0), tl.program_id(1)
-    r, hv = (rh // HV).to(tl.int64), rh % HV
-    h = hv // (HV // H)
-    i = tl.arange(0, NB)
-    b0 = blk * NB
-    ni = b0 + i
-    oki = ni < N
-    rowi = r * N + ni
-    tree = anc + r * N * N
-    G = tl.zeros([NB], tl.float32)
-    for c0 in range(0, b0 + NB, NB):  # ancestors sit in this block or earlier ones
-        nj = c0 + i
-        okj = nj < N
-        g, _ = _gates(a, b, A_log, dt_bias, r * N + nj, okj, hv, HV)
-        am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
-        G += tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
-    tl.store(G_out + rowi * HV + hv, G, mask=oki)
-
-    ki = _unit_rows(k, rowi, QK_STRIDE, oki, h, K)
-    qi = _unit_rows(q, rowi, QK_STRIDE, oki, h, K) * scale
-    _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
-    am = tl.load(tree + ni[:, None] * N + ni[None, :], mask=oki[:, None] & oki[None, :], other=0) != 0
-    depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
-    decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
-    eye = i[:, None] == i[None, :]
-    A = tl.where(eye, 0.0, beta[:, None] * decay * tl.dot(ki, tl.trans(ki), input_precision=PRECISION))
-    W = decay * tl.dot(qi, tl.trans(ki), input_precision=PRECISION)
-    T = tl.where(eye, 1.0, 0.0)  # rows of the block's shallowest nodes are final
-    for level in range(1, tl.max(depth, axis=0) + 1):
-        T = tl.where((depth == level)[:, None], tl.where(eye, 1.0, 0.0) - tl.dot(A, T, input_precision=PRECISION), T)
-    tile = (rh.to(tl.int64) * NP + ni[:, None]) * NB + i[None, :]
-    tl.store(T_out + tile, T)
-    tl.store(W_out + tile, W)
-
-
-@triton.jit
-def _tree_gdn_verify_kernel(
-    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G, T, W, o, u_out, N, NP, scale, QK_STRIDE, V_STRIDE,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
-    PRECISION: tl.constexpr,
-):  # fmt: skip
-    """Per (V tile, request x V-head): blocks in node order, S0 read once. A block's right-hand side
-    R = beta (v - e^G S0 k) minus its earlier-block ancestors' terms (final u, by dots); then
-    U = T R and o = e^G S0 q + (earlier-block terms) + W_bb U. No sequential loop here."""
-    iv, rh = tl.program_id(0), tl.program_id(1)
-    r, hv = (rh // HV).to(tl.int64), rh % HV
-    h = hv // (HV // H)
-    i = tl.arange(0, NB)
-    kk = tl.arange(0, K)
-    vv = iv * BV + tl.arange(0, BV)
-    tree = anc + r * N * N
-    slot = tl.load(slots + r).to(tl.int64)
-    S0 = tl.load(pool + ((slot * HV + hv) * V + vv[:, None]) * K + kk[None, :], mask=slot >= 0, other=0.0)
-    for b0 in range(0, N, NB):
-        ni = b0 + i
-        oki = ni < N
-        rowi = r * N + ni
-        ki = _unit_rows(k, rowi, QK_STRIDE, oki, h, K)
-        qi = _unit_rows(q, rowi, QK_STRIDE, oki, h, K) * scale
-        vt = tl.load(v + rowi[:, None] * V_STRIDE + hv * V + vv[None, :], mask=oki[:, None], other=0.0).to(tl.float32)
-        _, beta = _gates(a, b, A_log, dt_bias, rowi, oki, hv, HV)
-        Gi = tl.load(G + rowi * HV + hv, mask=oki, other=0.0)
-        eG = tl.exp(Gi)
-        Rm = beta[:, None] * (vt - eG[:, None] * tl.dot(ki, tl.trans(S0), input_precision=PRECISION))
-        out = eG[:, None] * tl.dot(qi, tl.trans(S0), input_precision=PRECISION)
-        for c0 in range(0, b0, NB):  # earlier blocks (only when N > NB)
-            nj = c0 + i
-            okj = nj < N
-            rowj = r * N + nj
-            am = tl.load(tree + ni[:, None] * N + nj[None, :], mask=oki[:, None] & okj[None, :], other=0) != 0
-            kj = _unit_rows(k, rowj, QK_STRIDE, okj, h, K)
-            Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
-            decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0)
-            uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
-            Rm -= tl.dot(
-                beta[:, None] * decay * tl.dot(ki, tl.trans(kj), input_precision=PRECISION), uj, input_precision=PRECISION
-            )
-            out += tl.dot(decay * tl.dot(qi, tl.trans(kj), input_precision=PRECISION), uj, input_precision=PRECISION)
-        tile = (rh.to(tl.int64) * NP + ni[:, None]) * NB + i[None, :]
-        U = tl.dot(tl.load(T + tile), Rm, input_precision=PRECISION)
-        out += tl.dot(tl.load(W + tile), U, input_precision=PRECISION)
-        otile = (rowi[:, None] * HV + hv) * V + vv[None, :]
-        tl.store(o + otile, out.to(o.dtype.element_ty), mask=oki[:, None])
-        tl.store(u_out + otile, U, mask=oki[:, None])
-        tl.debug_barrier()  # later blocks read these u back
 
 
 @triton.jit
@@ -373,7 +273,6 @@ def tree_gdn_verify_triton(
     precision: str = "tf32x3",
     num_warps: int | None = None,
     block_nodes: int | None = None,
-    fused: bool = True,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -382,8 +281,8 @@ def tree_gdn_verify_triton(
     derived from parents (max_depth = N - 1). precision: tl.dot's input_precision: "tf32x3"
     (three tf32 tensor-core products, about fp32 accuracy) by default; "ieee" is fp32 FMA and
     measured 34x slower on an H200 (905 vs 27 us at N = 64); "tf32" is 2x faster, ~1e-3 error.
-    fused (the default): one launch for any N, blocks of NB nodes in node order (`_tree_gdn_fused_kernel`);
-    fused=False: prepare + verify, two launches (for comparison: 1.8-2.0x slower on one-block trees on an H200).
+    One launch for any N, blocks of NB nodes in node order (`_tree_gdn_fused_kernel`). ancestor_mask may have
+    padded rows (`aligned_ancestor_mask`; the mask derived here when none is passed is aligned).
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
@@ -392,7 +291,7 @@ def tree_gdn_verify_triton(
         raise ValueError(f"need V % BV == 0 and HV % H == 0, got V={V}, BV={BV}, H={H}, HV={HV}")
     max_depth = N - 1 if max_depth is None else max_depth
     if ancestor_mask is None:
-        ancestor_mask = ancestors(parents, max_depth)
+        ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth))
     device = q.device
     NB = block_nodes or min(fused_nodes(q.device), max(16, triton.next_power_of_2(N)))
     NP = triton.cdiv(N, NB) * NB
@@ -401,48 +300,31 @@ def tree_gdn_verify_triton(
     if q.stride(1) != k.stride(1):
         q, k = q.contiguous(), k.contiguous()
     a, b = a.contiguous(), b.contiguous()
-    anc = ancestor_mask.contiguous().view(torch.int8)
+    if ancestor_mask.stride(2) != 1 or ancestor_mask.stride(0) != N * ancestor_mask.stride(1):
+        ancestor_mask = ancestor_mask.contiguous()
+    anc = ancestor_mask.view(torch.int8)
     scale = K**-0.5 if scale is None else scale
     G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
     o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
     u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
-    if fused:
-        raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
-        _tree_gdn_fused_kernel[(V // BV, R * HV)](
-            q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, scale, q.stride(1), v.stride(1),
-            H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=NP > NB,
-            num_warps=warps,
-        )  # fmt: skip
-        return o, TreeGDNTritonContext(u=u, G=G, k=k)
-    T = torch.empty(R * HV, NP, NB, device=device, dtype=torch.float32)
-    W = torch.empty_like(T)
-    _tree_gdn_prepare_kernel[(NP // NB, R * HV)](
-        q,
-        k,
-        a,
-        b,
-        A_log,
-        dt_bias,
-        anc,
-        G,
-        T,
-        W,
-        N,
-        NP,
-        scale,
-        q.stride(1),
-        H=H,
-        HV=HV,
-        K=K,
-        NB=NB,
-        PRECISION=precision,
+    raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+    _tree_gdn_fused_kernel[(V // BV, R * HV)](
+        q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
+        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=NP > NB,
         num_warps=warps,
-    )
-    _tree_gdn_verify_kernel[(V // BV, R * HV)](
-        q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, T, W, o, u, N, NP, scale, q.stride(1), v.stride(1),
-        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, num_warps=warps, num_stages=1,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
+
+
+def aligned_ancestor_mask(mask: Tensor) -> Tensor:
+    """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart (a copy into a padded
+    buffer, unless they are already), so that the verify kernel's mask loads vectorise: made once per step."""
+    R, N, _ = mask.shape
+    if mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1):
+        return mask
+    padded = torch.zeros(R, N, triton.cdiv(N, 16) * 16, dtype=mask.dtype, device=mask.device)
+    padded[..., :N] = mask
+    return padded[..., :N]
 
 
 def tree_gdn_commit_triton(
