@@ -62,6 +62,8 @@ def production_calls(kernels):
         chain = (torch.arange(N) - 1)[None]  # real parents: the wrapper builds the window table from them
         conv.tree_causal_conv1d_triton(x, state, e(CONV_D, CONV_W, dtype=bf16), None, slots, chain)
         conv.tree_conv_commit_triton(state, slots, x, accepted)
+        layers = kernels.layer_table.LayerTable.of([x] * 48)  # the server's commit of every GDN layer, by address
+        conv.tree_conv_commit_triton(e(48, 2, CONV_D, CONV_W - 1, dtype=bf16), slots, layers, accepted)
 
     def attention(N):
         q, kv_cache, kv_tree = e(1, N, HQ, DH, dtype=bf16), e(1, PREFIX, HKV, DH, dtype=bf16), e(1, N, HKV, DH, dtype=bf16)
@@ -84,6 +86,7 @@ def production_calls(kernels):
             q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, e(1, N, dtype=long), ancestor_mask=anc, max_depth=DEPTHS
         )
         gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
+        gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
 
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
@@ -141,7 +144,7 @@ def record_launches():
         record,
         mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
     ):  # the wrappers choose as on an A6000
-        for name in ("tree_build", "tree_walk", "vocab"):
+        for name in ("tree_build", "tree_walk", "vocab", "layer_table"):
             importlib.import_module(f"sglang_dflash.kernels.{name}")
         for label, call in production_calls(kernels):
             start = len(seen)

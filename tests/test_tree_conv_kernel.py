@@ -6,6 +6,7 @@ import pytest
 import torch
 from tree_helpers import DEVICE, accepted_paths, poisoned_outputs, random_parents, root_path
 
+from sglang_dflash.kernels.layer_table import LayerTable
 from sglang_dflash.kernels.tree_conv import tree_causal_conv1d_ref, tree_conv_commit_ref
 from sglang_dflash.kernels.tree_conv.tree_conv import conv_windows, tree_causal_conv1d_triton, tree_conv_commit_triton
 
@@ -67,6 +68,14 @@ def test_tree_conv_commit_of_stacked_layers_equals_each_layer():
     tree_conv_commit_triton(state, slots.to(DEVICE), x.to(DEVICE), accepted.to(DEVICE))
     assert torch.equal(state.cpu(), expected)
     assert not torch.equal(expected[:, 2], conv_state[:, 2])  # the commit did something in every layer
+    # by address: each layer's own x, a view into wider rows (as the model's projection), one launch
+    wide = torch.randn(layers, R, N, D + 5, generator=gen)
+    wide[..., :D] = x
+    wide = wide.to(DEVICE)  # the table holds addresses: the tensors must live until the launch
+    table = LayerTable.of([wide[layer, ..., :D] for layer in range(layers)])
+    state = conv_state.clone().to(DEVICE)
+    tree_conv_commit_triton(state, slots.to(DEVICE), table, accepted.to(DEVICE))
+    assert torch.equal(state.cpu(), expected)
 
 
 def test_conv_windows_are_the_ancestors_then_state_columns():

@@ -227,3 +227,34 @@ def test_fused_nodes_per_gpu(monkeypatch):
     assert fused_nodes(cuda) == 64 and fused_nodes(torch.device("cpu")) == 64
     monkeypatch.setattr(gpu, "_cuda_shared_memory", lambda index: 101_376)
     assert fused_nodes(cuda) == 16
+
+
+def test_commit_inputs_by_address_are_made_once_per_captured_record():
+    """On the GPU the commit reads every layer's tensors by address (`LayerTable`): a captured graph's record is
+    static, so its tables are made once and kept until a new capture replaces the record; eager records get fresh
+    tables every step. (The tables' commits equal stacked ones: tests/test_tree_gdn_kernel.py, test_tree_conv_kernel.py.)"""
+    from sglang_dflash.kernels.layer_table import LayerTable
+    from sglang_dflash.kernels.tree_gdn import TreeGDNTritonContext
+    from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
+
+    ws = TreeVerifyWorkspace(5, [1, 2], "cpu")
+
+    def record(R):
+        ctx = lambda: TreeGDNTritonContext(torch.randn(R, 5, 2, 4), torch.randn(R, 5, 2), torch.randn(R, 5, 1, 4))  # noqa: E731
+        return {layer: (torch.randn(R, 5, 8), ctx()) for layer in (0, 1, 2)}
+
+    captured = record(2)
+    x, ctx = ws._commit_inputs(captured, [0, 1, 2], graph_rows=2, by_address=True)
+    assert isinstance(x, LayerTable) and isinstance(ctx.u, LayerTable) and len(x) == 3
+    assert x.ptrs.tolist() == [captured[layer][0].data_ptr() for layer in (0, 1, 2)]
+    assert ctx.k.ptrs.tolist() == [captured[layer][1].k.data_ptr() for layer in (0, 1, 2)]
+    assert ws._commit_inputs(captured, [0, 1, 2], graph_rows=2, by_address=True)[0] is x  # made once
+    recaptured = record(2)
+    assert ws._commit_inputs(recaptured, [0, 1, 2], graph_rows=2, by_address=True)[0].ptrs.tolist() == [
+        recaptured[layer][0].data_ptr() for layer in (0, 1, 2)
+    ]
+    eager = record(1)
+    first = ws._commit_inputs(eager, [0, 1, 2], graph_rows=None, by_address=True)[0]
+    assert ws._commit_inputs(eager, [0, 1, 2], graph_rows=None, by_address=True)[0] is not first
+    stacked, stacked_ctx = ws._commit_inputs(eager, [0, 1, 2], graph_rows=None, by_address=False)
+    assert stacked.shape == (3, 1, 5, 8) and stacked_ctx.u.shape == (3, 1, 5, 2, 4)

@@ -8,7 +8,12 @@ from tree_helpers import DEVICE, accepted_paths, gdn_inputs, poisoned_outputs, r
 
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify_ref
-from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
+from sglang_dflash.kernels.tree_gdn.tree_gdn import (
+    aligned_ancestor_mask,
+    context_tables,
+    tree_gdn_commit_triton,
+    tree_gdn_verify_triton,
+)
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -83,7 +88,8 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
 
 def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     """state_pool [layers, S, HV, V, K] and `stack_contexts` of the layers' verifies: one launch
-    equals a commit per layer (and the reference's stacked path agrees)."""
+    equals a commit per layer (and the reference's stacked path agrees); so does one launch over
+    `context_tables` of them, whose keys are views into wider rows (read in place)."""
     gen = torch.Generator().manual_seed(11)
     layers, R, N, H, HV, K, V = 3, 2, 13, 1, 2, 16, 32
     xs = [gdn_inputs(R, N, H, HV, K, V, pool_size=R + 1, gen=gen, dtype=torch.float32) for _ in range(layers)]
@@ -95,6 +101,9 @@ def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     for layer, x in enumerate(xs):
         ref_ctxs.append(tree_gdn_verify_ref(**x, state_pool=pool[layer], slots=slots, parents=parents)[1])
         dev = {name: t.to(DEVICE) for name, t in x.items()}
+        wide = torch.randn(R, N, 2 * H * K + 3, generator=gen).to(DEVICE)  # q, k as the model reads them: in wider rows
+        wide[..., : 2 * H * K] = torch.cat([dev["q"].flatten(2), dev["k"].flatten(2)], -1)
+        dev["q"], dev["k"] = (part.unflatten(-1, (H, K)) for part in wide[..., : 2 * H * K].split(H * K, -1))
         ctxs.append(
             tree_gdn_verify_triton(
                 **dev, state_pool=pool[layer].to(DEVICE), slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16
@@ -110,6 +119,11 @@ def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     tree_gdn_commit(got, slots.to(DEVICE), stack_contexts(ctxs), accepted.to(DEVICE))
     assert rel_err(got.cpu(), expected.double()) <= 1e-5
     assert torch.equal(got.cpu()[:, 0], pool[:, 0]) and not torch.equal(expected[:, 1], pool[:, 1])
+    tables = context_tables(ctxs)
+    assert tables.k.like.stride(1) == 2 * H * K + 3  # read in place
+    by_address = pool.clone().to(DEVICE)
+    tree_gdn_commit(by_address, slots.to(DEVICE), tables, accepted.to(DEVICE))
+    assert torch.equal(by_address, got)
 
 
 def test_tree_gdn_verify_reads_split_projections_in_place():

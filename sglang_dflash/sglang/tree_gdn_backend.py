@@ -30,9 +30,11 @@ import torch
 from torch import Tensor
 
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
+from ..kernels.layer_table import LayerTable
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import aligned_ancestor_mask, fused_nodes, stack_contexts
+from ..kernels.tree_gdn.tree_gdn import context_tables
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
@@ -73,6 +75,7 @@ class TreeVerifyWorkspace:
         self.tables: dict[int, tuple[Tensor, Tensor, Tensor]] = {}  # bs -> (GDN slots, ancestor mask, conv windows)
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
         self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
+        self.commit_tables: dict[int, tuple] = {}  # graph batch size -> (its record, x table, context tables)
 
     def set_parents(self, parents: Tensor, graph_bs: int | None) -> None:
         """Before a verify of the trees `parents` [R, N]: into the eager buffer of R rows and, when the forward
@@ -140,9 +143,23 @@ class TreeVerifyWorkspace:
         path[:R] = accepted_nodes
         targets = torch.full((rows,), -1, dtype=torch.long, device=slots.device)
         targets[:R] = slots[:R]
-        x = torch.stack([record[layer][0] for layer in layers])
+        x, ctx = self._commit_inputs(record, layers, rows if graph_bs is not None else None)
         tree_conv_commit(pools.conv[0], targets, x, path)
-        tree_gdn_commit(pools.temporal, targets, stack_contexts([record[layer][1] for layer in layers]), path)
+        tree_gdn_commit(pools.temporal, targets, ctx, path)
+
+    def _commit_inputs(self, record: dict, layers: list[int], graph_rows: int | None, by_address: bool | None = None):
+        """Every layer's pre-conv input and verify context for one commit launch each. By address on the GPU
+        (`LayerTable`s: nothing stacked); the record of a captured graph (graph_rows: its batch size) is static, so
+        its tables are made once. Else stacked."""
+        xs, ctxs = [record[layer][0] for layer in layers], [record[layer][1] for layer in layers]
+        if not (xs[0].is_cuda if by_address is None else by_address):
+            return torch.stack(xs), stack_contexts(ctxs)
+        cached = self.commit_tables.get(graph_rows)
+        if cached is None or cached[0] is not record:  # eager, or a new capture: other tensors
+            cached = (record, LayerTable.of(xs), context_tables(ctxs))
+            if graph_rows is not None:
+                self.commit_tables[graph_rows] = cached
+        return cached[1], cached[2]
 
     def track(self, req_to_token_pool, slots: Tensor, track_slots: Tensor, accepted_nodes: Tensor, cut: Tensor, graph_bs):
         """Before `commit`, for extra_buffer's prefix-cache tracking: GDN slot track_slots[r] (-1: none) <- the state

@@ -3,6 +3,7 @@ on CUDA tensors and the pure-torch references otherwise."""
 
 from torch import Tensor
 
+from ..layer_table import LayerTable
 from .naive import tree_causal_conv1d_ref, tree_conv_commit_ref
 from .tree_conv import conv_windows, tree_causal_conv1d_triton, tree_conv_commit_triton
 
@@ -25,8 +26,9 @@ def tree_causal_conv1d(
 
 def tree_conv_commit(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
     """conv_state[slots[r]] <- the last W - 1 inputs of (old state, request r's accepted path). Several
-    layers at once: conv_state [layers, S, D, W - 1] and x [layers, R, N, D] (one launch on the GPU)."""
-    if x.is_cuda:
+    layers at once: conv_state [layers, S, D, W - 1] and x [layers, R, N, D], or on the GPU a `LayerTable` of
+    the layers' x (one launch)."""
+    if isinstance(x, LayerTable) or x.is_cuda:
         tree_conv_commit_triton(conv_state, slots, x, accepted_nodes)
     elif conv_state.dim() == 4:
         for state, inputs in zip(conv_state, x):

@@ -15,6 +15,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from ..layer_table import LayerTable
+
 
 @triton.jit
 def _tree_conv_kernel(
@@ -48,12 +50,17 @@ def _tree_conv_kernel(
 
 @triton.jit
 def _tree_conv_commit_kernel(
-    conv_state, slots, x, accepted, N, D, LA, S, R, W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr
+    conv_state, slots, x, x_like, accepted, N, D, LA, S, R, X_ROW,
+    W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr, TABLE: tl.constexpr,
 ):  # fmt: skip
-    """Per (channel tile, request, layer): conv_state [layers, S, D, W - 1], x [layers, R, N, D]."""
+    """Per (channel tile, request, layer): conv_state [layers, S, D, W - 1]; x [layers, R, N, D], or (TABLE) an
+    int64 [layers] table of each layer's x (`LayerTable`; x_like: one x, for its dtype). x's rows are X_ROW apart."""
     idt, r, layer = tl.program_id(0), tl.program_id(1).to(tl.int64), tl.program_id(2).to(tl.int64)
     conv_state += layer * S * D * (W - 1)
-    x += layer * R * N * D
+    if TABLE:
+        x = tl.load(x + layer).to(tl.pointer_type(x_like.dtype.element_ty))
+    else:
+        x += layer * R * N * X_ROW
     slot = tl.load(slots + r).to(tl.int64)
     if slot >= 0:
         d = idt * BD + tl.arange(0, BD)
@@ -68,7 +75,7 @@ def _tree_conv_commit_kernel(
         for c in tl.static_range(W - 1):
             back = W - 2 - c  # 0: the newest input
             node = tl.sum(tl.where(j == P - 1 - back, path, 0), axis=0)
-            from_x = tl.load(x + (r * N + node) * D + d, mask=dm & (back < P), other=0.0).to(tl.float32)
+            from_x = tl.load(x + (r * N + node) * X_ROW + d, mask=dm & (back < P), other=0.0).to(tl.float32)
             from_old = tl.sum(tl.where(cols[None, :] == c + P, old.to(tl.float32), 0.0), axis=1)  # old column c + P
             value = tl.where(back < P, from_x, from_old)
             tl.store(state + d * (W - 1) + c, value.to(conv_state.dtype.element_ty), mask=dm)
@@ -120,18 +127,27 @@ def conv_tiles(N: int, D: int) -> tuple[int, int]:
     return min(64, triton.next_power_of_2(D)), min(16, triton.next_power_of_2(N))
 
 
-def tree_conv_commit_triton(conv_state: Tensor, slots: Tensor, x: Tensor, accepted_nodes: Tensor) -> None:
+def tree_conv_commit_triton(conv_state: Tensor, slots: Tensor, x: Tensor | LayerTable, accepted_nodes: Tensor) -> None:
     """conv_state[slots[r]] <- the last W - 1 inputs of (old state, accepted path); slots < 0 untouched.
-    Several layers in one launch: conv_state [layers, S, D, W - 1] and x [layers, R, N, D]."""
+    Several layers in one launch: conv_state [layers, S, D, W - 1] and x [layers, R, N, D], or a `LayerTable` of
+    the layers' own x [R, N, D] (rows of D contiguous channels, read where they are)."""
     layered = conv_state.dim() == 4
-    state, x = (conv_state, x) if layered else (conv_state[None], x[None])
+    state = conv_state if layered else conv_state[None]
     layers, S, D, W = state.shape[0], state.shape[1], state.shape[2], state.shape[3] + 1
-    R, N = x.shape[1], x.shape[2]
-    if not state.is_contiguous() or x.shape[0] != layers:
-        raise ValueError(f"need a contiguous state and inputs per layer, got state {list(state.shape)}, x {list(x.shape)}")
+    table = isinstance(x, LayerTable)
+    if table:
+        xs, x_like, count = x.ptrs, x.like, len(x)
+        if x_like.stride(2) != 1 or x_like.stride(0) != x_like.shape[1] * x_like.stride(1):
+            raise ValueError(f"a layer table of x needs rows of contiguous channels, got strides {x_like.stride()}")
+    else:
+        xs = (x if layered else x[None]).contiguous()
+        x_like, count = xs[0], xs.shape[0]
+    R, N, x_row = x_like.shape[0], x_like.shape[1], x_like.stride(1)
+    if not state.is_contiguous() or count != layers or x_like.shape[2] != D:
+        raise ValueError(f"need a contiguous state and inputs per layer, got state {list(state.shape)}, x {list(x_like.shape)}")
     LA = accepted_nodes.shape[1]
     BD = min(256, triton.next_power_of_2(D))
     _tree_conv_commit_kernel[(triton.cdiv(D, BD), R, layers)](
-        state, slots, x.contiguous(), accepted_nodes.contiguous(), N, D, LA, S, R,
-        W=W, WP=triton.next_power_of_2(W - 1), LP=triton.next_power_of_2(LA), BD=BD,
+        state, slots, xs, x_like, accepted_nodes.contiguous(), N, D, LA, S, R, x_row,
+        W=W, WP=triton.next_power_of_2(W - 1), LP=triton.next_power_of_2(LA), BD=BD, TABLE=table,
     )  # fmt: skip

@@ -38,6 +38,7 @@ import triton.language as tl
 from torch import Tensor
 
 from .. import device as gpu
+from ..layer_table import LayerTable
 from ..tree_build.naive import ancestors
 
 BLOCK_NODES = 64  # nodes per block on Hopper (one 128-node block needed 384 KB of shared memory, H200 has 227 KB)
@@ -53,11 +54,11 @@ def fused_nodes(device: torch.device) -> int:
 @dataclass(frozen=True)
 class TreeGDNTritonContext:
     """What `tree_gdn_commit_triton` needs: u [R, N, HV, V] fp32, G [R, N, HV] fp32 (path sums of g) and
-    the raw keys k [R, N, H, K] (normalised again in commit)."""
+    the raw keys k [R, N, H, K] (normalised again in commit); several layers' as `LayerTable`s (`context_tables`)."""
 
-    u: Tensor
-    G: Tensor
-    k: Tensor
+    u: Tensor | LayerTable
+    G: Tensor | LayerTable
+    k: Tensor | LayerTable
 
 
 @triton.jit
@@ -218,18 +219,25 @@ def _tree_gdn_fused_kernel(
 
 @triton.jit
 def _tree_gdn_commit_kernel(
-    pool, slots, u, G, k, accepted, N, LA, NUM_SLOTS, R,
+    pool, slots, u, G, k, k_like, accepted, N, LA, NUM_SLOTS, R, K_ROW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, LP: tl.constexpr, BV: tl.constexpr,
-    PRECISION: tl.constexpr,
+    PRECISION: tl.constexpr, TABLE: tl.constexpr,
 ):  # fmt: skip
-    """Per (V tile, request x V-head, layer): pool [layers, S, HV, V, K], u/G/k with the same leading layer dim."""
+    """Per (V tile, request x V-head, layer): pool [layers, S, HV, V, K]; u/G/k with the same leading layer dim, or
+    (TABLE) int64 [layers] tables of each layer's u, G and k (`LayerTable`; k_like: a k, for its dtype). k's rows
+    are K_ROW elements apart."""
     iv, rh, layer = tl.program_id(0), tl.program_id(1), tl.program_id(2).to(tl.int64)
     r, hv = rh // HV, rh % HV
     h = hv // (HV // H)
     pool += layer * NUM_SLOTS * HV * V * K
-    u += layer * R * N * HV * V
-    G += layer * R * N * HV
-    k += layer * R * N * H * K
+    if TABLE:
+        u = tl.load(u + layer).to(tl.pointer_type(tl.float32))
+        G = tl.load(G + layer).to(tl.pointer_type(tl.float32))
+        k = tl.load(k + layer).to(tl.pointer_type(k_like.dtype.element_ty))
+    else:
+        u += layer * R * N * HV * V
+        G += layer * R * N * HV
+        k += layer * R * N * K_ROW
     slot = tl.load(slots + r)
     if slot >= 0:
         t = tl.arange(0, LP)
@@ -242,7 +250,7 @@ def _tree_gdn_commit_kernel(
         w = tl.where(on, tl.exp(G_last - Gp), 0.0)
         kk = tl.arange(0, K)
         vv = iv * BV + tl.arange(0, BV)
-        kn = _l2norm_rows(tl.load(k + (row[:, None] * H + h) * K + kk[None, :], mask=on[:, None], other=0.0).to(tl.float32))
+        kn = _l2norm_rows(tl.load(k + row[:, None] * K_ROW + h * K + kk[None, :], mask=on[:, None], other=0.0).to(tl.float32))
         up = tl.load(u + (row[:, None] * HV + hv) * V + vv[None, :], mask=on[:, None], other=0.0) * w[:, None]
         ptr = pool + ((slot.to(tl.int64) * HV + hv) * V + vv[:, None]) * K + kk[None, :]
         S = tl.exp(G_last) * tl.load(ptr) + tl.dot(tl.trans(up), kn, input_precision=PRECISION)
@@ -332,17 +340,34 @@ def tree_gdn_commit_triton(
 ) -> None:
     """state_pool[slots[r]] <- the state after request r's accepted path (accepted_nodes long
     [R, L + 1] from the root, padded -1); slots[r] < 0 is left untouched. Several layers in one
-    launch: state_pool [layers, S, HV, V, K] with a context of `stack_contexts` (leading layer dim)."""
+    launch: state_pool [layers, S, HV, V, K] with a context of `stack_contexts` (leading layer dim) or of
+    `context_tables` (each field a `LayerTable`: the layers' own tensors, read where they are)."""
     layered = state_pool.dim() == 5
     pool = state_pool if layered else state_pool[None]
-    u, G, k = (t if layered else t[None] for t in (ctx.u, ctx.G, ctx.k))
+    table = isinstance(ctx.u, LayerTable)
+    if table:
+        u, G, k = ctx.u.ptrs, ctx.G.ptrs, ctx.k.ptrs
+        (R, N, HV, V), (H, K), k_like, count = ctx.u.like.shape, ctx.k.like.shape[2:], ctx.k.like, len(ctx.u)
+        packed = k_like.stride(3) == 1 and k_like.stride(2) == K and k_like.stride(0) == N * k_like.stride(1)
+        if not (ctx.u.like.is_contiguous() and ctx.G.like.is_contiguous() and packed):
+            raise ValueError("a context table needs contiguous u and G, and k in rows of packed heads")
+        k_row = k_like.stride(1)
+    else:
+        u, G, k = (t.contiguous() if layered else t[None].contiguous() for t in (ctx.u, ctx.G, ctx.k))
+        (count, R, N, HV, V), (H, K), k_like = u.shape, k.shape[3:], k
+        k_row = H * K
     layers, S = pool.shape[:2]
-    _, R, N, HV, V = u.shape
-    H, K = k.shape[3], k.shape[4]
-    if not pool.is_contiguous() or u.shape[0] != layers:
-        raise ValueError(f"need a contiguous pool and a context per layer, got pool {list(pool.shape)}, u {list(u.shape)}")
+    if not pool.is_contiguous() or count != layers:
+        raise ValueError(f"need a contiguous pool and a context per layer, got pool {list(pool.shape)}, {count} contexts")
     LA = accepted_nodes.shape[1]
     _tree_gdn_commit_kernel[(V // BV, R * HV, layers)](
-        pool, slots, u.contiguous(), G.contiguous(), k.contiguous(), accepted_nodes.contiguous(), N, LA, S, R,
-        H=H, HV=HV, K=K, V=V, LP=max(16, triton.next_power_of_2(LA)), BV=BV, PRECISION="tf32x3", num_warps=4,
+        pool, slots, u, G, k, k_like, accepted_nodes.contiguous(), N, LA, S, R, k_row,
+        H=H, HV=HV, K=K, V=V, LP=max(16, triton.next_power_of_2(LA)), BV=BV, PRECISION="tf32x3", TABLE=table,
+        num_warps=4,
     )  # fmt: skip
+
+
+def context_tables(ctxs: list[TreeGDNTritonContext]) -> TreeGDNTritonContext:
+    """Several layers' verify contexts as one whose fields are `LayerTable`s, for a commit of all of them in one
+    launch without stacking them (no copy; the contexts must live until the commit)."""
+    return TreeGDNTritonContext(*(LayerTable.of([getattr(c, f) for c in ctxs]) for f in ("u", "G", "k")))
