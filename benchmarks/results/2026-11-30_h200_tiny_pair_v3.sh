@@ -12,6 +12,8 @@
 #   a: 3 layers (the shipped shape); b: 5 layers, the shipped 3 plus 2 identity-initialised; c: 3 layers, looping
 #   rollouts down to 30%, depth weights exp(-(k-1)/5).
 # SMOKE=1 runs the same flow on the CPU at toy scale (OUT defaults to /tmp/tp3-out).
+# ROUND=2 INIT=<draft dir> SEED=1: a second round from the kept drafter (c of round 1) on fresh rollouts: a as c, b grown to 5 layers,
+# c at half the learning rate.
 set -o pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/tp3-out}
@@ -33,7 +35,7 @@ else
   DRAFT="--draft-batch 128 --anchors 32 --eval-every 250"
   TAIL=${TAIL:-105}  # after the training budget: start-up + tap cache (~35 s), last validation and save, engine eval (~40 s)
 fi
-COMMON="--skip-target --device $DEV --corpus build/tinypair/corpus.pt --rollouts-file $W/rollouts.pt --draft-seq-len $SEQ --draft-val $VAL --bar-interval 30 --skip-eval $DVAL"
+COMMON="--seed ${SEED:-0} --skip-target --device $DEV --corpus build/tinypair/corpus.pt --rollouts-file $W/rollouts.pt --draft-seq-len $SEQ --draft-val $VAL --bar-interval 30 --skip-eval $DVAL"
 if command -v nvidia-smi >/dev/null && [ "$DEV" = cuda ]; then
   (nvidia-smi --query-gpu=timestamp,index,name,utilization.gpu,memory.used,memory.total --format=csv -l 15 >"$W/gpu.log" 2>&1 &
    echo $! >"$W/smi.pid")
@@ -48,11 +50,21 @@ grep -a "rollouts:\|demo-like" "$W/rollouts.log" | tail -4 | tee -a "$W/run.log"
 DT=$((DEADLINE - SECONDS - TAIL))
 [ $DT -lt 20 ] && DT=20
 echo "[$SECONDS s] stage 2: three drafters from the shipped one, --draft-time $DT each" | tee -a "$W/run.log"
-declare -A VARIANT=(
-  [a]="--draft-layers 3 --init-draft $SHIPPED/draft --chain-labels-only --draft-lr 1e-3"
-  [b]="--draft-layers 5 --init-draft $SHIPPED/draft --chain-labels-only --draft-lr 1e-3"
-  [c]="--draft-layers 3 --init-draft $SHIPPED/draft --chain-labels-only --draft-lr 1e-3 --periodic-keep 0.3 --gamma 5"
-)
+INIT=${INIT:-$SHIPPED/draft}  # ROUND=2: a second round from INIT (the kept v3 c), fresh rollouts (SEED)
+C_OPTS="--chain-labels-only --periodic-keep 0.3 --gamma 5"
+if [ "${ROUND:-1}" = 2 ]; then
+  declare -A VARIANT=(
+    [a]="--draft-layers 3 --init-draft $INIT $C_OPTS --draft-lr 1e-3"
+    [b]="--draft-layers 5 --init-draft $INIT $C_OPTS --draft-lr 1e-3"
+    [c]="--draft-layers 3 --init-draft $INIT $C_OPTS --draft-lr 5e-4"
+  )
+else
+  declare -A VARIANT=(
+    [a]="--draft-layers 3 --init-draft $INIT --chain-labels-only --draft-lr 1e-3"
+    [b]="--draft-layers 5 --init-draft $INIT --chain-labels-only --draft-lr 1e-3"
+    [c]="--draft-layers 3 --init-draft $INIT $C_OPTS --draft-lr 1e-3"
+  )
+fi
 for v in a b c; do
   timeout $((DEADLINE - SECONDS - 8)) $PY $S --out "$W/$v" $COMMON ${VARIANT[$v]} --cache-taps $DRAFT --draft-steps 100000 \
     --draft-time $DT >"$W/$v.log" 2>&1 &
