@@ -123,7 +123,9 @@ def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     assert tables.k.like.stride(1) == 2 * H * K + 3  # read in place
     by_address = pool.clone().to(DEVICE)
     tree_gdn_commit(by_address, slots.to(DEVICE), tables, accepted.to(DEVICE))
-    assert torch.equal(by_address, got)
+    # the same arithmetic from other loads (on an H200 the tf32x3 products then round differently, ~1e-7)
+    assert rel_err(by_address.cpu(), got.cpu().double()) <= 1e-6 and rel_err(by_address.cpu(), expected.double()) <= 1e-5
+    assert torch.equal(by_address.cpu()[:, 0], pool[:, 0])  # slot -1: untouched
 
 
 def test_tree_gdn_verify_reads_split_projections_in_place():
