@@ -137,7 +137,7 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
 
 def sweep(dev: str = "cuda") -> None:
     """fp32-input accuracy by dot precision at R = 1, N = 64 (DDTree-shaped); verify time of N = 64 (DDTree-shaped) and
-    N = 16 (a chain) by warps and V tile."""
+    N = 16 (a chain) by warps and V tile, and of N = 65 and 128 (two blocks) by warps."""
     gen = torch.Generator(device=dev).manual_seed(5)
     q, k = (torch.randn(1, 64, H, K, generator=gen, device=dev).bfloat16() for _ in range(2))
     v = torch.randn(1, 64, HV, V, generator=gen, device=dev).bfloat16()
@@ -164,6 +164,18 @@ def sweep(dev: str = "cuda") -> None:
         for warps, BV in ((4, 32), (8, 32), (4, 16), (8, 16), (8, 64)):
             run = lambda: tree_gdn_verify_triton(*args, ancestor_mask=anc_, max_depth=depth_, BV=BV, num_warps=warps)  # noqa: E731
             print(f"sweep {name} depth {depth_}: warps={warps} BV={BV:3d}: {graph_us(run, reps=10):8.1f} us", flush=True)
+    for N in (65, 128):  # past one block, ptxas spills 1.1 KB per thread at 4 warps, 0.2 KB at 8 (ptxas_tree_gdn.py)
+        q, k = (torch.randn(1, N, H, K, generator=gen, device=dev).bfloat16() for _ in range(2))
+        v = torch.randn(1, N, HV, V, generator=gen, device=dev).bfloat16()
+        a, b = (torch.randn(1, N, HV, generator=gen, device=dev).bfloat16() for _ in range(2))
+        parents = tree_parents(1, N, "ddtree", gen, dev)
+        depth = int(ancestors(parents, N - 1).sum(-1).max()) - 1
+        mask = aligned_ancestor_mask(ancestors(parents, depth))
+        for warps in (4, 8):
+            run = lambda: tree_gdn_verify_triton(  # noqa: E731
+                q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=mask, max_depth=depth, num_warps=warps
+            )
+            print(f"sweep N={N} DDTree depth {depth}, padded mask: warps={warps}: {graph_us(run, reps=10):8.1f} us", flush=True)
 
 
 def main() -> None:

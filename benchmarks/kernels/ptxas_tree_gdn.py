@@ -1,0 +1,85 @@
+"""Registers and spills of the tree-GDN verify builds, from ptxas -v, on a machine without a GPU.
+
+    python benchmarks/kernels/ptxas_tree_gdn.py [--sm 90|86] [--nodes 33,64,65,128]
+
+For each tree size, the kernel as `tree_gdn_verify_triton` launches it on an H200 (sm_90a, blocks of 64 nodes) or
+an A6000 (sm_86, blocks of 16), at Qwen3.6-27B's TP=2 shapes, with the ancestor mask's rows N bytes apart and
+padded to 16 (`aligned_ancestor_mask`): Triton specialises on whether those strides are multiples of 16.
+Compiled with Triton's own ptxas (tests/test_sm86_compile.py's launch recording); prints one line per build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import KernelInterface
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests"))
+from test_sm86_compile import kernel_spec  # noqa: E402 (the tests' launch recording)
+
+from sglang_dflash.kernels import device as gpu  # noqa: E402
+from sglang_dflash.kernels.tree_gdn import tree_gdn as tg  # noqa: E402
+
+HV, H, K = 24, 8, 128
+
+
+def launches(sm: int, nodes: list[int], **config):
+    """(label, kernel, args, kwargs) of the verify launches, as the wrapper makes them on that GPU."""
+    seen, e, bf16 = [], torch.empty, torch.bfloat16
+    record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
+    smem = mock.patch.object(gpu, "shared_memory_per_block", lambda device: (227 if sm == 90 else 99) * 1024)
+    with record, smem:
+        for N in nodes:
+            for padded in (False, True):
+                q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
+                mask = torch.zeros(1, N, N, dtype=torch.bool)
+                mask = tg.aligned_ancestor_mask(mask) if padded else mask
+                slots, parents = e(1, dtype=torch.long), e(1, N, dtype=torch.long)
+                tg.tree_gdn_verify_triton(
+                    q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, parents, ancestor_mask=mask, **config
+                )
+                seen[-1] = (f"N={N} mask rows {'padded' if padded else N}",) + seen[-1]
+    return seen
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sm", type=int, choices=(86, 90), default=90)
+    p.add_argument("--nodes", type=lambda s: [int(x) for x in s.split(",")], default=[33, 64, 65, 128])
+    p.add_argument("--warps", type=int, default=None, help="num_warps (default: the wrapper's)")
+    p.add_argument("--bv", type=int, default=32, help="V columns per program (default 32)")
+    args = p.parse_args()
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    target = GPUTarget("cuda", args.sm, 64 if args.sm == 90 else 32)
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, kernel, a, kw in launches(args.sm, args.nodes, num_warps=args.warps, BV=args.bv):
+            spec = kernel_spec(kernel, a, kw)
+            built = triton.compile(ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"]), target=target,
+                                   options=spec["options"])  # fmt: skip
+            path = Path(tmp) / "k.ptx"
+            path.write_text(built.asm["ptx"])
+            arch = "sm_90a" if args.sm == 90 else "sm_86"
+            out = subprocess.run([ptxas, "-v", "--gpu-name", arch, str(path), "-o", os.devnull], capture_output=True, text=True)
+            info = "; ".join(
+                line.split(":", 1)[-1].strip() for line in out.stderr.splitlines() if "registers" in line or "spill" in line
+            )
+            print(
+                f"sm_{args.sm} {kw['num_warps']} warps BV={args.bv} {label}: shared {built.metadata.shared} B; {info}", flush=True
+            )
+
+
+if __name__ == "__main__":
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise SystemExit("run without TRITON_INTERPRET: the kernels must be compiled, not interpreted")
+    main()
