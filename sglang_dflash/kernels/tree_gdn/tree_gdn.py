@@ -81,13 +81,6 @@ def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr):
 
 
 @triton.jit
-def _unit_rows(x, row, stride, ok, h, K: tl.constexpr):
-    """L2-normalised rows [NB, K] of q or k for the nodes at token indices row."""
-    kk = tl.arange(0, K)
-    return _l2norm_rows(tl.load(x + row[:, None] * stride + h * K + kk[None, :], mask=ok[:, None], other=0.0).to(tl.float32))
-
-
-@triton.jit
 def _dot_tf32_exact_a(a, b):
     """a @ b for fp32 a whose values are exact in tf32 (e.g. widened bf16) and any fp32 b: b split
     into a tf32 head and its remainder, two tf32 products (a's low part, tf32x3's third, is zero)."""
