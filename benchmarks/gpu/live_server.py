@@ -122,19 +122,20 @@ def judge(target: Path, checks: list[h.Run], args, out: Path, log: h.Log) -> boo
 
     h.teacher_forced_gaps(target, [], checks, "cuda" if torch.cuda.is_available() else "cpu", log)
     stock = checks[0]
-    tolerance = max(2 * h.gap_summary(stock)[2], 0.05) if stock.outputs else 0.05
+    summary = {run.name: h.gap_summary(run) for run in checks if run.outputs is not None}
+    tolerance = max(2 * summary[stock.name][2], 0.05) if stock.outputs else 0.05
     rows = ["| server | prompts equal to stock | tokens not transformers' argmax | largest gap | accept length |",
             "|---|---|---|---|---|"]  # fmt: skip
     for run in checks:
         if run.outputs is None:
             rows.append(f"| {run.name} | - | - | - | {run.error or 'not run'} |")
             continue
-        off, total, largest = h.gap_summary(run)
+        off, total, largest = summary[run.name]
         equal = sum(a == b for a, b in zip(run.outputs, stock.outputs or [])) if stock.outputs else "-"
         lengths = [x for x in run.extra.get("accept_length", []) if x]
         accept = f"{sum(lengths) / len(lengths):.2f}" if lengths else "-"
         rows.append(f"| {run.name} | {equal}/{len(run.outputs)} | {off}/{total} | {largest:.3g} | {accept} |")
-    ok = all(run.outputs is not None and h.gap_summary(run)[2] <= tolerance for run in checks)
+    ok = all(run.outputs is not None and summary[run.name][2] <= tolerance for run in checks)
     verdict = (f"lossless over HTTP: every server's greedy tokens are transformers' argmax up to gaps <= {tolerance:.3g}"
                if ok else f"FAILED: a server did not answer or is past the near-tie gap {tolerance:.3g}")  # fmt: skip
     n, new = len(checks[0].extra["prompts"]), args.check_new_tokens

@@ -83,12 +83,10 @@ class StepProfile:
         else:
             gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
         per, host = self.times[batch_size], self.host[batch_size]
-        for (_, (a, ha)), (phase, (b, hb)) in zip(self.marks, self.marks[1:]):
+        spans = [(phase, a, b) for (_, a), (phase, b) in zip(self.marks, self.marks[1:])]
+        for phase, (a, ha), (b, hb) in [*spans, ("step", self.marks[0][1], self.marks[-1][1])]:
             per[phase].append(gap(a, b))
             host[phase].append(1e6 * (hb - ha))
-        (a, ha), (b, hb) = self.marks[0][1], self.marks[-1][1]
-        per["step"].append(gap(a, b))
-        host["step"].append(1e6 * (hb - ha))
         self.marks = []
         self.steps += 1
         if self.profiler is not None:

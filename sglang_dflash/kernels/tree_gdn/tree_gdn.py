@@ -20,7 +20,8 @@ the cross-block code. 16-bit q and k are exact in tf32, so their products are si
 the raw values, normalised after.
 Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
 K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
-(`aligned_ancestor_mask`): rows 16 bytes apart let the kernel load them vectorised.
+(`aligned_ancestor_mask`): with rows 16 bytes apart Triton may assume them aligned, and the build
+spills fewer registers (ptxas: 1.2 KB against 2.8 KB per thread at 65 nodes on sm_90).
 commit:
 S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
 rank-(path length) update of each request's slot, in place; one launch can commit several layers
@@ -319,7 +320,8 @@ def tree_gdn_verify_triton(
 
 def aligned_ancestor_mask(mask: Tensor) -> Tensor:
     """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart (a copy into a padded
-    buffer, unless they are already), so that the verify kernel's mask loads vectorise: made once per step."""
+    buffer, unless they are already), so that Triton may assume the verify kernel's mask rows aligned: made once
+    per step."""
     R, N, _ = mask.shape
     if mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1):
         return mask
