@@ -170,3 +170,46 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
     assert not judge(tmp_path, checks, args, tmp_path, log)
     table = (tmp_path / "greedy.md").read_text()
     assert "| right | 3/3 | 0/18 | 0 | 2.50 |" in table and "| wrong | 0/3 |" in table and "FAILED" in table
+
+
+def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypatch):
+    """The worker's loop with a stand-in Engine (this tests the harness, not SGLang): the first turn at each batch
+    size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch."""
+    import json
+    import types
+
+    calls = []
+
+    class Engine:
+        def __init__(self, **kwargs):
+            pass
+
+        def generate(self, input_ids, sampling_params):
+            calls.append((input_ids, sampling_params))
+            return [{"output_ids": [len(p), 7], "meta_info": {}} for p in input_ids]
+
+        def shutdown(self):
+            pass
+
+    engine_mod = types.ModuleType("sglang.srt.entrypoints.engine")
+    engine_mod.Engine = Engine
+    sglang = types.ModuleType("sglang")
+    sglang.__version__ = "stand-in"
+    sglang.__file__ = __file__
+    sgl_kernel = types.ModuleType("sgl_kernel")
+    sgl_kernel.__file__ = __file__
+    for name, mod in {"sgl_kernel": sgl_kernel, "sglang": sglang, engine_mod.__name__: engine_mod}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    prompts = [[1, 2, 3], [4], [5, 6]]
+    spec = dict(
+        engine_kwargs={}, prompts=prompts, max_new_tokens=2, batches=[1, 2], second_turn=True, sampled=True,
+        result=str(tmp_path / "r.json"),
+    )  # fmt: skip
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    assert harness.sglang_worker(str(tmp_path / "spec.json")) == 0
+    res = json.loads((tmp_path / "r.json").read_text())
+    turn = [p + [len(p), 7] for p in prompts]
+    assert res["batches"]["2"]["outputs"] == [[3, 7], [1, 7], [2, 7]]
+    assert res["batches"][f"2{harness.SECOND_TURN}"]["prompts"] == turn
+    assert res["batches"][f"1{harness.SECOND_TURN}"]["outputs"] == [[len(t), 7] for t in turn]
+    assert res["sampled"]["tokens"] == 6 and calls[-1][1]["temperature"] == 0.8

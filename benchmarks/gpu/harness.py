@@ -495,11 +495,11 @@ def sglang_worker(spec_file: str) -> int:
         engine.generate(input_ids=[spec["prompts"][-1]], sampling_params=dict(params, max_new_tokens=8))
         results["warmup_s"] = time.time() - t
 
-        def greedy(key: str, prompts: list[list[int]], batch: int, **extra) -> None:
-            """The prompts `batch` at a time into results["batches"][key], written out after each."""
+        def greedy(key: str, inputs: list[list[int]], batch: int, **extra) -> None:
+            """The inputs `batch` at a time into results["batches"][key], written out after each."""
             t = time.time()
             outputs, metas = [], []
-            for group in chunks(prompts, batch):
+            for group in chunks(inputs, batch):
                 res = engine.generate(input_ids=group, sampling_params=params)
                 res = [res] if isinstance(res, dict) else res
                 outputs += [r["output_ids"] for r in res]

@@ -18,10 +18,10 @@ Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v,
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
-import sys
 import tempfile
 import zipfile
 
@@ -179,10 +179,16 @@ def sweep(dev: str = "cuda") -> None:
 
 
 def main() -> None:
-    if "--sweep" in sys.argv:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", nargs="?", help="SGLang 0.5.10.post1's wheel: its GDN verify kernel is the peer")
+    parser.add_argument("--sweep", action="store_true", help="trees past one block at 4 and 8 warps instead (no peer)")
+    args = parser.parse_args()
+    if args.sweep:
         sweep()
         return
-    sgl = load_sglang_kernel(sys.argv[1])
+    if not args.wheel:
+        parser.error("the SGLang wheel is needed for the peer (or --sweep)")
+    sgl = load_sglang_kernel(args.wheel)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
     rows = []
     for R, N, kind in [

@@ -1,20 +1,21 @@
-"""Triton: top-K log-probabilities over the vocabulary, exact, reading most of it once.
+"""Triton: top-K log-probabilities over the vocabulary, exact, reading the vocabulary once.
 
-Per row of x [M, V] (M = R * L draft depths):
-  1. chunk statistics: max and sum(exp(x - max)) of every CHUNK-wide chunk (one read of x);
-  2. per row: logsumexp from those, and the K chunks with the largest maxima, ranked;
-  3. the chunk of rank rho contributes its top (K - rho) elements: any element of the row's top K
-     in it is beaten by the maxima of the rho chunks above it and by the elements above it in its
-     own chunk, so its rank inside the chunk is < K - rho (and a chunk ranked >= K holds none);
-  4. segmented top-K over those K (K + 1) / 2 candidates until one segment is left, then
-     log-probability = logit - logsumexp, clamped at LOGP_FLOOR.
+Per row of x [M, V] (M = R * L draft depths), two launches:
+  1. `_chunk_stats_kernel`, grid (M, chunk groups): max and sum(exp(x - max)) of every CHUNK-wide
+     chunk (the one full read of x).
+  2. `_row_topk_kernel`, grid (M,): the logsumexp from those; the K chunks with the largest maxima,
+     ranked (ties: smaller chunk first) and tau, the K-th of those maxima. Every element of the
+     row's top K is >= tau and lies in a selected chunk (K elements, the chunk maxima, have keys at
+     least the K-th chunk maximum's; a chunk not selected has max <= tau and, if == tau, a larger
+     index than every selected chunk whose max is tau). So the elements >= tau of the K selected
+     chunks (about K of them) are compacted into CAP slots, and their top K is a running merge over
+     blocks of KC keys. If more than CAP are >= tau (ties at tau, rows of -inf), the merge runs over
+     every element of the selected chunks instead: slower, equally exact.
 Keys pack the order-preserving float bits with the reversed token index, so ties go to the
-smaller token id. Only K chunks of CHUNK tokens are read twice.
+smaller token id. log-probability = logit - logsumexp, clamped at LOGP_FLOOR; NaN rows stay NaN.
 """
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 import torch
 import triton
@@ -25,9 +26,9 @@ from ..tree_build.tree_build import _ordered, _unordered
 from .naive import LOGP_FLOOR
 
 # In the kernels: 2147483647 - token index are a key's low bits (ties go to the smaller index), and
-# -9187343239835811840 = _ordered(-inf) << 32 with low bits 0 is below every real key.
-SEGMENT = 1024  # keys per program in the final merges (at least 4 * next_pow2(k))
-GROUP_KEYS = 2048  # keys (selected chunks x CHUNK) per chunk top-k program
+# PAD = -9187343239835811840 = _ordered(-inf) << 32 with low bits 0 is below every real key.
+GROUP = 4096  # vocabulary entries a program handles at once (chunk statistics, compaction)
+CAP_BLOCKS = 4  # compaction slots per row, in blocks of KC keys
 
 
 @triton.jit
@@ -43,76 +44,79 @@ def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexp
 
 
 @triton.jit
-def _select_chunks_kernel(cmax, csum, sel, lse, C, K, CC: tl.constexpr, KC: tl.constexpr):
+def _row_topk_kernel(
+    x,
+    cmax,
+    csum,
+    sel,
+    cand,
+    logp,
+    ids,
+    lse,
+    V,
+    C,
+    K,
+    FLOOR,
+    CHUNK: tl.constexpr,
+    CC: tl.constexpr,
+    KC: tl.constexpr,
+    G: tl.constexpr,
+    CAP: tl.constexpr,
+):
     m = tl.program_id(0).to(tl.int64)
+    PAD: tl.constexpr = -9187343239835811840
     c = tl.arange(0, CC)
     cm = c < C
     mx = tl.load(cmax + m * C + c, mask=cm, other=float("-inf"))
     s = tl.load(csum + m * C + c, mask=cm, other=0.0)
     row_max = tl.max(mx, axis=0)
-    total = tl.sum(tl.where(mx == float("-inf"), 0.0, s * tl.exp(mx - row_max)), axis=0)
-    tl.store(lse + m, row_max + tl.log(total))
+    row_lse = row_max + tl.log(tl.sum(tl.where(mx == float("-inf"), 0.0, s * tl.exp(mx - row_max)), axis=0))
+    tl.store(lse + m, row_lse)
     top = tl.topk((_ordered(mx).to(tl.int64) << 32) | tl.where(cm, CC - 1 - c, 0).to(tl.int64), KC)
     t = tl.arange(0, KC)
-    tl.store(sel + m * K + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
+    tl.store(sel + m * KC + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
+    tau = _unordered((tl.max(tl.where(t == K - 1, top, PAD), axis=0) >> 32).to(tl.int32))
+    tl.debug_barrier()
 
+    # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false).
+    g = tl.arange(0, G)
+    e = tl.arange(0, CHUNK)
+    count = tl.full([], 0, tl.int32)
+    for r0 in range(0, K, G):
+        live = r0 + g < K
+        o = tl.load(sel + m * KC + r0 + g, mask=live, other=0)[:, None].to(tl.int64) * CHUNK + e[None, :]
+        ok = live[:, None] & (o < V)
+        v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
+        hit = (ok & (v >= tau)).to(tl.int32)
+        per_chunk = tl.sum(hit, axis=1)
+        pos = count + (tl.cumsum(per_chunk, axis=0) - per_chunk)[:, None] + tl.cumsum(hit, axis=1) - hit
+        key = (_ordered(v).to(tl.int64) << 32) | (2147483647 - o)
+        tl.store(cand + m * CAP + pos, key, mask=(hit > 0) & (pos < CAP))
+        count += tl.sum(per_chunk, axis=0)
+    tl.debug_barrier()
 
-@triton.jit
-def _chunk_topk_kernel(x, sel, offsets, cand, V, K, NCAND, CHUNK: tl.constexpr, KT: tl.constexpr, G: tl.constexpr):
-    m, g = tl.program_id(0).to(tl.int64), tl.program_id(1)
-    rho = g * G + tl.arange(0, G)
-    live = rho < K
-    c = tl.load(sel + m * K + rho, mask=live, other=0)
-    o = c[:, None].to(tl.int64) * CHUNK + tl.arange(0, CHUNK)[None, :]
-    ok = live[:, None] & (o < V)
-    v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
-    key = (_ordered(v).to(tl.int64) << 32) | tl.where(ok, 2147483647 - o, 0)
-    top = tl.topk(key, KT)  # [G, KT], each row sorted
-    t = tl.arange(0, KT)
-    off = tl.load(offsets + rho, mask=live, other=0)
-    keep = live[:, None] & (t[None, :] < (K - rho)[:, None])
-    tl.store(cand + m * NCAND + off[:, None] + t[None, :], top, mask=keep)
-
-
-@triton.jit
-def _segment_topk_kernel(
-    src,
-    dst,
-    n,
-    SRC_STRIDE,
-    DST_STRIDE,
-    lse,
-    logp,
-    ids,
-    K,
-    FLOOR,
-    SEG: tl.constexpr,
-    KK: tl.constexpr,
-    FINAL: tl.constexpr,
-):
-    m, s = tl.program_id(0).to(tl.int64), tl.program_id(1)
-    o = s * SEG + tl.arange(0, SEG)
-    top = tl.topk(tl.load(src + m * SRC_STRIDE + o, mask=o < n, other=-9187343239835811840), KK)
-    t = tl.arange(0, KK)
-    if FINAL:
-        lp = _unordered((top >> 32).to(tl.int32)) - tl.load(lse + m)
-        tl.store(logp + m * K + t, tl.where(lp < FLOOR, FLOOR, lp), mask=t < K)  # NaN stays NaN
-        tl.store(ids + m * K + t, 2147483647 - (top & 0x7FFFFFFF), mask=t < K)
-    else:
-        tl.store(dst + m * DST_STRIDE + s * KK + t, top)
+    # Top K: a running merge over blocks of KC keys, of the candidates or (overflow) of every selected element.
+    over = count > CAP
+    n = tl.where(over, K * CHUNK, count)
+    best = tl.full([KC], PAD, tl.int64)
+    for b0 in range(0, n, KC):
+        j = b0 + t
+        inb = j < n
+        from_cand = tl.load(cand + m * CAP + j, mask=inb & (j < CAP) & (count <= CAP), other=PAD)
+        o = tl.load(sel + m * KC + j // CHUNK, mask=inb & over, other=0).to(tl.int64) * CHUNK + j % CHUNK
+        ok = inb & over & (o < V)
+        v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
+        block = tl.where(ok, (_ordered(v).to(tl.int64) << 32) | (2147483647 - o), from_cand)
+        best = tl.topk(tl.reshape(tl.join(best, block), [2 * KC]), KC)
+    lp = _unordered((best >> 32).to(tl.int32)) - row_lse
+    tl.store(logp + m * K + t, tl.where(lp < FLOOR, FLOOR, lp), mask=t < K)  # NaN stays NaN
+    tl.store(ids + m * K + t, tl.where(best == PAD, 0, 2147483647 - (best & 0x7FFFFFFF)), mask=t < K)
 
 
 def chunk_width(V: int, k: int) -> int:
     """CHUNK: at most 256 tokens, and at least k chunks in the row; 0 if the row is too short."""
     width = min(256, 1 << max(0, (V // k).bit_length() - 1)) if k <= V else 0
     return width if width >= 16 else 0
-
-
-@lru_cache(maxsize=64)
-def _offsets(k: int, kt: int, device: torch.device) -> tuple[Tensor, int]:
-    counts = [min(k - rho, kt) for rho in range(k)]
-    starts = [sum(counts[:rho]) for rho in range(k)]
-    return torch.tensor(starts, dtype=torch.int32, device=device), sum(counts)
 
 
 def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: bool = False) -> tuple[Tensor, ...]:
@@ -123,46 +127,36 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
     x = logits.reshape(-1, V).contiguous()
     M, device = x.shape[0], x.device
     CHUNK = chunk or chunk_width(V, k)
-    C = triton.cdiv(V, CHUNK)
+    C = triton.cdiv(V, CHUNK) if CHUNK else 0
     if not CHUNK or C < k:
         raise ValueError(f"the chunked top-k needs at least k={k} chunks of >= 16 tokens, V={V}")
     f32 = dict(device=device, dtype=torch.float32)
     cmax, csum, lse = torch.empty(M, C, **f32), torch.empty(M, C, **f32), torch.empty(M, **f32)
-    G = max(1, 4096 // CHUNK)
+    G = max(1, GROUP // CHUNK)
     _chunk_stats_kernel[(M, triton.cdiv(C, G))](x, cmax, csum, V, C, CHUNK=CHUNK, G=G, num_warps=8)
-    sel = torch.empty(M, k, device=device, dtype=torch.int32)
     KC = max(2, triton.next_power_of_2(k))
-    _select_chunks_kernel[(M,)](cmax, csum, sel, lse, C, k, CC=triton.next_power_of_2(C), KC=KC, num_warps=8)
-    KT = min(KC, CHUNK)
-    offsets, ncand = _offsets(k, KT, device)
-    cand = torch.empty(M, ncand, device=device, dtype=torch.int64)
-    GT = max(1, GROUP_KEYS // CHUNK)
-    _chunk_topk_kernel[(M, triton.cdiv(k, GT))](x, sel, offsets, cand, V, k, ncand, CHUNK=CHUNK, KT=KT, G=GT, num_warps=4)
+    CAP = CAP_BLOCKS * KC
     logp = torch.empty(M, k, **f32)
     ids = torch.empty(M, k, device=device, dtype=torch.long)
-    n, src = ncand, cand
-    while True:
-        seg = max(KC, min(max(SEGMENT, 4 * KC), triton.next_power_of_2(n)))
-        S = triton.cdiv(n, seg)
-        final = S == 1
-        dst = src if final else torch.empty(M, S * KC, device=device, dtype=torch.int64)
-        _segment_topk_kernel[(M, S)](
-            src,
-            dst,
-            n,
-            src.shape[1],
-            dst.shape[1],
-            lse,
-            logp,
-            ids,
-            k,
-            LOGP_FLOOR,
-            SEG=seg,
-            KK=KC,
-            FINAL=final,
-            num_warps=4,
-        )
-        if final:
-            out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
-            return (*out, lse.view(logits.shape[:-1])) if with_lse else out
-        n, src = S * KC, dst
+    _row_topk_kernel[(M,)](
+        x,
+        cmax,
+        csum,
+        torch.empty(M, KC, device=device, dtype=torch.int32),
+        torch.empty(M, CAP, device=device, dtype=torch.int64),
+        logp,
+        ids,
+        lse,
+        V,
+        C,
+        k,
+        LOGP_FLOOR,
+        CHUNK=CHUNK,
+        CC=triton.next_power_of_2(C),
+        KC=KC,
+        G=G,
+        CAP=CAP,
+        num_warps=8,
+    )
+    out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
+    return (*out, lse.view(logits.shape[:-1])) if with_lse else out
