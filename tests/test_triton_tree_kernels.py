@@ -218,6 +218,6 @@ def test_greedy_walk_single_node_and_degenerate_rows():
     logits[1, 0, 9] = 5.0  # not the child's token 7: the walk stops at the root
     clean = logits.nan_to_num(nan=-math.inf)
     with poisoned_outputs():
-        got = greedy_walk(tree.token_ids, tree.parents, logits.to(DEVICE), 2, block=64, chunk=128)
+        got = greedy_walk(tree.token_ids.to(DEVICE), tree.parents.to(DEVICE), logits.to(DEVICE), 2, block=64, chunk=128)
     assert torch.equal(got[2].cpu(), greedy_reference(tree, clean)[2])
     assert got[2].tolist() == [0, 9]

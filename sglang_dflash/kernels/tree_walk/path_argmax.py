@@ -34,7 +34,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-MAX_BLOCK = 2048  # vocabulary entries a program loads at once
+MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
 DEFAULT_SMS = 132  # H100 / H200: what CPU tensors under the interpreter plan their spans for
@@ -144,6 +144,8 @@ def greedy_walk(
     R, N, V = target_logits.shape
     L = max_depth
     device = target_logits.device
+    if token_ids.device != device or parents.device != device:
+        raise ValueError(f"token_ids / parents on {token_ids.device} / {parents.device}, target_logits on {device}")
     x = target_logits if target_logits.stride(2) == 1 else target_logits.contiguous()
     sms = _sms(device)
     want = triton.cdiv(V, min(MAX_PROGRAMS, max(1, sms // R)))  # vocabulary entries per span
@@ -154,7 +156,7 @@ def greedy_walk(
     if block & (block - 1) or chunk % block:
         raise ValueError(f"block must be a power of two and chunk a multiple of it, got {block}, {chunk}")
     S = triton.cdiv(V, chunk)
-    P = 1 if device.type != "cuda" or _INTERPRET else min(S, programs or max(1, sms // R))
+    P = 1 if _INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
     vals = torch.empty(L + 1, R, S, device=device, dtype=torch.float32)
@@ -185,6 +187,6 @@ def greedy_walk(
         SS=triton.next_power_of_2(S),
         LP=triton.next_power_of_2(L + 1),
         BLOCK=block,
-        num_warps=max(1, min(8, block // 256)),
+        num_warps=max(1, min(16, block // 512)),
     )
     return accept_len, accepted_nodes, bonus
