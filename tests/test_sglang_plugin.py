@@ -28,9 +28,11 @@ LIN, FULL = "linear_attention", "full_attention"
 
 # One interpreter for all ServerArgs cases (importing SGLang takes ~10 s): each case prints the
 # resolved fields or the error message.
+# SGLang asserts a CUDA device for extra_buffer (the radix cache's strategy on hybrid targets): the probe says it has one.
 PROBE = textwrap.dedent(
     """
     import dataclasses, json, sys
+    import sglang.srt.server_args as s; s.is_cuda = lambda: True
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
     results = {}
@@ -106,6 +108,12 @@ def probe(pair):
             "speculative_num_draft_tokens": 33,
             "mamba_scheduler_strategy": "extra_buffer",
         },
+        "ddtree_no_radix": {
+            **ours,
+            "speculative_algorithm": "DDTREE",
+            "mamba_scheduler_strategy": "extra_buffer",
+            "disable_radix_cache": True,
+        },
     }
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
@@ -128,18 +136,20 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is True
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 8, 33)
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
-    assert r["disable_radix_cache"]  # no drafter context for prefix-cache hits yet
+    assert not r["disable_radix_cache"] and r["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
     assert r["create_worker"] == "DDTreeWorker" and probe[0]["dflash_default"]["create_worker"] == "DFlashWorker"
     eb = probe[0]["ddtree_extra_buffer"]
-    assert eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'no_buffer'", eb.get("error")
+    assert not eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'", eb.get("error")
+    off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
+    assert off["disable_radix_cache"] and off["all_fields"]["mamba_scheduler_strategy"] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == "DDTreeWorker"
 
 
-def test_radix_cache_kept_takes_extra_buffer(pair):
-    """SGLANG_DFLASH_RADIX_CACHE=1: the radix cache stays on and the strategy becomes extra_buffer before SGLang's
-    hybrid-model checks (which refuse speculative decoding with the radix cache under no_buffer); a track interval
-    below the verify's nodes is refused. SGLang asserts a CUDA device for extra_buffer: the probe says it has one."""
+def test_radix_cache_on_takes_extra_buffer(pair):
+    """The radix cache stays on and the strategy becomes extra_buffer before SGLang's hybrid-model checks (which
+    refuse speculative decoding with the radix cache under no_buffer); a track interval below the verify's nodes
+    is refused."""
     t, d = str(pair / "target"), str(pair / "draft")
     ours = dict(model_path=t, speculative_draft_model_path=d, speculative_algorithm="DDTREE")
     cases = {
@@ -148,8 +158,7 @@ def test_radix_cache_kept_takes_extra_buffer(pair):
         "short_interval": dict(ours, speculative_num_draft_tokens=65, mamba_track_interval=32),
         "dflash_no_buffer": dict(ours, speculative_algorithm="DFLASH", mamba_scheduler_strategy="no_buffer"),
     }
-    code = "import sglang.srt.server_args as s; s.is_cuda = lambda: True\n" + PROBE
-    out = run_fresh(code, json.dumps(cases), env={"SGLANG_DFLASH_RADIX_CACHE": "1"})
+    out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     r = json.loads(out.stdout.split("RESULTS", 1)[1])
     for name in ("default", "budget64", "dflash_no_buffer"):

@@ -440,10 +440,7 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
     base = sglang_base_kwargs(args, target)
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
-    # the workers turn the radix cache off unless switched on
     env = dict(item.split("=", 1) for item in args.plugin_env)
-    if args.radix_cache:
-        env["SGLANG_DFLASH_RADIX_CACHE"] = "1"
 
     def spec(algo: str, nodes: int | None) -> dict:  # nodes None: DFLASH's default, the drafter's block
         kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)
@@ -901,7 +898,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--radix-cache",
         action="store_true",
-        help="SGLang's radix cache on (plugin runs: SGLANG_DFLASH_RADIX_CACHE=1, extra_buffer tracking every "
+        help="SGLang's radix cache on (else off in every run; plugin runs: extra_buffer tracking every "
         f"{TRACK_INTERVAL} tokens); every prompt after the second starts with the second whole, so that later requests "
         "hit the prefix cache, and a second turn (RUN-turn2) continues each prompt + its first output, so that it hits "
         "the states the workers tracked while decoding (the table counts the prompt tokens served from the cache)",

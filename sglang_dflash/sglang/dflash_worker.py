@@ -38,8 +38,7 @@ CUDA graphs are captured):
      drafter's pass is CUDA-graphed per batch size (SGLANG_DFLASH_DRAFT_GRAPHS=0: eager; a sharded drafter's
      all-reduces are captured inside SGLang's `graph_capture`); the block
      embedding is looked up outside the graph (`StaticBlockEmbedding`), and the context append of each
-     verify is graphed too. The radix cache stays off unless SGLANG_DFLASH_RADIX_CACHE=1 (hits ran at TP=1
-     only).
+     verify is graphed too. The radix cache is on (hits ran lossless at TP=1 and TP=2).
 Prefill / extend (`batch.forward_mode.is_extend()`):
   3. `batch.get_model_worker_batch()` -> `target_worker.forward_batch_generation(mwb)` (target
      samples the first token as usual) -> taps of the extend tokens -> `drafter.append_context` at
@@ -74,8 +73,8 @@ Decode:
 
 Requests with min-p, penalties, custom logit processors, logit_bias, grammar or logprobs are aborted
 at admission with a message naming the feature (`request_unsupported`, `hooks.patch_scheduler`); page
-size > 1 is refused at start; the radix cache is turned off by the server arguments unless
-SGLANG_DFLASH_RADIX_CACHE=1. Sampled batches ran on the GPU (harness --sampled: they finish); their
+size > 1 is refused at start; with the radix cache (SGLang's default) a hybrid target's mamba strategy
+becomes extra_buffer (`server_args.resolve_radix_cache`). Sampled batches ran on the GPU (harness --sampled: they finish); their
 distribution is tested on CPU.
 """
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
 from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
-
-ENV_RADIX_CACHE = "SGLANG_DFLASH_RADIX_CACHE"
 
 SUPPORTED_SGLANG = ("0.5.10", "0.5.10.post1", "0.5.11")  # whose internals the workers are written against
 DDTREE_DEFAULT_NODES = 33
@@ -70,21 +67,16 @@ def hybrid_target(cfg: dict) -> bool:
 
 
 def resolve_radix_cache(args) -> None:
-    """The radix cache and the hybrid models' --mamba-scheduler-strategy for DFLASH / DDTREE, in place; run before
-    SGLang's model-specific checks (which refuse speculative decoding with the radix cache under no_buffer, and
-    extra_buffer without the radix cache), and again with the other speculative arguments (idempotent).
+    """The hybrid models' --mamba-scheduler-strategy for DFLASH / DDTREE, in place, from SGLang's own radix-cache
+    switch; run before SGLang's model-specific checks (which refuse speculative decoding with the radix cache under
+    no_buffer, and extra_buffer without the radix cache), and again with the other speculative arguments (idempotent).
 
-    Off unless SGLANG_DFLASH_RADIX_CACHE=1 (prefix-cache hits with the workers ran on a GPU at TP=1 only); then
-    no_buffer. Kept: extra_buffer, whose tracked states at every --mamba-track-interval tokens are what a hit
-    restores (the workers write them: `TreeVerifyWorkspace.track`, or SGLang's per-node path)."""
+    The radix cache is on unless --disable-radix-cache (prefix hits, second turns and sampled batches with the
+    workers are lossless at TP=1 and TP=2 on H200s: benchmarks/RESULTS.md, sessions 6 and 9). With it, a hybrid
+    target takes extra_buffer, whose states tracked every --mamba-track-interval tokens are what a hit restores
+    (the workers write them: `TreeVerifyWorkspace.track`, or SGLang's per-node path); without it, no_buffer."""
     name = str(args.speculative_algorithm).upper()
     strategy = getattr(args, "mamba_scheduler_strategy", None)
-    if not args.disable_radix_cache and os.environ.get(ENV_RADIX_CACHE) != "1":
-        logger.warning(
-            "%s: radix cache disabled: prefix-cache hits with the workers have run on a GPU at TP=1 only (%s=1 keeps "
-            "it, with --mamba-scheduler-strategy extra_buffer).", name, ENV_RADIX_CACHE,
-        )  # fmt: skip
-        args.disable_radix_cache = True
     if args.disable_radix_cache and strategy == "extra_buffer":
         logger.warning("%s: --mamba-scheduler-strategy no_buffer (extra_buffer needs the radix cache, which is off).", name)
         args.mamba_scheduler_strategy = "no_buffer"
@@ -95,7 +87,7 @@ def resolve_radix_cache(args) -> None:
     ):
         logger.warning(
             "%s: --mamba-scheduler-strategy extra_buffer (with the radix cache, the GDN states to restore a prefix from "
-            "are tracked every --mamba-track-interval tokens).", name,
+            "are tracked every --mamba-track-interval tokens; --disable-radix-cache for no_buffer).", name,
         )  # fmt: skip
         args.mamba_scheduler_strategy = "extra_buffer"
 
