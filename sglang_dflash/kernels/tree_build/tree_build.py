@@ -74,10 +74,8 @@ def _tree_build_kernel(
     sn = s_node + r * LB
     b = tl.arange(0, BB)
 
-    # Depth 1 beam: the top tokens themselves. The beam stays in registers (tl.gather): the only chain
-    # from depth to depth is gather, add, top-k; the beams go to memory for the global top B below.
-    beam = tl.load(lp + b, mask=b < K, other=float("-inf"))
-    tl.store(sc + b, beam)
+    # Depth 1 beam: the top tokens themselves.
+    tl.store(sc + b, tl.load(lp + b, mask=b < K, other=float("-inf")))
     tl.store(sp + b, tl.full([BB], -1, tl.int32))
     tl.store(sr + b, b)
 
@@ -87,14 +85,14 @@ def _tree_build_kernel(
     pj = tl.load(pat_j + p, mask=pm, other=0)
     low = (PP - 1 - p).to(tl.int64)
     for d in range(1, L):
-        step = tl.load(lp + d * K + pj, mask=pm, other=0.0)  # independent of the beam: its latency overlaps
-        cand = tl.where(pm, tl.gather(beam, pi, 0) + step, float("-inf"))
+        tl.debug_barrier()
+        prev = tl.load(sc + (d - 1) * BB + pi, mask=pm, other=float("-inf"))
+        cand = tl.where(pm, prev + tl.load(lp + d * K + pj, mask=pm, other=0.0), float("-inf"))
         top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
         src = (PP - 1) - (top & 0x7FFFFFFF).to(tl.int32)
-        beam = tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf"))
-        tl.store(sc + d * BB + b, beam)
-        tl.store(sp + d * BB + b, tl.gather(pi, src, 0) + (d - 1) * BB)
-        tl.store(sr + d * BB + b, tl.gather(pj, src, 0))
+        tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
+        tl.store(sp + d * BB + b, tl.load(pat_i + src) + (d - 1) * BB)
+        tl.store(sr + d * BB + b, tl.load(pat_j + src))
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
