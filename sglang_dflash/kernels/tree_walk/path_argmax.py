@@ -11,13 +11,11 @@ bonus_tokens long [R].
 
 One launch, grid (R, P), no host sync (captures in a CUDA graph). The vocabulary is cut into S
 spans of CW entries (the last one partial), loaded BLOCK at a time; program (r, p) owns spans
-p, p + P, ... Per depth d, from the root: every program packs the (max, first index) of its spans
-of the current node's row into one int64 key (order-preserving float bits << 32 | reversed index:
-the larger key is the larger value, then the smaller index) and takes an atomic max of it into
-best [L + 1, R]; the P programs of request r meet at a barrier (an arrival counter, spun on); each
-then reads the best key (the target token) and moves to the child carrying it. All P make the
-same decision, so they stop together: at a node without that child, or at depth L. Program (r, 0)
-writes the path and the bonus token.
+p, p + P, ... Per depth d, from the root: every program stores the (max, first index) of its spans
+of the current node's row in vals / idxs [L + 1, R, S]; the P programs of request r meet at a
+barrier (an arrival counter, spun on); each then takes the best span result (the target token) and
+moves to the child carrying it. All P make the same decision, so they stop together: at a node
+without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
 (P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET (programs run one after another) P is 1.
@@ -36,8 +34,6 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from ..tree_build.tree_build import _ordered
-
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
@@ -50,7 +46,8 @@ def _walk_kernel(
     logits,
     token_ids,
     parents,
-    best,
+    vals,
+    idxs,
     arrived,
     accept_len,
     accepted_nodes,
@@ -65,6 +62,7 @@ def _walk_kernel(
     P: tl.constexpr,
     L: tl.constexpr,
     NN: tl.constexpr,
+    SS: tl.constexpr,
     LP: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
@@ -76,14 +74,13 @@ def _walk_kernel(
     tok = tl.load(token_ids + r * N + i, mask=im, other=-1)
     j = tl.arange(0, LP)
     path = tl.full([LP], -1, tl.int64)
-    PAD: tl.constexpr = -9223372036854775808  # below every key
+    c = tl.arange(0, SS)
     cur = r * 0  # the root
     token = r * 0 - 1
     d = tl.full([], 0, tl.int32)
     go = d == 0
     while go:
         row = logits + r * stride_r + cur * stride_n
-        key = tl.full([], PAD, tl.int64)  # the best (value, first index) of this program's spans, packed
         for s in range(p, S, P):
             lane = s * CW + tl.arange(0, BLOCK)
             best_v = tl.full([BLOCK], float("-inf"), tl.float32)
@@ -96,16 +93,19 @@ def _walk_kernel(
                 best_v = tl.where(upd, x, best_v)
                 best_i = tl.where(upd, off, best_i)
             m = tl.max(best_v, axis=0)
-            first = tl.min(tl.where(best_v == m, best_i, V), axis=0)
-            key = tl.maximum(key, (_ordered(m).to(tl.int64) << 32) | (2147483647 - first))
-        if P > 1:  # the request's P programs: an atomic max, then they meet (release add, acquire reads)
-            tl.atomic_max(best + d * R + r, key)
+            out = (d * R + r) * S + s
+            tl.store(vals + out, m)
+            tl.store(idxs + out, tl.min(tl.where(best_v == m, best_i, V), axis=0).to(tl.int32))
+        if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
             seen = tl.atomic_add(arrived + r, 1, sem="release") + 1
             while seen < P * (d + 1):
                 seen = tl.atomic_add(arrived + r, 0, sem="acquire")
-            key = tl.atomic_max(best + d * R + r, PAD, sem="acquire")  # a read of the final maximum
-        token = 2147483647 - (key & 0x7FFFFFFF)
+        tl.debug_barrier()
+        base = (d * R + r) * S
+        v = tl.load(vals + base + c, mask=c < S, other=float("-inf"), cache_modifier=".cg")
+        best = tl.argmax(v, axis=0, tie_break_left=True)  # span order is index order
+        token = tl.load(idxs + base + best, cache_modifier=".cg").to(tl.int64)
         path = tl.where(j == d, cur, path)
         child = tl.min(tl.where(im & (par == cur) & (tok == token), i, NN), axis=0)  # siblings: distinct tokens
         go = (child < NN) & (d < L)
@@ -159,9 +159,8 @@ def greedy_walk(
     P = 1 if _INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
-    sync = dict(device=device, dtype=torch.int64)  # per depth and request: the best key; arrivals per request
-    best = torch.full((L + 1, R), -(2**63), **sync) if P > 1 else torch.empty(1, **sync)
-    arrived = torch.zeros(R, device=device, dtype=torch.int32) if P > 1 else torch.empty(1, **sync)
+    vals = torch.empty(L + 1, R, S, device=device, dtype=torch.float32)
+    idxs = torch.empty(L + 1, R, S, device=device, dtype=torch.int32)
     accept_len = torch.empty(R, device=device, dtype=torch.long)
     accepted_nodes = torch.empty(R, L + 1, device=device, dtype=torch.long)
     bonus = torch.empty(R, device=device, dtype=torch.long)
@@ -169,8 +168,9 @@ def greedy_walk(
         x,
         token_ids.contiguous(),
         parents.contiguous(),
-        best,
-        arrived,
+        vals,
+        idxs,
+        torch.zeros(R, device=device, dtype=torch.int32),
         accept_len,
         accepted_nodes,
         bonus,
@@ -184,6 +184,7 @@ def greedy_walk(
         P=P,
         L=L,
         NN=triton.next_power_of_2(N),
+        SS=triton.next_power_of_2(S),
         LP=triton.next_power_of_2(L + 1),
         BLOCK=block,
         num_warps=max(1, min(16, block // 512)),
