@@ -15,7 +15,7 @@ triton.testing.do_bench (median of replays):
           (kernels.vocab.argmax; torch.argmax beside it as a second peer): the previous accept path
   walk    walk_tree: the acceptance rule given the target tokens (with argmax: the previous path)
   accept  kernels.tree_walk.greedy_walk: the argmax of the accepted path's rows only, at most
-          L + 1 per request (L + 2 launches), random and deep logits
+          L + 1 per request (one launch), random and deep logits
   total   build_ddtree + accept_greedy in one graph, random and deep logits (accept_greedy takes
           greedy_walk from R * N >= ddtree.PATH_WALK_ROWS rows, argmax + walk below)
 The peer, in the same run: the reference's host-side heap (GPU top-k, copy to host, best-first
