@@ -122,7 +122,8 @@ def cpu_tree(tree: DraftTree) -> DraftTree:
 
 
 def profile(gen: torch.Generator) -> None:
-    """Per-kernel CUDA time of one eager build + accept (R = 8), and the tree build's num_warps sweep."""
+    """Per-kernel CUDA time of one eager build + accept (R = 8); sweeps of the tree build's num_warps, the
+    vocabulary pass's chunk width and the deep walk's programs per request."""
     for B in (16, 64, 256):
         draft = (torch.randn(8, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
         target = torch.randn(8, B + 1, V, generator=gen, device="cuda").to(torch.bfloat16)
@@ -130,8 +131,14 @@ def profile(gen: torch.Generator) -> None:
         step = lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)  # noqa: E731
         print_kernel_times(step, reps=10, top=14, title=f"--- R=8 B={B}: per-kernel CUDA time, us per step")
         logp, ids = draft_log_probs(draft, B)
-        sweep = {w: graph_us(lambda: tree_build(logp, ids, roots, B, num_warps=w)) for w in (1, 2, 4, 8)}
+        sweep = {w: graph_us(lambda: tree_build(logp, ids, roots, B, num_warps=w)) for w in (1, 2, 4, 8, 16)}
         print(f"tree build num_warps sweep (us): {sweep}", flush=True)
+        sweep = {c: graph_us(lambda: vocab.draft_log_probs(draft, B, chunk=c)) for c in (128, 256, 512, 1024)}
+        print(f"vocabulary pass chunk sweep (us): {sweep}", flush=True)
+        deep = build_ddtree(deep_draft(draft, gen), roots, B)
+        target_deep = deep_target(deep, target)
+        walk = lambda p: greedy_walk(deep.token_ids, deep.parents, target_deep, deep.max_depth, programs=p)  # noqa: E731
+        print(f"deep walk programs-per-request sweep (us): { {p: graph_us(lambda: walk(p)) for p in (4, 8, 16)} }")
 
 
 def path_walk(tree: DraftTree, target: torch.Tensor):
@@ -181,7 +188,9 @@ def main() -> None:
     ap.add_argument("--requests", default="1,8,32")
     ap.add_argument("--budgets", default="16,64,256")
     ap.add_argument(
-        "--profile", action="store_true", help="also print per-kernel times (R=8) and a num_warps sweep of the tree build"
+        "--profile",
+        action="store_true",
+        help="also print per-kernel times (R=8) and sweeps: tree build num_warps, vocabulary chunk, walk programs",
     )
     args = ap.parse_args()
     if args.profile:
