@@ -63,39 +63,38 @@ def _tree_attention_kernel(
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
-    if split < S:  # a slice of the prefix: every row sees all of it
-        row = r
-        if HAS_SLOTS:
-            row = tl.load(slots + r).to(tl.int64)
-            row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
-        stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32))  # int32 like the tree branch
-        start = split * CHUNK
-        if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
-            qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
-            start = tl.maximum(start, tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1)
-        for n0 in range(start, stop, BN):
-            keys = n0 + tl.arange(0, BN)
-            ok = keys < stop
-            if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
-                tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok, other=0).to(tl.int64)
-            else:
-                tok = row * T + keys
-            kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
-            kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
-            vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
-            seen = live[:, None] & ok[None, :]
-            if WINDOW > 0:
-                seen = seen & (qpos[:, None] - keys[None, :] < WINDOW)
-            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
-    else:  # the tree block: ancestors and itself
-        for n0 in range(0, N, BN):
-            keys = n0 + tl.arange(0, BN)
-            ok = keys < N
-            kv = ((r * N + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
-            kt = tl.load(k_tree + kv, mask=ok[:, None], other=0.0)
-            vt = tl.load(v_tree + kv, mask=ok[:, None], other=0.0)
-            seen = tl.load(anc + (r * N + node[:, None]) * N + keys[None, :], mask=live[:, None] & ok[None, :], other=0) != 0
-            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
+    # One loop for both kinds of split (two loops, one per branch, made ptxas serialise the wgmma: C7515).
+    # Prefix splits: keys [split * CHUNK, ...) of the cache, seen by every row. The tree split (split == S):
+    # the N tree keys, seen through the ancestor mask.
+    tree = split == S
+    row = r
+    if HAS_SLOTS:
+        row = tl.load(slots + r).to(tl.int64)
+        row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
+    start = tl.where(tree, 0, split * CHUNK)
+    stop = tl.where(tree, N, tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32)))
+    if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
+        qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
+        first = tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1
+        start = tl.where(tree, start, tl.maximum(start, first))
+    k_src, v_src = tl.where(tree, k_tree, k_cache), tl.where(tree, v_tree, v_cache)
+    for n0 in range(start, stop, BN):
+        keys = n0 + tl.arange(0, BN)
+        ok = keys < stop
+        if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
+            tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok & (not tree), other=0).to(tl.int64)
+        else:
+            tok = row * T + keys
+        tok = tl.where(tree, r * N + keys, tok)
+        kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
+        kt = tl.load(k_src + kv, mask=ok[:, None], other=0.0)
+        vt = tl.load(v_src + kv, mask=ok[:, None], other=0.0)
+        seen = live[:, None] & ok[None, :]
+        if WINDOW > 0:
+            seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
+        anc_mask = seen & tree
+        seen = seen & ((tl.load(anc + (r * N + node[:, None]) * N + keys[None, :], mask=anc_mask, other=0) != 0) | (not tree))
+        m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     tl.store(acc_out + part[:, None] * DH + dd[None, :], acc, mask=live[:, None])
     tl.store(m_out + part, m_i, mask=live)
