@@ -46,7 +46,7 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 @triton.jit
 def _tree_attention_kernel(
     q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, acc_out, m_out, l_out,
-    N, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
+    N, NW, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
 ):  # fmt: skip
@@ -92,8 +92,11 @@ def _tree_attention_kernel(
         seen = live[:, None] & ok[None, :]
         if WINDOW > 0:
             seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
-        anc_mask = seen & tree
-        seen = seen & ((tl.load(anc + (r * N + node[:, None]) * N + keys[None, :], mask=anc_mask, other=0) != 0) | (not tree))
+        # the ancestor bits of this tile's keys: one word per row (BN divides 64); a 2-D byte-mask load here
+        # made ptxas serialise the wgmma (C7515)
+        word = tl.load(anc + (r * N + node) * NW + n0 // 64, mask=live & tree, other=0)
+        bit = ((word[:, None] >> (keys % 64).to(tl.int64)[None, :]) & 1) != 0
+        seen = seen & (bit | (not tree))
         m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     tl.store(acc_out + part[:, None] * DH + dd[None, :], acc, mask=live[:, None])
@@ -129,6 +132,14 @@ def _merge_kernel(
     dst = ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :]
     den = tl.where(live, den, 1.0)  # dead rows: nothing stored
     tl.store(out + dst, (num / den[:, None]).to(out.dtype.element_ty), mask=live[:, None])
+
+
+def ancestor_bits(mask: Tensor) -> Tensor:
+    """bool [R, N, N] -> int64 [R, N, ceil(N / 64)]: bit j of word w of row i is mask[:, i, 64 w + j]."""
+    R, N, _ = mask.shape
+    NW = triton.cdiv(N, 64)
+    padded = torch.nn.functional.pad(mask, (0, NW * 64 - N)).view(R, N, NW, 64).to(torch.int64)
+    return (padded << torch.arange(64, device=mask.device)).sum(-1)  # distinct bits: the sum is their OR
 
 
 def tree_attention(
@@ -171,6 +182,8 @@ def tree_attention(
     # 3 stages took 49, 64 x 64 with 3 stages needs 232 KB). SM86 (99 KB): 32 x 32, no pipelining.
     big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED
     BM, BN = BM or (128 if big else 32), BN or (64 if big else 32)
+    if 64 % BN:
+        raise ValueError(f"BN={BN} must divide 64 (a tile's ancestor bits are one word)")
     blocks = triton.cdiv(N * G, BM)
     if splits is None:
         splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(264, blocks * R * HKV)))
@@ -181,10 +194,10 @@ def tree_attention(
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
-        k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8),
+        k_tree.contiguous(), v_tree.contiguous(), ancestor_bits(ancestor_mask),
         q if positions is None else positions.contiguous(), q if table is None else table, acc, m, l,
-        N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0] if table is None else table.shape[0],
-        0 if table is None else table.stride(0),
+        N, triton.cdiv(N, 64), T, chunk, DH**-0.5 if scale is None else scale,
+        k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
