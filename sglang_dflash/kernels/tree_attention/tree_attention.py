@@ -163,7 +163,8 @@ def tree_attention(
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
     prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
-    as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
+    as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N], or
+    `ancestor_bits` of it (int64 [R, N, ceil(N / 64)]: made once, it serves every layer of a step).
     table int [rows, T] (rows may be strided, columns contiguous: e.g. a column slice of SGLang's
     req_to_token): k_cache, v_cache are token pools [P, HKV, Dh] and prefix token t of row slots[r] (or r) is
     at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
@@ -172,6 +173,9 @@ def tree_attention(
     splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
     the prefix lengths, so the launch is CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
+    words = ancestor_bits(ancestor_mask) if ancestor_mask.dtype == torch.bool else ancestor_mask.contiguous()
+    if words.shape != (R, N, triton.cdiv(N, 64)) or words.dtype != torch.int64:
+        raise ValueError(f"ancestor_mask: bool [R, N, N] or int64 words [R, N, ceil(N / 64)], got {tuple(ancestor_mask.shape)}")
     if table is not None and table.stride(1) != 1:
         raise ValueError("the table's columns must be contiguous")
     T, HKV = (table.shape[1], k_cache.shape[1]) if table is not None else (k_cache.shape[1], k_cache.shape[2])
@@ -194,7 +198,7 @@ def tree_attention(
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
-        k_tree.contiguous(), v_tree.contiguous(), ancestor_bits(ancestor_mask),
+        k_tree.contiguous(), v_tree.contiguous(), words,
         q if positions is None else positions.contiguous(), q if table is None else table, acc, m, l,
         N, triton.cdiv(N, 64), T, chunk, DH**-0.5 if scale is None else scale,
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
