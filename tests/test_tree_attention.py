@@ -4,7 +4,7 @@ import pytest
 import torch
 from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
 
-from sglang_dflash.kernels.tree_attention import sglang_custom_mask, tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
 from sglang_dflash.kernels.tree_build import ancestors
 
 
@@ -66,6 +66,8 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
         out = tree_attention(*args, splits=splits, BM=16, BN=16)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
     torch.testing.assert_close(out.cpu().double(), ref, **tol)
+    words = ancestor_bits(args[-1])  # the mask packed once, as the engine passes it to every layer
+    assert torch.equal(tree_attention(*args[:-1], words, splits=splits, BM=16, BN=16), out)
 
 
 def test_tree_attention_reads_cache_rows_through_slots():

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 
 from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
-from ..kernels.tree_attention import attend_tree
+from ..kernels.tree_attention import ancestor_bits, attend_tree
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import aligned_ancestor_mask, stack_contexts
 from .config import PairError, TargetConfig, read_config
@@ -61,6 +61,7 @@ class StepInput:
     positions: Tensor  # long [R, N] = seq_lens + depth
     conv_windows: Tensor  # long [R, N, W - 1]: `kernels.tree_conv.conv_windows`, for every conv layer
     gdn_mask: Tensor  # bool [R, N, N], the ancestor mask with rows 16 bytes apart (`aligned_ancestor_mask`)
+    attn_words: Tensor  # int64 [R, N, ceil(N / 64)], the ancestor mask as the attention kernel reads it
 
 
 class GatedDeltaNet(nn.Module):
@@ -125,7 +126,8 @@ class GatedAttention(nn.Module):
         q = self.rotary(self.q_norm(q), step.positions)
         k = self.rotary(self.k_norm(self.k_proj(x).view(R, N, c.num_key_value_heads, -1)), step.positions)
         v = self.v_proj(x).view(R, N, c.num_key_value_heads, -1)
-        o = attend_tree(q, k_cache, v_cache, step.seq_lens, k, v, step.tree.ancestor_mask, slots=step.slots)
+        o = attend_tree(q, k_cache, v_cache, step.seq_lens, k, v, step.tree.ancestor_mask, slots=step.slots,
+                        ancestor_words=step.attn_words)  # fmt: skip
         o = o.reshape(R, N, -1) * torch.sigmoid(gate.reshape(R, N, -1))
         return self.o_proj(o), (k, v)
 
@@ -221,7 +223,8 @@ class Qwen3_5Target(nn.Module):
         No host sync (CUDA-graph safe): the caller keeps seq_lens + depth below cache.max_len."""
         windows = conv_windows(tree.parents, self.config.linear_conv_kernel_dim)
         mask = aligned_ancestor_mask(tree.ancestor_mask)
-        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask)
+        words = ancestor_bits(tree.ancestor_mask)
+        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask, words)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
         for i, (layer, caches) in enumerate(zip(self.layers, self._caches(cache))):

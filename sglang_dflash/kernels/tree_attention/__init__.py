@@ -6,7 +6,7 @@ from torch import Tensor
 
 from .masks import sglang_custom_mask
 from .naive import tree_attention_ref
-from .tree_attention import tree_attention
+from .tree_attention import ancestor_bits, tree_attention
 
 
 def attend_tree(
@@ -21,13 +21,18 @@ def attend_tree(
     window: int | None = None,
     positions: Tensor | None = None,
     table: Tensor | None = None,
+    ancestor_words: Tensor | None = None,
 ) -> Tensor:
     """Shapes as `tree_attention_ref` (the kernel reads the cache rows `slots`, or the pool through `table`, in
-    place)."""
+    place). ancestor_words: `ancestor_bits(ancestor_mask)`, made once for all layers of a step (the kernel's
+    form of the mask; else made here)."""
     dh = q.shape[-1]
-    attend = tree_attention if q.is_cuda and dh >= 16 and dh & (dh - 1) == 0 else tree_attention_ref
-    return attend(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots, window=window,
-                  positions=positions, table=table)  # fmt: skip
+    if not (q.is_cuda and dh >= 16 and dh & (dh - 1) == 0):
+        return tree_attention_ref(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots,
+                                  window=window, positions=positions, table=table)  # fmt: skip
+    words = ancestor_bits(ancestor_mask) if ancestor_words is None else ancestor_words
+    return tree_attention(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, words, slots=slots, window=window,
+                          positions=positions, table=table)  # fmt: skip
 
 
-__all__ = ["attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]
+__all__ = ["ancestor_bits", "attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]

@@ -46,7 +46,7 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 @triton.jit
 def _tree_attention_kernel(
     q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, acc_out, m_out, l_out,
-    N, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
+    N, NW, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
 ):  # fmt: skip
@@ -63,39 +63,41 @@ def _tree_attention_kernel(
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
-    if split < S:  # a slice of the prefix: every row sees all of it
-        row = r
-        if HAS_SLOTS:
-            row = tl.load(slots + r).to(tl.int64)
-            row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
-        stop = tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32))  # int32 like the tree branch
-        start = split * CHUNK
-        if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
-            qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
-            start = tl.maximum(start, tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1)
-        for n0 in range(start, stop, BN):
-            keys = n0 + tl.arange(0, BN)
-            ok = keys < stop
-            if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
-                tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok, other=0).to(tl.int64)
-            else:
-                tok = row * T + keys
-            kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
-            kt = tl.load(k_cache + kv, mask=ok[:, None], other=0.0)
-            vt = tl.load(v_cache + kv, mask=ok[:, None], other=0.0)
-            seen = live[:, None] & ok[None, :]
-            if WINDOW > 0:
-                seen = seen & (qpos[:, None] - keys[None, :] < WINDOW)
-            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
-    else:  # the tree block: ancestors and itself
-        for n0 in range(0, N, BN):
-            keys = n0 + tl.arange(0, BN)
-            ok = keys < N
-            kv = ((r * N + keys[:, None]) * HKV + hkv) * DH + dd[None, :]
-            kt = tl.load(k_tree + kv, mask=ok[:, None], other=0.0)
-            vt = tl.load(v_tree + kv, mask=ok[:, None], other=0.0)
-            seen = tl.load(anc + (r * N + node[:, None]) * N + keys[None, :], mask=live[:, None] & ok[None, :], other=0) != 0
-            m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
+    # One loop for both kinds of split (two loops, one per branch, made ptxas serialise the wgmma: C7515).
+    # Prefix splits: keys [split * CHUNK, ...) of the cache, seen by every row. The tree split (split == S):
+    # the N tree keys, seen through the ancestor mask.
+    tree = split == S
+    row = r
+    if HAS_SLOTS:
+        row = tl.load(slots + r).to(tl.int64)
+        row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
+    start = tl.where(tree, 0, split * CHUNK)
+    stop = tl.where(tree, N, tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32)))
+    if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
+        qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
+        first = tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1
+        start = tl.where(tree, start, tl.maximum(start, first))
+    k_src, v_src = tl.where(tree, k_tree, k_cache), tl.where(tree, v_tree, v_cache)
+    for n0 in range(start, stop, BN):
+        keys = n0 + tl.arange(0, BN)
+        ok = keys < stop
+        if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
+            tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok & (not tree), other=0).to(tl.int64)
+        else:
+            tok = row * T + keys
+        tok = tl.where(tree, r * N + keys, tok)
+        kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
+        kt = tl.load(k_src + kv, mask=ok[:, None], other=0.0)
+        vt = tl.load(v_src + kv, mask=ok[:, None], other=0.0)
+        seen = live[:, None] & ok[None, :]
+        if WINDOW > 0:
+            seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
+        # the ancestor bits of this tile's keys: one word per row (BN divides 64); a 2-D byte-mask load here
+        # made ptxas serialise the wgmma (C7515)
+        word = tl.load(anc + (r * N + node) * NW + n0 // 64, mask=live & tree, other=0)
+        bit = ((word[:, None] >> (keys % 64).to(tl.int64)[None, :]) & 1) != 0
+        seen = seen & (bit | (not tree))
+        m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     tl.store(acc_out + part[:, None] * DH + dd[None, :], acc, mask=live[:, None])
     tl.store(m_out + part, m_i, mask=live)
@@ -132,6 +134,14 @@ def _merge_kernel(
     tl.store(out + dst, (num / den[:, None]).to(out.dtype.element_ty), mask=live[:, None])
 
 
+def ancestor_bits(mask: Tensor) -> Tensor:
+    """bool [R, N, N] -> int64 [R, N, ceil(N / 64)]: bit j of word w of row i is mask[:, i, 64 w + j]."""
+    R, N, _ = mask.shape
+    NW = triton.cdiv(N, 64)
+    padded = torch.nn.functional.pad(mask, (0, NW * 64 - N)).view(R, N, NW, 64).to(torch.int64)
+    return (padded << torch.arange(64, device=mask.device)).sum(-1)  # distinct bits: the sum is their OR
+
+
 def tree_attention(
     q: Tensor,
     k_cache: Tensor,
@@ -153,7 +163,8 @@ def tree_attention(
 ) -> Tensor:
     """As `naive.tree_attention_ref`: q [R, N, HQ, Dh]; k_cache, v_cache [R, T, HKV, Dh] (the first
     prefix_lens[r] valid), or [rows, T, HKV, Dh] read at rows `slots` [R] (negative: from the end,
-    as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N].
+    as torch indexes), without gathering them; k_tree, v_tree [R, N, HKV, Dh]; ancestor_mask bool [R, N, N], or
+    `ancestor_bits` of it (int64 [R, N, ceil(N / 64)]: made once, it serves every layer of a step).
     table int [rows, T] (rows may be strided, columns contiguous: e.g. a column slice of SGLang's
     req_to_token): k_cache, v_cache are token pools [P, HKV, Dh] and prefix token t of row slots[r] (or r) is
     at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
@@ -162,6 +173,9 @@ def tree_attention(
     splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
     the prefix lengths, so the launch is CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
+    words = ancestor_bits(ancestor_mask) if ancestor_mask.dtype == torch.bool else ancestor_mask.contiguous()
+    if words.shape != (R, N, triton.cdiv(N, 64)) or words.dtype != torch.int64:
+        raise ValueError(f"ancestor_mask: bool [R, N, N] or int64 words [R, N, ceil(N / 64)], got {tuple(ancestor_mask.shape)}")
     if table is not None and table.stride(1) != 1:
         raise ValueError("the table's columns must be contiguous")
     T, HKV = (table.shape[1], k_cache.shape[1]) if table is not None else (k_cache.shape[1], k_cache.shape[2])
@@ -172,6 +186,8 @@ def tree_attention(
     # 3 stages took 49, 64 x 64 with 3 stages needs 232 KB). SM86 (99 KB): 32 x 32, no pipelining.
     big = gpu.shared_memory_per_block(q.device) >= gpu.HOPPER_SHARED
     BM, BN = BM or (128 if big else 32), BN or (64 if big else 32)
+    if 64 % BN:
+        raise ValueError(f"BN={BN} must divide 64 (a tile's ancestor bits are one word)")
     blocks = triton.cdiv(N * G, BM)
     if splits is None:
         splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(264, blocks * R * HKV)))
@@ -182,10 +198,10 @@ def tree_attention(
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
-        k_tree.contiguous(), v_tree.contiguous(), ancestor_mask.contiguous().view(torch.int8),
+        k_tree.contiguous(), v_tree.contiguous(), words,
         q if positions is None else positions.contiguous(), q if table is None else table, acc, m, l,
-        N, T, chunk, DH**-0.5 if scale is None else scale, k_cache.shape[0] if table is None else table.shape[0],
-        0 if table is None else table.stride(0),
+        N, triton.cdiv(N, 64), T, chunk, DH**-0.5 if scale is None else scale,
+        k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
