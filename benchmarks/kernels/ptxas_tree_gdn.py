@@ -53,6 +53,24 @@ def launches(sm: int, nodes: list[int], **config):
     return seen
 
 
+def ptxas_report(kernel, args: tuple, kwargs: dict, sm: int) -> tuple[int, str, str]:
+    """(shared bytes, ptxas's register / spill lines, its performance warnings) of one recorded launch, built for
+    sm_90a or sm_86 with Triton's own ptxas."""
+    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+    spec = kernel_spec(kernel, args, kwargs)
+    built = triton.compile(ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"]),
+                           target=GPUTarget("cuda", sm, 64 if sm == 90 else 32), options=spec["options"])  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.ptx"
+        path.write_text(built.asm["ptx"])
+        arch = "sm_90a" if sm == 90 else "sm_86"
+        out = subprocess.run([ptxas, "-v", "--gpu-name", arch, str(path), "-o", os.devnull], capture_output=True, text=True)
+    lines = out.stderr.splitlines()
+    info = "; ".join(line.split(":", 1)[-1].strip() for line in lines if "registers" in line or "spill" in line)
+    warnings = "; ".join(line.split(":", 1)[-1].strip() for line in lines if "Performance Loss" in line)
+    return built.metadata.shared, info, warnings
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sm", type=int, choices=(86, 90), default=90)
@@ -60,23 +78,9 @@ def main() -> None:
     p.add_argument("--warps", type=int, default=None, help="num_warps (default: the wrapper's)")
     p.add_argument("--bv", type=int, default=32, help="V columns per program (default 32)")
     args = p.parse_args()
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
-    target = GPUTarget("cuda", args.sm, 64 if args.sm == 90 else 32)
-    with tempfile.TemporaryDirectory() as tmp:
-        for label, kernel, a, kw in launches(args.sm, args.nodes, num_warps=args.warps, BV=args.bv):
-            spec = kernel_spec(kernel, a, kw)
-            built = triton.compile(ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"]), target=target,
-                                   options=spec["options"])  # fmt: skip
-            path = Path(tmp) / "k.ptx"
-            path.write_text(built.asm["ptx"])
-            arch = "sm_90a" if args.sm == 90 else "sm_86"
-            out = subprocess.run([ptxas, "-v", "--gpu-name", arch, str(path), "-o", os.devnull], capture_output=True, text=True)
-            info = "; ".join(
-                line.split(":", 1)[-1].strip() for line in out.stderr.splitlines() if "registers" in line or "spill" in line
-            )
-            print(
-                f"sm_{args.sm} {kw['num_warps']} warps BV={args.bv} {label}: shared {built.metadata.shared} B; {info}", flush=True
-            )
+    for label, kernel, a, kw in launches(args.sm, args.nodes, num_warps=args.warps, BV=args.bv):
+        shared, info, _ = ptxas_report(kernel, a, kw, args.sm)
+        print(f"sm_{args.sm} {kw['num_warps']} warps BV={args.bv} {label}: shared {shared} B; {info}", flush=True)
 
 
 if __name__ == "__main__":
