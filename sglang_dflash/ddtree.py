@@ -146,8 +146,8 @@ def build_ddtree(draft_logits: Tensor, root_tokens: Tensor, budget: int, *, vali
 
     Algorithm (vectorised form of the reference's best-first heap): for each depth d, the top-B
     prefixes of length d are among the top-B length-(d-1) prefixes extended by the top-B tokens of
-    depth d, and of those pairs only the (i + 1)(j + 1) <= B corner can make the cut
-    (`kernels.tree_build.naive.merge_pattern`, ~B ln B pairs). So L sorts of ~B ln B candidates
+    depth d, and of those pairs only the ones with (i + 1)(j + 2) <= B can be in the global top B
+    (`kernels.tree_build.naive.merge_pattern`, under B ln B pairs). So L sorts of those candidates
     give per-depth beams, and one sort of the L * B beam entries gives the global top B.
 
     Order and ties: nodes are numbered by descending score, ties by shallower depth first, then by

@@ -29,6 +29,8 @@ def random_top_k(R, L, V, K, gen, ties=False):
         (2, 6, 7, 100, True),
         (1, 4, 300, 130, False),
         (4, 3, 9, 1, True),
+        (3, 5, 6, 3, False),  # fewer merge pairs than B: beams padded with no-prefix entries
+        (2, 4, 5, 2, True),
     ],
 )
 def test_tree_build_matches_torch(R, L, V, B, ties):

@@ -1,12 +1,11 @@
 """Pure-torch reference: select the top-B prefixes of per-depth marginals (DDTree's tree).
 
-Each depth keeps a beam of its top-B prefixes, built from the previous beam and the depth's top
-tokens. Both lists being sorted descending, the pair (i, j) (beam rank i, token rank j) is
-dominated by the (i + 1)(j + 1) - 1 pairs above-left of it, so only pairs with
-(i + 1)(j + 1) <= B can reach the top B (`merge_pattern`, ~B ln B pairs). One stable sort per
-depth, then one stable sort of the L x B beam entries picks the global top B: nodes by descending
-score, ties by shallower depth, then by beam order (parent rank, token rank), which is topological
-because no child outscores its parent (log-probabilities are <= 0).
+Each depth keeps a beam of B prefixes, built from the previous beam and the depth's top tokens,
+holding every prefix of that depth in the global top B at its true rank (`merge_pattern`: only
+pairs with (i + 1)(j + 2) <= B can be in it). One stable sort per depth, then one stable sort of
+the L x B beam entries picks the global top B: nodes by descending score, ties by shallower depth,
+then by beam order (parent rank, token rank), which is topological because no child outscores its
+parent (log-probabilities are <= 0).
 """
 
 from __future__ import annotations
@@ -20,13 +19,18 @@ from torch import Tensor
 
 @lru_cache(maxsize=64)
 def merge_pattern(budget: int, width: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    """Pairs (i, j), lexicographic, with (i + 1) * (j + 1) <= budget and j < width.
+    """Pairs (i, j), lexicographic, with (i + 1) * (j + 2) <= budget and j < width: the (beam rank i of depth
+    d - 1, token rank j of depth d) pairs that can be a depth-d prefix of the global top `budget`, d >= 2.
 
-    Both lists being sorted descending, the pair (i, j) is dominated by the (i + 1)(j + 1) - 1
-    pairs above-left of it, so only these pairs can be among the top `budget` sums.
+    Both lists being sorted descending, the pair (i, j) at score x comes after, in the global order: the
+    (i + 1)(j + 1) - 1 pairs (i' <= i, j' <= j) of its depth (score >= x; on ties earlier in the stable
+    lexicographic sort), the i + 1 beam entries i' <= i of depth d - 1 and the d - 2 ancestors of entry i
+    (score >= x, shallower). So it is in the top `budget` only if (i + 1)(j + 2) + d - 2 <= budget. And every
+    prefix ranked above a selected one is selected, so each beam holds the selected prefixes at their true
+    ranks. (B = 64: 216 pairs, where the plain corner (i + 1)(j + 1) <= B has 280.)
     """
-    pairs = [(i, j) for i in range(budget) for j in range(min(width, budget // (i + 1)))]
-    ij = torch.tensor(pairs, dtype=torch.long, device=device)
+    pairs = [(i, j) for i in range(budget) for j in range(min(width, budget // (i + 1) - 1))]
+    ij = torch.tensor(pairs, dtype=torch.long, device=device).view(-1, 2)
     return ij[:, 0], ij[:, 1]
 
 
@@ -44,10 +48,14 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
         torch.cat([torch.arange(K, device=device), torch.zeros(B - K, device=device, dtype=torch.long)]).expand(R, B)
     )
     pi, pj = merge_pattern(B, K, device)
+    fill = max(0, B - pi.numel())  # small budgets: fewer pairs than B, the beam padded with no-prefix entries
+    pi, pj = (torch.cat([t, torch.zeros(fill, device=device, dtype=torch.long)]) for t in (pi, pj))
     for d in range(1, L):
         cand = beam[:, pi] + logp[:, d, pj]
+        if fill:
+            cand[:, -fill:] = -math.inf
         beam, order = torch.sort(cand, dim=1, descending=True, stable=True)
-        beam, order = beam[:, :B], order[:, :B]  # the pattern has >= B pairs (i < B gives >= 1 each)
+        beam, order = beam[:, :B], order[:, :B]
         scores.append(beam)
         parent_entry.append(pi[order] + (d - 1) * B)
         token_rank.append(pj[order])

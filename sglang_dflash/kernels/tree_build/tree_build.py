@@ -1,7 +1,7 @@
 """Triton: a whole DDTree build in one kernel, one program per request.
 
-Same selection as `naive.select_prefixes_ref` (per-depth beams over the (i + 1)(j + 1) <= B
-corner, then the global top B), with ties broken the same way, and it also writes the tree
+Same selection as `naive.select_prefixes_ref` (per-depth beams over the (i + 1)(j + 2) <= B
+pairs, then the global top B), with ties broken the same way, and it also writes the tree
 tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling. Sorting
 uses packed int64 keys (order-preserving float bits << 32 | reversed candidate index), so one
 `tl.topk` both ranks by score and breaks ties by candidate order, like a stable sort.
@@ -91,8 +91,8 @@ def _tree_build_kernel(
         top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
         src = (PP - 1) - (top & 0x7FFFFFFF).to(tl.int32)
         tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
-        tl.store(sp + d * BB + b, tl.load(pat_i + src) + (d - 1) * BB)
-        tl.store(sr + d * BB + b, tl.load(pat_j + src))
+        tl.store(sp + d * BB + b, tl.load(pat_i + src, mask=src < P, other=0) + (d - 1) * BB)  # src >= P: no prefix
+        tl.store(sr + d * BB + b, tl.load(pat_j + src, mask=src < P, other=0))
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
@@ -166,7 +166,8 @@ def tree_build(
         raise ValueError(f"budget={B} is above the Triton tree build's limit {MAX_TRITON_BUDGET}")
     pat_i, pat_j = _pattern_i32(B, K, device)
     P = pat_i.numel()
-    BB, PP, NN = (max(2, triton.next_power_of_2(n)) for n in (B, P, N))
+    BB, NN = (max(2, triton.next_power_of_2(n)) for n in (B, N))
+    PP = max(BB, triton.next_power_of_2(P))  # small budgets have fewer pairs than B
     LB = triton.next_power_of_2(L * BB)
     i32 = dict(device=device, dtype=torch.int32)
     out = dict(
