@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import argparse
 import os
-from unittest import mock
 
 import torch
-from ptxas_tree_gdn import ptxas_report
-from triton.runtime.jit import KernelInterface
+from ptxas_tree_gdn import ptxas_report, recorded_launches
 
-from sglang_dflash.kernels import device as gpu
 from sglang_dflash.kernels.tree_attention import tree_attention
 
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
@@ -27,10 +24,8 @@ HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
 
 def launch(sm: int, N: int, **config):
     """(kernel, args, kwargs) of the attention launch, as the wrapper makes it on that GPU."""
-    seen, e, bf16 = [], torch.empty, torch.bfloat16
-    record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
-    smem = mock.patch.object(gpu, "shared_memory_per_block", lambda device: (227 if sm == 90 else 99) * 1024)
-    with record, smem:
+    e, bf16 = torch.empty, torch.bfloat16
+    with recorded_launches(sm) as seen:
         q, cache, tree = e(1, N, HQ, DH, dtype=bf16), e(1, PREFIX, HKV, DH, dtype=bf16), e(1, N, HKV, DH, dtype=bf16)
         tree_attention(q, cache, cache, torch.tensor([PREFIX]), tree, tree, torch.zeros(1, N, N, dtype=torch.bool), **config)
     return seen[0]  # the attention kernel; the merge kernel follows

@@ -11,6 +11,7 @@ Compiled with Triton's own ptxas (tests/test_sm86_compile.py's launch recording)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -34,12 +35,21 @@ from sglang_dflash.kernels.tree_gdn import tree_gdn as tg  # noqa: E402
 HV, H, K = 24, 8, 128
 
 
-def launches(sm: int, nodes: list[int], **config):
-    """(label, kernel, args, kwargs) of the verify launches, as the wrapper makes them on that GPU."""
-    seen, e, bf16 = [], torch.empty, torch.bfloat16
+@contextlib.contextmanager
+def recorded_launches(sm: int):
+    """A list that collects (kernel, args, kwargs) of every Triton launch inside the block, instead of launching;
+    the wrappers choose their configurations as on an H200 (sm 90) or an A6000 (sm 86)."""
+    seen = []
     record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
     smem = mock.patch.object(gpu, "shared_memory_per_block", lambda device: (227 if sm == 90 else 99) * 1024)
     with record, smem:
+        yield seen
+
+
+def launches(sm: int, nodes: list[int], **config):
+    """(label, kernel, args, kwargs) of the verify launches, as the wrapper makes them on that GPU."""
+    e, bf16 = torch.empty, torch.bfloat16
+    with recorded_launches(sm) as seen:
         for N in nodes:
             for padded in (False, True):
                 q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)

@@ -25,13 +25,13 @@ def attend_tree(
 ) -> Tensor:
     """Shapes as `tree_attention_ref` (the kernel reads the cache rows `slots`, or the pool through `table`, in
     place). ancestor_words: `ancestor_bits(ancestor_mask)`, made once for all layers of a step (the kernel's
-    form of the mask; else made here)."""
+    form of the mask; else the kernel's wrapper packs it)."""
     dh = q.shape[-1]
     if not (q.is_cuda and dh >= 16 and dh & (dh - 1) == 0):
         return tree_attention_ref(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_mask, slots=slots,
                                   window=window, positions=positions, table=table)  # fmt: skip
-    words = ancestor_bits(ancestor_mask) if ancestor_words is None else ancestor_words
-    return tree_attention(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, words, slots=slots, window=window,
+    mask = ancestor_mask if ancestor_words is None else ancestor_words  # the kernel packs a bool mask itself
+    return tree_attention(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, mask, slots=slots, window=window,
                           positions=positions, table=table)  # fmt: skip
 
 

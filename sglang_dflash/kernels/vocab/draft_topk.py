@@ -32,6 +32,12 @@ CAP_BLOCKS = 4  # compaction slots per row, in blocks of KC keys
 
 
 @triton.jit
+def _token_key(v, o):
+    """int64 keys of logits v (fp32) at token indices o: the larger key is the larger logit, then the smaller index."""
+    return (_ordered(v).to(tl.int64) << 32) | (2147483647 - o)
+
+
+@triton.jit
 def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexpr):
     m, g = tl.program_id(0).to(tl.int64), tl.program_id(1)
     c = g * G + tl.arange(0, G)
@@ -90,8 +96,7 @@ def _row_topk_kernel(
         hit = (ok & (v >= tau)).to(tl.int32)
         per_chunk = tl.sum(hit, axis=1)
         pos = count + (tl.cumsum(per_chunk, axis=0) - per_chunk)[:, None] + tl.cumsum(hit, axis=1) - hit
-        key = (_ordered(v).to(tl.int64) << 32) | (2147483647 - o)
-        tl.store(cand + m * CAP + pos, key, mask=(hit > 0) & (pos < CAP))
+        tl.store(cand + m * CAP + pos, _token_key(v, o), mask=(hit > 0) & (pos < CAP))
         count += tl.sum(per_chunk, axis=0)
     tl.debug_barrier()
 
@@ -106,7 +111,7 @@ def _row_topk_kernel(
         o = tl.load(sel + m * KC + j // CHUNK, mask=inb & over, other=0).to(tl.int64) * CHUNK + j % CHUNK
         ok = inb & over & (o < V)
         v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
-        block = tl.where(ok, (_ordered(v).to(tl.int64) << 32) | (2147483647 - o), from_cand)
+        block = tl.where(ok, _token_key(v, o), from_cand)
         best = tl.topk(tl.reshape(tl.join(best, block), [2 * KC]), KC)
     lp = _unordered((best >> 32).to(tl.int32)) - row_lse
     tl.store(logp + m * K + t, tl.where(lp < FLOOR, FLOOR, lp), mask=t < K)  # NaN stays NaN
