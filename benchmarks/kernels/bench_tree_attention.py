@@ -2,6 +2,9 @@
 
     PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_attention.py [--sweep]
 
+The ancestor mask is passed packed (`ancestor_bits`), made once outside the timed call, as the engine makes it
+once per step for every layer.
+
 Qwen3.6-27B full-attention layer at TP=2 per GPU: 12 query heads, 2 KV heads, head dim 256,
 bf16. Peer in the same run: torch's scaled_dot_product_attention with the boolean tree mask
 over prefix + tree (the generic masked path). Each timed as 10 calls in one CUDA graph, median
@@ -17,9 +20,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from benchmarks.timing import graph_us
+from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
-from sglang_dflash.kernels.tree_attention import tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention, tree_attention_ref
 
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
 
@@ -35,7 +38,8 @@ def sweep(dev: str = "cuda") -> None:
     anc = build_ddtree(
         torch.randn(1, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(1, dtype=torch.long, device=dev), N - 1
     )
-    args = (q, k_cache, v_cache, lens, k_tree, v_tree, anc.ancestor_mask)
+    args = (q, k_cache, v_cache, lens, k_tree, v_tree, ancestor_bits(anc.ancestor_mask))
+    print_kernel_times(lambda: tree_attention(*args), reps=20, top=4, title="per-kernel CUDA time, R=1 N=64 (us):")
     for BM, BN, warps, stages, splits in [
         (64, 32, 8, 3, None), (64, 64, 8, 3, None), (64, 64, 8, 2, None), (128, 32, 8, 3, None), (128, 64, 8, 2, None),
         (64, 64, 4, 3, None), (64, 32, 8, 3, 32), (64, 64, 8, 3, 32), (64, 64, 8, 3, 8), (32, 64, 4, 3, None),
@@ -64,8 +68,10 @@ def main() -> None:
             torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
         )
         anc = tree.ancestor_mask
-        args = (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)
-        ref = tree_attention_ref(*(t.double() if t.is_floating_point() else t for t in args))
+        # The mask as the engine passes it: packed into bit words once per step, for every layer.
+        args = (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_bits(anc))
+        ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(),
+                                 v_tree.double(), anc)  # fmt: skip
         row = dict(R=R, N=N)
         # Floor: the prefix K/V read once (q, the tree K/V and the output are < 2% of it) at 4.2 TB/s.
         kv_bytes = (k_cache.numel() + v_cache.numel()) * 2

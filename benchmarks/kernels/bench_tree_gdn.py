@@ -4,13 +4,14 @@
     PYTHONPATH=$PWD:/tmp/site python3 benchmarks/kernels/bench_tree_gdn.py .whl/sglang-0.5.10.post1-py3-none-any.whl
 
 Qwen3.6-27B at TP=2 per GPU: HV = 24 V-heads, H = 8 QK heads, K = V = 128, fp32 state pool,
-bf16 q/k/v/a/b. R requests x N draft nodes; trees shaped as DDTree builds them (depth <= 15),
-chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i)); the kernel's
-level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree mode (one fp32 state per
-node cached, parents reloaded), loaded straight from the wheel as in shared/gpu/peer_gdn_verify.py.
+bf16 q/k/v/a/b. R requests x N draft nodes; trees shaped as DDTree builds them (depth <= 15; `deep`: from
+more peaked marginals), chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i)); the
+kernel's level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree
+mode (one fp32 state per node cached, parents reloaded), loaded straight from the wheel as in
+shared/gpu/peer_gdn_verify.py.
 Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify
-(one launch; beside it, where N is not a multiple of 16, the same with the ancestor mask's rows padded to
-16 bytes, as the engine and the server pass it) + commit of a one-node path (its
+(one launch, the ancestor mask made once outside the timed call with rows padded to 16 bytes, as the engine
+and the server make it once per step for every layer) + commit of a one-node path (its
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
@@ -50,9 +51,10 @@ def load_sglang_kernel(whl: str):
 
 
 def tree_parents(R: int, N: int, kind: str, gen: torch.Generator, dev: str) -> torch.Tensor:
-    """DDTree-shaped (top N - 1 prefixes of random peaked 15-depth marginals), a chain, or uniform random."""
-    if kind == "ddtree":
-        logits = torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5
+    """DDTree-shaped (top N - 1 prefixes of random peaked 15-depth marginals; `deep`: more peaked, as a confident
+    drafter's, depth 8-11 at N = 64), a chain, or uniform random."""
+    if kind in ("ddtree", "deep"):
+        logits = torch.randn(R, 15, 64, generator=gen, device=dev) * (2.5 if kind == "ddtree" else 6.0)
         return build_ddtree(logits, torch.zeros(R, dtype=torch.long, device=dev), N - 1).parents
     if kind == "chain":
         return (torch.arange(N, device=dev) - 1).expand(R, N).contiguous()
@@ -73,7 +75,7 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     slots = torch.arange(R, device=dev, dtype=torch.int32)
     parents = tree_parents(R, N, kind, gen, dev)
     max_depth = int(ancestors(parents, N - 1).sum(-1).max()) - 1
-    anc = ancestors(parents, max_depth)
+    anc = aligned_ancestor_mask(ancestors(parents, max_depth))  # once per step, as the engine makes it
     accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
     accepted[:, 0] = 0
 
@@ -83,11 +85,6 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
     inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
     row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
-    if N % 16:  # the mask with rows 16 bytes apart (`aligned_ancestor_mask`), as the engine and the server pass it
-        padded = aligned_ancestor_mask(anc)
-        row["ours_verify_padded"] = graph_us(
-            lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=padded, max_depth=max_depth), reps=10
-        )
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     # The engine commits all 48 GDN layers of a step in one launch: its time per layer.
@@ -147,7 +144,7 @@ def sweep(dev: str = "cuda") -> None:
     slots = torch.zeros(1, device=dev, dtype=torch.int32)
     parents = tree_parents(1, 64, "ddtree", gen, dev)
     depth = int(ancestors(parents, 63).sum(-1).max()) - 1
-    anc = ancestors(parents, depth)
+    anc = aligned_ancestor_mask(ancestors(parents, depth))
     inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
     x32 = [t.float() if t.dtype == torch.bfloat16 else t for t in inputs]
     ref, _ = tree_gdn_verify_ref(*x32[:7], pool.double(), slots, parents, dtype=torch.float64)
@@ -160,7 +157,10 @@ def sweep(dev: str = "cuda") -> None:
         )
     chain = (torch.arange(16, device=dev) - 1)[None]
     chain_inputs = tuple(t[:, :16].contiguous() if t.dim() > 1 and t.shape[1] == 64 else t for t in inputs[:9]) + (chain,)
-    for name, args, anc_, depth_ in (("N=64 DDTree", inputs, anc, depth), ("N=16 chain", chain_inputs, ancestors(chain, 15), 15)):
+    for name, args, anc_, depth_ in (
+        ("N=64 DDTree", inputs, anc, depth),
+        ("N=16 chain", chain_inputs, aligned_ancestor_mask(ancestors(chain, 15)), 15),
+    ):
         for warps, BV in ((4, 32), (8, 32), (4, 16), (8, 16), (8, 64)):
             run = lambda: tree_gdn_verify_triton(*args, ancestor_mask=anc_, max_depth=depth_, BV=BV, num_warps=warps)  # noqa: E731
             print(f"sweep {name} depth {depth_}: warps={warps} BV={BV:3d}: {graph_us(run, reps=10):8.1f} us", flush=True)
@@ -197,6 +197,7 @@ def main() -> None:
         (1, 33, "ddtree"),
         (1, 63, "ddtree"),
         (1, 64, "ddtree"),
+        (1, 64, "deep"),
         (1, 65, "ddtree"),  # DDTREE 64 inside SGLang: one node past the fused block, the blocked path
         (1, 64, "random"),
         (1, 64, "chain"),
@@ -206,18 +207,19 @@ def main() -> None:
         (4, 64, "ddtree"),
         (4, 65, "ddtree"),
         (8, 64, "ddtree"),
+        (8, 64, "deep"),
+        (8, 16, "chain"),
     ]:
         rows.append(case(R, N, kind, sgl))
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
     print(
-        "\n R    N kind   depth | ours verify (padded) commit (x48 batched) total | floor TB/s | sglang tree | rel err"
+        "\n R    N kind   depth | ours verify commit (x48 batched) total | floor TB/s | sglang tree | rel err"
         " | extra MiB/req ours, sglang  [us/layer]"
     )
     for r in rows:
-        two = f"({r['ours_verify_padded']:6.1f})" if "ours_verify_padded" in r else " " * 8
-        ours = f"{r['ours_verify']:11.1f} {two} {r['ours_commit']:6.1f} ({r['ours_commit_batched']:5.2f}) {r['ours_total']:5.1f}"
+        ours = f"{r['ours_verify']:11.1f} {r['ours_commit']:6.1f} ({r['ours_commit_batched']:5.2f}) {r['ours_total']:5.1f}"
         mem = f"{r['extra_mem_MiB_ours']:.2f}, {r['extra_mem_MiB_sgl']:.1f}"
         shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
         bw = f"{r['floor_us']:5.1f} {r['ours_TBps']:4.2f}"
