@@ -37,10 +37,11 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: th
 ]
 
 
+@pytest.mark.parametrize("paired", [True, False])
 @pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
-def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block):
-    """The kernel (one launch; trees larger than `block` nodes, default 64, block by block) against the float64
-    reference, with the ancestor mask's rows padded (`aligned_ancestor_mask`) or not."""
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block, paired):
+    """The kernel (one launch; trees larger than `block` nodes, default 64, block by block; levels of two depths or
+    of one) against the float64 reference, with the ancestor mask's rows padded (`aligned_ancestor_mask`) or not."""
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -62,7 +63,13 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
         o, ctx = tree_gdn_verify_triton(
-            **dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, block_nodes=block, ancestor_mask=mask
+            **dev,
+            slots=slots.to(DEVICE),
+            parents=parents.to(DEVICE),
+            BV=16,
+            block_nodes=block,
+            ancestor_mask=mask,
+            paired=paired,
         )
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype
