@@ -50,6 +50,7 @@ def test_sglang_custom_mask_layout():
         (3, 17, 4, 4, 32, 70, None, torch.float32),
         (2, 13, 6, 1, 16, 33, 2, torch.bfloat16),
         (1, 70, 2, 1, 16, 20, None, torch.float32),  # tree keys past one 64-key tile (a second ancestor word)
+        (1, 5, 2, 1, 128, 24, 2, torch.bfloat16),  # the merge in two 64-column tiles
     ],
 )
 def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, dtype):

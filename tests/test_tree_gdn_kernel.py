@@ -93,6 +93,20 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     assert torch.equal(got[untouched], x["state_pool"][untouched])
 
 
+def test_tree_gdn_verify_wide_tiles():
+    """64 V columns per program (the default on Hopper when the grid is large) against the float64 reference."""
+    gen = torch.Generator().manual_seed(11)
+    R, N, H, HV, K, V = 2, 9, 1, 2, 16, 128
+    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R, gen=gen, dtype=torch.float32)
+    slots, parents = torch.arange(R), random_parents(R, N, gen, False)
+    ref_o, _ = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
+                                   dtype=torch.float64)  # fmt: skip
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    with poisoned_outputs():
+        o, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=64)
+    assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
+
+
 def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():
     """state_pool [layers, S, HV, V, K] and `stack_contexts` of the layers' verifies: one launch
     equals a commit per layer (and the reference's stacked path agrees); so does one launch over

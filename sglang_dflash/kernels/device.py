@@ -17,6 +17,13 @@ def shared_memory_per_block(device: torch.device) -> int:
     return _cuda_shared_memory(device.index if device.index is not None else torch.cuda.current_device())
 
 
+def multiprocessor_count(device: torch.device) -> int:
+    """Streaming multiprocessors of a CUDA device; an H200's 132 elsewhere (as `shared_memory_per_block`)."""
+    if device.type != "cuda":
+        return 132
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 @functools.cache
 def _cuda_shared_memory(index: int) -> int:
     import triton

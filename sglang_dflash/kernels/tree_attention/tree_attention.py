@@ -3,12 +3,12 @@
 FlashAttention-style with the key range split so that one request still fills the GPU: the grid
 is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split). Rows are
 (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
-Each program keeps an online softmax over its keys and writes (acc, max, sum); the tree split
-masks keys with the ancestor mask. The partials are merged in torch (a few small kernels).
+Each program keeps an online softmax over its keys and writes its normalised output, max and sum; the tree
+split masks keys with the ancestor mask.
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
 dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
 interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
-A second small kernel merges the partials straight into the [R, N, HQ, Dh] output.
+A second small kernel merges the partials straight into the [R, N, HQ, Dh] output, in column tiles.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 
 @triton.jit
 def _tree_attention_kernel(
-    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, acc_out, m_out, l_out,
+    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, o_out, m_out, l_out,
     N, NW, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
@@ -99,35 +99,38 @@ def _tree_attention_kernel(
         seen = seen & (bit | (not tree))
         m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-    tl.store(acc_out + part[:, None] * DH + dd[None, :], acc, mask=live[:, None])
+    o_part = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # normalised: 16 bits suffice for 16-bit inputs
+    tl.store(o_out + part[:, None] * DH + dd[None, :], o_part.to(o_out.dtype.element_ty), mask=live[:, None])
     tl.store(m_out + part, m_i, mask=live)
     tl.store(l_out + part, l_i, mask=live)
 
 
 @triton.jit
 def _merge_kernel(
-    acc, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, BR: tl.constexpr
-):
-    """NS = S + 1 partials [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power of two); the tree
-    split always has a key (the node), so every row has a finite maximum."""
-    blk, rh = tl.program_id(0), tl.program_id(1)
+    o_part, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
+    BR: tl.constexpr, BD: tl.constexpr,
+):  # fmt: skip
+    """NS = S + 1 normalised partials [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power of two),
+    per (BR rows, request x KV head, BD columns); the tree split always has a key (the node), so every row has a
+    finite maximum."""
+    blk, rh, dblk = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
     r, hkv = (rh // HKV).to(tl.int64), rh % HKV
     rows = blk * BR + tl.arange(0, BR)
     live = rows < N * G
-    dd = tl.arange(0, DH)
+    dd = dblk * BD + tl.arange(0, BD)
     split = tl.arange(0, S1)
     part = (split[:, None] * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows[None, :]  # [S1, BR]
     have = (split[:, None] < NS) & live[None, :]
     ms = tl.load(m + part, mask=have, other=float("-inf"))
     mx = tl.max(ms, axis=0)
-    w = tl.where(ms == float("-inf"), 0.0, tl.exp(ms - mx[None, :]))
-    den = tl.sum(w * tl.load(l + part, mask=have, other=0.0), axis=0)
-    num = tl.zeros([BR, DH], tl.float32)
+    w = tl.where(ms == float("-inf"), 0.0, tl.exp(ms - mx[None, :])) * tl.load(l + part, mask=have, other=0.0)
+    den = tl.sum(w, axis=0)
+    num = tl.zeros([BR, BD], tl.float32)
     for sp in range(NS):
         ws = tl.sum(tl.where(split[:, None] == sp, w, 0.0), axis=0)
         p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-        num += ws[:, None] * tl.load(acc + p[:, None] * DH + dd[None, :], mask=live[:, None], other=0.0)
+        num += ws[:, None] * tl.load(o_part + p[:, None] * DH + dd[None, :], mask=live[:, None], other=0.0).to(tl.float32)
     node, head = rows // G, hkv * G + rows % G
     dst = ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :]
     den = tl.where(live, den, 1.0)  # dead rows: nothing stored
@@ -193,13 +196,15 @@ def tree_attention(
         splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(264, blocks * R * HKV)))
     chunk = triton.cdiv(triton.cdiv(T, splits), BN) * BN
     parts = (splits + 1, R * HKV, N * G)
-    acc = torch.empty(*parts, DH, device=q.device, dtype=torch.float32)
+    # Partial outputs, normalised, in the inputs' dtype when it is 16-bit: half the bytes between the two kernels, and
+    # one more rounding of the size of the output's own.
+    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.element_size() == 2 else torch.float32)
     m = torch.empty(parts, device=q.device, dtype=torch.float32)
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), words,
-        q if positions is None else positions.contiguous(), q if table is None else table, acc, m, l,
+        q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l,
         N, triton.cdiv(N, 64), T, chunk, DH**-0.5 if scale is None else scale,
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
@@ -207,8 +212,9 @@ def tree_attention(
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
     out = torch.empty_like(q)
-    BR = 16
-    _merge_kernel[(triton.cdiv(N * G, BR), R * HKV)](
-        acc, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, num_warps=4
-    )
+    BR, BD = 16, min(64, DH)
+    _merge_kernel[(triton.cdiv(N * G, BR), R * HKV, DH // BD)](
+        o_part, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, BD=BD,
+        num_warps=4,
+    )  # fmt: skip
     return out

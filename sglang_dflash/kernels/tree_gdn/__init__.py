@@ -22,7 +22,6 @@ def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, s
     pool is not modified. Shapes: `naive.tree_gdn_verify_ref`."""
     K, V = q.shape[-1], v.shape[-1]
     if q.is_cuda and all(d >= 16 and d & (d - 1) == 0 for d in (K, V)):
-        kwargs.setdefault("BV", min(32, V))
         return tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale, **kwargs)
     return tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale)
 

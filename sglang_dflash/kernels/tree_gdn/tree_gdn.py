@@ -299,7 +299,7 @@ def tree_gdn_verify_triton(
     scale: float | None = None,
     ancestor_mask: Tensor | None = None,
     max_depth: int | None = None,
-    BV: int = 32,
+    BV: int | None = None,
     precision: str = "tf32x3",
     num_warps: int | None = None,
     block_nodes: int | None = None,
@@ -322,14 +322,15 @@ def tree_gdn_verify_triton(
     """
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
+    NB = block_nodes or min(fused_nodes(q.device), max(16, triton.next_power_of_2(N)))
+    NP = triton.cdiv(N, NB) * NB
+    BV = BV or min(V, 32 if NP > NB else _default_tile(q.device, R * HV * triton.cdiv(V, 32)))
     if V % BV or HV % H:
         raise ValueError(f"need V % BV == 0 and HV % H == 0, got V={V}, BV={BV}, H={H}, HV={HV}")
     max_depth = N - 1 if max_depth is None else max_depth
     if ancestor_mask is None:
         ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth))
     device = q.device
-    NB = block_nodes or min(fused_nodes(q.device), max(16, triton.next_power_of_2(N)))
-    NP = triton.cdiv(N, NB) * NB
     warps = num_warps or 4
     q, k, v = _rows(q), _rows(k), _rows(v)
     if q.stride(1) != k.stride(1):
@@ -349,6 +350,14 @@ def tree_gdn_verify_triton(
         PAIRED=int(NB <= 32 if paired is None else paired), num_warps=warps,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
+
+
+def _default_tile(device: torch.device, programs_at_32: int) -> int:
+    """V columns per verify program of a one-block tree: 64 on Hopper once 32-column tiles would make more than two
+    programs per SM (the tree's q.k products and solve are then done half as often: R = 4 x 64 nodes 29.1 us
+    against 39.5 on an H200, R = 8 54.5 against 62.4), else 32 (R = 1 x 64 nodes: 16.4 against 19.9)."""
+    hopper = gpu.shared_memory_per_block(device) >= gpu.HOPPER_SHARED
+    return 64 if hopper and programs_at_32 > 2 * gpu.multiprocessor_count(device) else 32
 
 
 def aligned_ancestor_mask(mask: Tensor) -> Tensor:
