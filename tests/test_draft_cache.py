@@ -47,3 +47,29 @@ def test_paged_pool_and_prefix_hit_draft_as_the_dense_cache(drafter):
     drafter.append_context(paged, taps[:, hit:], torch.tensor([2]), torch.tensor([hit]), torch.arange(L - hit)[None])
     torch.testing.assert_close(draft(paged, 2), expected)
     assert not torch.equal(draft(paged, 0), expected)  # slot 0 has no context: the check can fail
+
+
+def test_block_masks_built_once_per_layer_kind(tmp_path, monkeypatch):
+    """A drafter pass builds each distinct in-block mask (causal or not, sliding window or not) once and hands every
+    layer of that kind the same one; each layer's equals the mask it would build itself."""
+    from sglang_dflash.models.dflash_draft import DraftAttention
+
+    save_tiny_target(tmp_path / "target", tiny_target_config(layer_types=(LIN, FULL)))
+    drafter = init_draft(tmp_path / "target", tmp_path / "draft", num_layers=4, block_size=8, taps=2, sliding_window=6)
+    c = drafter.config
+    kinds = {attn.mask_key for attn in (layer.self_attn for layer in drafter.layers)}
+    assert len(kinds) == 2 < c.num_hidden_layers  # sliding-causal and full-bidirectional layers, repeated
+    built, seen = [], []
+    block_mask, forward = DraftAttention.block_mask, DraftAttention.forward
+    monkeypatch.setattr(DraftAttention, "block_mask", lambda self, pos: built.append(self.mask_key) or block_mask(self, pos))
+    monkeypatch.setattr(
+        DraftAttention, "forward", lambda self, x, pos, *a: seen.append((self, pos, a[-1][0])) or forward(self, x, pos, *a)
+    )
+    cache = drafter.new_cache(1, 32)
+    drafter.append_context(cache, torch.randn(1, 10, 2 * c.hidden_size), torch.tensor([0]), torch.tensor([0]),
+                           torch.arange(10)[None])  # fmt: skip
+    embed, head = torch.nn.Embedding(c.vocab_size, c.hidden_size), torch.nn.Linear(c.hidden_size, c.vocab_size)
+    drafter(cache, torch.tensor([5]), torch.tensor([0]), torch.tensor([10]), embed, head)
+    assert sorted(built) == sorted(kinds) and len(seen) == c.num_hidden_layers
+    for attn, pos, mask in seen:
+        assert torch.equal(mask, attn.visible(pos, pos, in_block=True))

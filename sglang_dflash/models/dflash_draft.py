@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..kernels.tree_attention import attend_tree
+from ..kernels.tree_attention import ancestor_bits, attend_tree
 from .config import DraftConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into
 
@@ -60,17 +60,30 @@ class DraftAttention(nn.Module):
             see = see & (d < self.window) & (-d < self.window)
         return see
 
+    @property
+    def mask_key(self) -> tuple[bool, int | None]:
+        """Layers with the same key see the same block keys: one `block_mask` serves them all."""
+        return self.causal, self.window
+
+    def block_mask(self, positions: Tensor) -> tuple[Tensor, Tensor | None]:
+        """bool [R, B, B]: the block keys each block query (at positions [R, B]) sees; on CUDA also its bit words
+        (`ancestor_bits`), the attention kernel's form, packed once per pass for all the layers of one `mask_key`."""
+        see = self.visible(positions, positions, in_block=True)
+        return see, (ancestor_bits(see) if see.is_cuda else None)
+
     def forward(
-        self, x: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor
-    ) -> Tensor:
+        self, x: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor,
+        mask: tuple[Tensor, Tensor | None],
+    ) -> Tensor:  # fmt: skip
         """The block x [R, B, D] at positions [R, B] over the context K/V of request slots `slots` (pools read through
-        `table`, the first ctx_lens[r] positions; every one precedes the block) and the block itself."""
+        `table`, the first ctx_lens[r] positions; every one precedes the block) and the block itself, seen through
+        mask (this layer's `block_mask`)."""
         R, B, _ = x.shape
         q = self.rotary(self.q_norm(self.q_proj(x).view(R, B, -1, self.head_dim)), positions)
         k, v = self.kv(x, positions)
-        in_block = self.visible(positions, positions, in_block=True)
+        in_block, words = mask
         o = attend_tree(q, k_cache, v_cache, ctx_lens, k, v, in_block, slots=slots, window=self.window, positions=positions,
-                        table=table)  # fmt: skip
+                        table=table, ancestor_words=words)  # fmt: skip
         return self.o_proj(o.reshape(R, B, -1))
 
 
@@ -83,9 +96,10 @@ class DraftLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
 
     def forward(
-        self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor
-    ) -> Tensor:
-        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, table, slots, ctx_lens)
+        self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor,
+        mask: tuple[Tensor, Tensor | None],
+    ) -> Tensor:  # fmt: skip
+        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, table, slots, ctx_lens, mask)
         return h + self.mlp(self.post_attention_layernorm(h))
 
 
@@ -144,8 +158,12 @@ class DFlashDrafter(nn.Module):
         block[:, 0] = anchors
         h = embed(block) * c.input_embedding_scale if c.input_embedding_scale != 1.0 else embed(block)
         positions = seq_lens[:, None] + torch.arange(c.block_size, device=anchors.device)
+        masks = {}  # one block mask per distinct (causal, window), shared by its layers
         for layer, k_cache, v_cache in zip(self.layers, cache.k, cache.v):
-            h = layer(h, positions, k_cache, v_cache, cache.table, slots, seq_lens)
+            attn = layer.self_attn
+            if attn.mask_key not in masks:
+                masks[attn.mask_key] = attn.block_mask(positions)
+            h = layer(h, positions, k_cache, v_cache, cache.table, slots, seq_lens, masks[attn.mask_key])
         logits = lm_head(self.norm(h[:, 1:])).float() * c.output_multiplier
         if c.final_logit_softcapping:
             logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping
