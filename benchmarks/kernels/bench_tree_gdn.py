@@ -15,6 +15,8 @@ and the server make it once per step for every layer) + commit of a one-node pat
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
+Chains also against the dedicated chain kernels of flash-linear-attention (the fla_core wheel above): its fused
+recurrent and chunked gated delta rule over the same tokens, from the same states.
 """
 
 from __future__ import annotations
@@ -129,7 +131,32 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     )
     row["extra_mem_MiB_ours"] = (ctx.u.numel() * 4 + ctx.G.numel() * 4) / 2**20 / R
     row["extra_mem_MiB_sgl"] = N * HV * V * K * 4 / 2**20
+    if kind == "chain":
+        row.update(chain_peers(q, k, v, a, b, A_log, dt_bias, pool, slots, o))
     return row
+
+
+def chain_peers(q, k, v, a, b, A_log, dt_bias, pool, slots, ours) -> dict:
+    """A chain's dedicated kernels in the same run (issue 3: the chain must be as fast as one): flash-linear-attention's
+    fused recurrent and chunked gated delta rule over the N tokens, from the pooled states (gathered before the timed
+    call), gates and L2 norms in the kernel, no state written; each with its relative difference to our outputs (a
+    check that it computes the same thing). A kernel that fails to run is reported, not fatal."""
+    out = {}
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+    except ImportError as e:
+        return {"fla_error": f"{type(e).__name__}: {e}"}
+    init = pool[slots.long()].contiguous()  # [R, HV, V, K]: the pool's V-first layout
+    common = dict(initial_state=init, output_final_state=False, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                  A_log=A_log, dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True, state_v_first=True)  # fmt: skip
+    for name, fn in (("fla_recurrent", fused_recurrent_gated_delta_rule), ("fla_chunk", chunk_gated_delta_rule)):
+        try:
+            o = fn(q, k, v, g=a, beta=b, **common)[0]
+            out[f"{name}_rel_diff"] = ((o.float() - ours.float()).norm() / ours.float().norm()).item()
+            out[name] = graph_us(lambda fn=fn: fn(q, k, v, g=a, beta=b, **common), reps=10)
+        except Exception as e:  # noqa: BLE001 - a peer that does not run here is a result too
+            out[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:200] if str(e) else ''}"
+    return out
 
 
 def sweep(dev: str = "cuda") -> None:
@@ -224,6 +251,13 @@ def main() -> None:
         shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
         bw = f"{r['floor_us']:5.1f} {r['ours_TBps']:4.2f}"
         print(f"{shape} | {ours} | {bw} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
+    print("\nchains against dedicated chain kernels (verify only, us; relative difference to ours):")
+    for r in (r for r in rows if r["kind"] == "chain"):
+        peers = "  ".join(
+            f"{n} {r[n]:.1f} ({r[n + '_rel_diff']:.0e})" if n in r else f"{n}: {r.get(n + '_error', r.get('fla_error'))}"
+            for n in ("fla_recurrent", "fla_chunk")
+        )
+        print(f"R={r['R']} N={r['N']}: ours {r['ours_verify']:.1f}  {peers}")
 
 
 if __name__ == "__main__":
