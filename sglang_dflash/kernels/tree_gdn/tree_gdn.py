@@ -8,7 +8,8 @@ and anc*(i) = ancestors of i and i itself:
 So (I + A) U = R with A_ij = beta_i e^{G_i - G_j} k_i.k_j on strict ancestors and
 R_i = beta_i (v_i - e^{G_i} S0 k_i). Nodes of one depth depend only on shallower ones, so the
 system is solved by forward substitution one level at a time, each u computed once from final ancestors.
-Levels are pairs of depths: a node i at even depth d with ancestor p at depth d - 1 takes p's equation in,
+In blocks of up to 32 nodes levels are pairs of depths (in larger ones the extra tiles spill registers): a node
+i at even depth d with ancestor p at depth d - 1 takes p's equation in,
     u_i = (R_i - A_ip R_p) - sum_{j in anc(p)} (A_ij - A_ip A_pj) u_j,
 so depths d - 1 and d depend only on depths < d - 1 (two products before the loop, ceil(D / 2) in it, for a
 tree of depth D; every entry is a single product of two bounded ones, no cancellation). (The nilpotent product form
