@@ -32,6 +32,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_ddtree import deep_draft, deep_target  # noqa: E402
+from benchmarks.kernels.bench_tree_gdn import verify_inputs  # noqa: E402
 
 
 def load_tree(path: str) -> types.SimpleNamespace:
@@ -42,39 +43,27 @@ def load_tree(path: str) -> types.SimpleNamespace:
     try:
         from sglang_dflash.ddtree import build_ddtree, walk_tree_ref
         from sglang_dflash.kernels import tree_attention as attention
-        from sglang_dflash.kernels.tree_build import ancestors
         from sglang_dflash.kernels.tree_gdn import tree_gdn as gdn
         from sglang_dflash.kernels.tree_walk import greedy_walk
     finally:
         sys.path.pop(0)
     return types.SimpleNamespace(gdn=gdn, greedy_walk=greedy_walk, attention=attention, build_ddtree=build_ddtree,
-                                 walk_tree_ref=walk_tree_ref, ancestors=ancestors)  # fmt: skip
+                                 walk_tree_ref=walk_tree_ref)  # fmt: skip
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
 
-def gdn_cases(t, dev: str, smoke: bool):
-    """(label, args, kwargs) of tree_gdn_verify_triton, inputs made with the first tree's helpers."""
-    HV, H, K = (2, 1, 16) if smoke else (24, 8, 128)
+def gdn_cases(smoke: bool):
+    """(label, args, kwargs) of tree_gdn_verify_triton (`bench_tree_gdn.verify_inputs`)."""
+    heads, dev = ((2, 1, 16, 16), "cpu") if smoke else ((24, 8, 128, 128), "cuda")
     shapes = [(1, 5, "ddtree"), (1, 17, "chain")] if smoke else [
         (1, 16, "chain"), (1, 17, "ddtree"), (1, 33, "ddtree"), (1, 64, "ddtree"), (1, 65, "ddtree"), (1, 65, "deep"),
         (1, 129, "ddtree"), (8, 17, "ddtree"), (8, 64, "ddtree"), (8, 65, "ddtree"), (8, 65, "deep"),
     ]  # fmt: skip
     for R, N, kind in shapes:
-        gen = torch.Generator(device=dev).manual_seed(R * 1000 + N)
-        rnd = lambda *s: torch.randn(*s, generator=gen, device=dev)  # noqa: E731
-        if kind == "chain":
-            parents = (torch.arange(N, device=dev) - 1).expand(R, N).contiguous()
-        else:
-            marginals = torch.randn(R, 15, 64, generator=gen, device=dev) * (2.5 if kind == "ddtree" else 6.0)
-            parents = t.build_ddtree(marginals, torch.zeros(R, dtype=torch.long, device=dev), N - 1).parents
-        depth = int(t.ancestors(parents, N - 1).sum(-1).max()) - 1
-        mask = t.gdn.aligned_ancestor_mask(t.ancestors(parents, depth))
-        args = (rnd(R, N, H, K).bfloat16(), rnd(R, N, H, K).bfloat16(), rnd(R, N, HV, K).bfloat16(),
-                rnd(R, N, HV).bfloat16(), rnd(R, N, HV).bfloat16(), torch.rand(HV, device=dev, generator=gen) * 2 - 3,
-                rnd(HV), rnd(R + 1, HV, K, K) * 0.1, torch.arange(R, device=dev, dtype=torch.int32), parents)  # fmt: skip
+        args, mask, depth = verify_inputs(R, N, kind, dev, heads)
         yield f"R={R} N={N} {kind} (depth {depth})", args, dict(ancestor_mask=mask, max_depth=depth)
 
 
@@ -107,7 +96,7 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
         print(f"{label:34s} " + "  ".join(f"{n} {row['us'][n]:7.1f} ({row['check'][n]})" for n in calls), flush=True)
 
     if what == "gdn":
-        for label, args, kw in gdn_cases(first, dev, smoke):
+        for label, args, kw in gdn_cases(smoke):
             ref, _ = first.gdn.tree_gdn_verify_triton(*args, **kw)
             calls = {n: (lambda t=t: t.gdn.tree_gdn_verify_triton(*args, **kw)) for n, t in trees.items()}
             case(label, calls, lambda out: f"d {rel(out[0], ref):.0e}")

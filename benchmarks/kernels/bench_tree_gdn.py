@@ -66,18 +66,28 @@ def tree_parents(R: int, N: int, kind: str, gen: torch.Generator, dev: str) -> t
     return parents
 
 
-def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
+def verify_inputs(R: int, N: int, kind: str, dev: str = "cuda", heads: tuple[int, int, int, int] = (HV, H, K, V)):
+    """((q, k, v, a, b, A_log, dt_bias, pool, slots, parents), the ancestor mask with padded rows as the engine makes
+    it once per step, the tree's depth): random bf16 inputs of R trees of N nodes (`tree_parents`), heads (HV, H, K, V),
+    seeded by R and N."""
+    hv, h, kd, vd = heads
     gen = torch.Generator(device=dev).manual_seed(R * 1000 + N)
-    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev)
-    T = R * N
-    q, k = rnd(R, N, H, K).bfloat16(), rnd(R, N, H, K).bfloat16()
-    v, a, b = rnd(R, N, HV, V).bfloat16(), rnd(R, N, HV).bfloat16(), rnd(R, N, HV).bfloat16()
-    A_log, dt_bias = torch.rand(HV, device=dev, generator=gen) * 2 - 3, rnd(HV)
-    pool = rnd(R + 1, HV, V, K) * 0.1
+    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev)  # noqa: E731
+    q, k = rnd(R, N, h, kd).bfloat16(), rnd(R, N, h, kd).bfloat16()
+    v, a, b = rnd(R, N, hv, vd).bfloat16(), rnd(R, N, hv).bfloat16(), rnd(R, N, hv).bfloat16()
+    A_log, dt_bias = torch.rand(hv, device=dev, generator=gen) * 2 - 3, rnd(hv)
+    pool = rnd(R + 1, hv, vd, kd) * 0.1
     slots = torch.arange(R, device=dev, dtype=torch.int32)
     parents = tree_parents(R, N, kind, gen, dev)
     max_depth = int(ancestors(parents, N - 1).sum(-1).max()) - 1
-    anc = aligned_ancestor_mask(ancestors(parents, max_depth))  # once per step, as the engine makes it
+    anc = aligned_ancestor_mask(ancestors(parents, max_depth))
+    return (q, k, v, a, b, A_log, dt_bias, pool, slots, parents), anc, max_depth
+
+
+def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
+    T = R * N
+    inputs, anc, max_depth = verify_inputs(R, N, kind, dev)
+    q, k, v, a, b, A_log, dt_bias, pool, slots, parents = inputs
     accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
     accepted[:, 0] = 0
 
@@ -85,7 +95,6 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     o, ctx = tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth)
     ref, _ = tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, pool.double(), slots, parents, dtype=torch.float64)
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
-    inputs = (q, k, v, a, b, A_log, dt_bias, pool, slots, parents)
     row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)

@@ -18,10 +18,16 @@ def shared_memory_per_block(device: torch.device) -> int:
 
 
 def multiprocessor_count(device: torch.device) -> int:
-    """Streaming multiprocessors of a CUDA device; an H200's 132 elsewhere (as `shared_memory_per_block`)."""
+    """Streaming multiprocessors of a CUDA device; an H200's 132 elsewhere (CPU tensors under the interpreter plan
+    as on one, as `shared_memory_per_block`)."""
     if device.type != "cuda":
         return 132
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return _cuda_multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _cuda_multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @functools.cache

@@ -26,7 +26,6 @@ all -inf row gives index 0), where torch.argmax returns the first NaN.
 
 from __future__ import annotations
 
-import functools
 import os
 
 import torch
@@ -34,10 +33,11 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
+
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
-DEFAULT_SMS = 132  # H100 / H200: what CPU tensors under the interpreter plan their spans for
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -117,17 +117,6 @@ def _walk_kernel(
         tl.store(bonus + r, token)
 
 
-@functools.cache
-def _sm_count(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _sms(device: torch.device) -> int:
-    if device.type != "cuda":
-        return DEFAULT_SMS
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
 def greedy_walk(
     token_ids: Tensor,
     parents: Tensor,
@@ -147,7 +136,7 @@ def greedy_walk(
     if token_ids.device != device or parents.device != device:
         raise ValueError(f"token_ids / parents on {token_ids.device} / {parents.device}, target_logits on {device}")
     x = target_logits if target_logits.stride(2) == 1 else target_logits.contiguous()
-    sms = _sms(device)
+    sms = gpu.multiprocessor_count(device)
     want = triton.cdiv(V, min(MAX_PROGRAMS, max(1, sms // R)))  # vocabulary entries per span
     if block is None:
         block = min(MAX_BLOCK, max(MIN_BLOCK, triton.next_power_of_2(want)))
