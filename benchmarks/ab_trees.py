@@ -1,8 +1,8 @@
 """Same-run A/B of the Triton kernels of several source trees (branches, commits) on one GPU.
 
     git archive main sglang_dflash | tar -x -C /tmp/ab/main            # on the CPU machine (needs mkdir -p)
-    git archive s10-gdn-root sglang_dflash | tar -x -C /tmp/ab/root    # put them under the repo, untracked, to carry
-    PYTHONPATH=$PWD python3 benchmarks/ab_trees.py gdn main=ab/main root=ab/root [--out DIR]
+    git archive my-branch sglang_dflash | tar -x -C /tmp/ab/new        # put them under the repo, untracked, to carry
+    PYTHONPATH=$PWD python3 benchmarks/ab_trees.py gdn main=ab/main new=ab/new [--out DIR]
 
 Each tree's `sglang_dflash` is imported in turn into this one process (the package's modules swapped in
 sys.modules), so every tree's kernel runs in the same run on the same inputs. Each case checks the outputs against

@@ -22,16 +22,17 @@ def test_unknown_preset_is_named():
 
 
 def test_a6000_preset_verifies_whole_sm86_blocks():
-    """The A6000 preset's DDTREE tree fills whole blocks of the tree GDN verify on SM86 (no trailing one-node block)."""
+    """The A6000 preset's DDTREE tree fills whole blocks of the tree GDN verify on SM86 after the root, which it
+    peels off (no padded rows, no trailing one-node block)."""
     import torch
 
     from sglang_dflash.kernels import device as gpu
-    from sglang_dflash.kernels.tree_gdn import fused_nodes
+    from sglang_dflash.kernels.tree_gdn import verify_blocks
 
     args = launch.resolve("a6000x2-qwen3.6-27b", [])
     nodes = int(args[args.index("--speculative-num-draft-tokens") + 1])
     sm86 = pytest.MonkeyPatch.context()
     with sm86 as m:
         m.setattr(gpu, "shared_memory_per_block", lambda device: 99 * 1024)
-        block = fused_nodes(torch.device("cuda"))
-    assert block == 16 and nodes % block == 0, (nodes, block)
+        root, block, blocks = verify_blocks(nodes, torch.device("cuda"))
+    assert block == 16 and root + block * blocks == nodes, (nodes, root, block, blocks)

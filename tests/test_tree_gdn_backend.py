@@ -229,6 +229,34 @@ def test_fused_nodes_per_gpu(monkeypatch):
     assert fused_nodes(cuda) == 16
 
 
+@pytest.mark.parametrize(
+    "shared,nodes,expected",
+    [  # (root, nodes per block, blocks)
+        (232_448, 64, (0, 64, 1)),
+        (232_448, 65, (1, 64, 1)),  # DDTREE 64 on an H200: the root, then one block
+        (232_448, 33, (1, 32, 1)),
+        (232_448, 17, (1, 16, 1)),
+        (232_448, 16, (0, 16, 1)),
+        (232_448, 40, (0, 64, 1)),
+        (232_448, 129, (1, 64, 2)),
+        (232_448, 130, (0, 64, 3)),
+        (232_448, 1, (1, 16, 0)),  # the root alone
+        (101_376, 17, (1, 16, 1)),  # DDTREE 16 on SM86
+        (101_376, 32, (0, 16, 2)),
+        (101_376, 33, (1, 16, 2)),
+    ],
+)
+def test_verify_blocks(monkeypatch, shared, nodes, expected):
+    """The verify peels the root off when that leaves fewer padded rows, then takes blocks of the fewest nodes that
+    hold the rest in as few blocks, up to what the GPU's shared memory allows."""
+    from sglang_dflash.kernels import device as gpu
+    from sglang_dflash.kernels.tree_gdn import verify_blocks
+
+    monkeypatch.setattr(gpu, "_cuda_shared_memory", lambda index: shared)
+    assert verify_blocks(nodes, torch.device("cuda", 0)) == expected
+    assert verify_blocks(nodes, torch.device("cuda", 0), block_nodes=16, peel_root=False) == (0, 16, -(-nodes // 16))
+
+
 def test_commit_inputs_by_address_are_made_once_per_captured_record():
     """On the GPU the commit reads every layer's tensors by address (`LayerTable`): a captured graph's record is
     static, so its tables are made once and kept until a new capture replaces the record; eager records get fresh

@@ -13,6 +13,7 @@ from sglang_dflash.kernels.tree_gdn.tree_gdn import (
     context_tables,
     tree_gdn_commit_triton,
     tree_gdn_verify_triton,
+    verify_blocks,
 )
 
 
@@ -33,15 +34,18 @@ CASES = [  # R, N, H, HV, K, V, chain, dtype, aligned, nodes per block (None: th
     (2, 23, 2, 4, 16, 16, False, torch.bfloat16, False, 32),  # one block of 32
     (1, 40, 1, 1, 16, 16, True, torch.float32, True, 64),
     (3, 33, 2, 4, 16, 32, False, torch.bfloat16, False, 16),  # DDTREE 32 on SM86: three blocks, bf16 raw dots
-    (2, 17, 1, 2, 16, 16, False, torch.float32, False, 16),  # one node past the block (DDTREE 64 on Hopper)
+    (2, 17, 1, 2, 16, 16, False, torch.float32, False, 16),  # one node past the block: the root, then one block
+    (2, 33, 1, 2, 16, 16, True, torch.float32, True, 16),  # the root, then two blocks, a chain of aligned keys
+    (3, 65, 2, 4, 16, 16, False, torch.bfloat16, False, None),  # DDTREE 64 on Hopper: the root and one block of 64
 ]
 
 
-@pytest.mark.parametrize("paired", [True, False])
+@pytest.mark.parametrize("paired,peel_root", [(True, None), (False, None), (True, True)])
 @pytest.mark.parametrize("R,N,H,HV,K,V,chain,dtype,aligned,block", CASES)
-def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block, paired):
+def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, aligned, block, paired, peel_root):
     """The kernel (one launch; trees larger than `block` nodes, default 64, block by block; levels of two depths or
-    of one) against the float64 reference, with the ancestor mask's rows padded (`aligned_ancestor_mask`) or not."""
+    of one; the root alone first where `verify_blocks` chooses it, or always) against the float64 reference, with the
+    ancestor mask's rows padded (`aligned_ancestor_mask`) or not."""
     gen = torch.Generator().manual_seed(N * 13 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     if aligned:  # nearly equal keys, beta ~ 1, no decay: long ancestor chains all matter
@@ -59,7 +63,9 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
     mask = ancestors(parents.to(DEVICE), N - 1)
     if N % 2:  # odd N: rows padded to 16 bytes, as the callers pass it; even N: the plain [R, N, N] mask
         mask = aligned_ancestor_mask(mask)
+        first = verify_blocks(N, mask.device)[0]  # the first column the verify reads: 1 where it peels the root off
         assert mask.stride(1) % 16 == 0 and (mask.stride(1) > N) == (N % 16 != 0)
+        assert (mask.data_ptr() + first) % 16 == 0
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
         o, ctx = tree_gdn_verify_triton(
@@ -70,6 +76,7 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
             block_nodes=block,
             ancestor_mask=mask,
             paired=paired,
+            peel_root=peel_root,
         )
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert o.dtype == dtype

@@ -14,6 +14,7 @@ from .tree_gdn import (
     fused_nodes,
     tree_gdn_commit_triton,
     tree_gdn_verify_triton,
+    verify_blocks,
 )
 
 
@@ -59,4 +60,5 @@ __all__ = [
     "tree_gdn_verify",
     "tree_gdn_verify_ref",
     "tree_gdn_verify_triton",
+    "verify_blocks",
 ]

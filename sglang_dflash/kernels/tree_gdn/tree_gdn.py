@@ -20,7 +20,11 @@ verify (`_tree_gdn_fused_kernel`): one launch, one program per (V tile of BV, re
 block by block of NB nodes (NB = 64 on Hopper, 16 on SM86), builds G, A and W itself, subtracts the
 terms of the block's ancestors in earlier blocks (final u, stored and read back by the same program)
 and solves the levels straight on its tile's right-hand side. A tree of one block compiles without
-the cross-block code. 16-bit q and k are exact in tf32, so their products are single tf32 dots on
+the cross-block code. ROOT (`verify_blocks`: when it saves padded rows, e.g. 2^k + 1 nodes, which DDTREE
+budgets of 2^k give) peels node 0 off first, by fp32 FMA in registers: every other node descends from it,
+so the blocks start from the root's state e^{g_0} S0 + u_0 k_0^T instead of S0 (formed chunk by chunk as S0 is
+read, never stored), and 65 nodes are the root plus one block of 64, not two.
+16-bit q and k are exact in tf32, so their products are single tf32 dots on
 the raw values, normalised after.
 Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
 K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
@@ -51,9 +55,24 @@ BLOCK_NODES = 64  # nodes per block on Hopper (one 128-node block needed 384 KB 
 
 def fused_nodes(device: torch.device) -> int:
     """The most nodes a tree may have to be verified in one block on `device`: 64 with Hopper's shared memory, 16
-    on SM86 (99 KB). Larger trees are verified block by block, with cross-block terms (so on an H200 a DDTREE
-    budget of 63, 64 nodes, is one block and a budget of 64, 65 nodes, two)."""
+    on SM86 (99 KB). Larger trees are verified block by block, with cross-block terms; the root may go first, alone
+    (`verify_blocks`: so on an H200 DDTREE budgets of 63 and 64, 64 and 65 nodes, are both one block)."""
     return BLOCK_NODES if gpu.shared_memory_per_block(device) >= gpu.HOPPER_SHARED else 16
+
+
+def verify_blocks(num_nodes: int, device: torch.device, block_nodes: int | None = None, peel_root: bool | None = None):
+    """(root, NB, blocks): how the verify walks a tree of `num_nodes` on `device`: root 1 when node 0 is peeled off
+    first (by default when that saves padded rows: 17, 33, 65 or 129 nodes), then `blocks` blocks of NB nodes (by
+    default the fewest nodes >= 16, a power of two, up to `fused_nodes`, that hold the rest in as few blocks)."""
+
+    def plan(n: int) -> tuple[int, int]:  # (padded rows, NB)
+        nb = block_nodes or min(fused_nodes(device), max(16, triton.next_power_of_2(n)))
+        return triton.cdiv(n, nb) * nb, nb
+
+    (whole, nb), (rest, nb_rest) = plan(num_nodes), plan(num_nodes - 1)
+    root = int(rest < whole if peel_root is None else peel_root)
+    nb = nb_rest if root else nb
+    return root, nb, triton.cdiv(num_nodes - root, nb)
 
 
 @dataclass(frozen=True)
@@ -112,7 +131,7 @@ def _dot_split_a(a_hi, a_lo, b, acc, PRECISION: tl.constexpr):
 
 
 @triton.jit
-def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk, rq, b0, N, ANC, hv, h, vv, QK_STRIDE,
+def _earlier_blocks(Rm, out, q, k, u_out, G, tree, base, row, ni, ok, Gi, beta, rk, rq, b0, N, ANC, hv, h, vv, QK_STRIDE,
                     HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BK: tl.constexpr,
                     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr):  # fmt: skip
     """A block's terms from its ancestors in earlier blocks (nodes < b0; their G and u final, stored by this
@@ -123,7 +142,7 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk,
     for c0 in range(0, b0, NB):
         nj = c0 + i
         okj = nj < N
-        rowj = r * N + nj
+        rowj = base + nj
         KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
         kssj = tl.zeros([NB], tl.float32)
         for k0 in range(0, K, BK):
@@ -149,10 +168,39 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, r, row, ni, ok, Gi, beta, rk,
 
 
 @triton.jit
+def _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, row, hv, h, vv, iv, scale, QK_STRIDE, V_STRIDE,
+          HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+    """Node 0 (token row `row`) alone by fp32 FMA: stores its o, u (and G = g, by the first V tile); returns
+    (g, 1 / |k|, u [BV]), from which its descendants' state e^g S0 + u k^T is formed."""
+    g, beta = _gates(a, b, A_log, dt_bias, row, True, hv, HV)
+    ks, qs = tl.zeros([BV], tl.float32), tl.zeros([BV], tl.float32)
+    kss, qss, qk = 0.0, 0.0, 0.0
+    for k0 in range(0, K, BK):
+        kc = k0 + tl.arange(0, BK)
+        kr = tl.load(k + row * QK_STRIDE + h * K + kc).to(tl.float32)
+        qr = tl.load(q + row * QK_STRIDE + h * K + kc).to(tl.float32)
+        S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
+        ks += tl.sum(S0c * kr[:, None], axis=0)
+        qs += tl.sum(S0c * qr[:, None], axis=0)
+        kss += tl.sum(kr * kr, axis=0)
+        qss += tl.sum(qr * qr, axis=0)
+        qk += tl.sum(qr * kr, axis=0)
+    rk, rq = 1.0 / tl.sqrt(kss + 1e-6), scale / tl.sqrt(qss + 1e-6)
+    eg = tl.exp(g)
+    u = beta * (tl.load(v + row * V_STRIDE + hv * V + vv).to(tl.float32) - eg * rk * ks)
+    tile = (row * HV + hv) * V + vv
+    tl.store(o + tile, (eg * rq * qs + rq * rk * qk * u).to(o.dtype.element_ty))
+    tl.store(u_out + tile, u)
+    tl.store(G_out + row * HV + hv, g, mask=iv == 0)
+    return g, rk, u
+
+
+@triton.jit
 def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr, PAIRED: tl.constexpr,
+    ROOT: tl.constexpr,
 ):  # fmt: skip
     """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
     A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
@@ -160,19 +208,28 @@ def _tree_gdn_fused_kernel(
     RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
     products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION). BLOCKS (N > NB)
     compiles the cross-block code in: then every program stores G and its tile of u, which its later blocks
-    read back."""
+    read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
     i = tl.arange(0, NB)
     vv = iv * BV + tl.arange(0, BV)
-    tree = anc + r * N * ANC  # the mask's rows are ANC >= N bytes apart
+    # Nodes are counted from ROOT (node 0 alone first, or not): node i is token row base + i, mask row / column
+    # ROOT + i; blocks then start at multiples of NB, which keeps the compiler's alignment facts (a loop from node 1
+    # spilled 0.7 KB more per thread on sm_90).
+    base = r * N + ROOT
+    tree = anc + base * ANC  # anc: the mask from column ROOT; its rows are ANC >= N bytes apart
     slot = tl.load(slots + r).to(tl.int64)
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
+    if ROOT:
+        g0, rk0, u0 = _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, base - 1, hv, h, vv, iv, scale,
+                            QK_STRIDE, V_STRIDE, HV, K, V, BV, BK)  # fmt: skip
+        eg0 = tl.exp(g0)
+    N -= ROOT
     for b0 in range(0, N, NB):
         ni = b0 + i
         ok = ni < N
-        row = r * N + ni
+        row = base + ni
         g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
         # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
         # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
@@ -185,6 +242,9 @@ def _tree_gdn_fused_kernel(
             kf = tl.load(k + rows, mask=ok[:, None], other=0.0).to(tl.float32)
             qf = tl.load(q + rows, mask=ok[:, None], other=0.0).to(tl.float32)
             S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
+            if ROOT:  # the root's state e^{g_0} S0 + u_0 k_0^T (k_0 unit): every other node starts from it
+                k0c = tl.load(k + (base - 1) * QK_STRIDE + h * K + kc).to(tl.float32) * rk0
+                S0c = eg0 * S0c + k0c[:, None] * u0[None, :]
             kss += tl.sum(kf * kf, axis=1)
             qss += tl.sum(qf * qf, axis=1)
             if RAW_DOTS:
@@ -199,10 +259,12 @@ def _tree_gdn_fused_kernel(
                 QS = tl.dot(qf, S0c, QS, input_precision=PRECISION)
         am = tl.load(tree + ni[:, None] * ANC + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
         G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
+        if ROOT:
+            G += g0
         if BLOCKS:
             for c0 in range(0, b0, NB):  # path sums over ancestors in earlier blocks
                 nj = c0 + i
-                gj, _ = _gates(a, b, A_log, dt_bias, r * N + nj, nj < N, hv, HV)
+                gj, _ = _gates(a, b, A_log, dt_bias, base + nj, nj < N, hv, HV)
                 amj = tl.load(tree + ni[:, None] * ANC + nj[None, :], mask=ok[:, None] & (nj < N)[None, :], other=0) != 0
                 G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
         tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
@@ -212,13 +274,16 @@ def _tree_gdn_fused_kernel(
         rq = scale / tl.sqrt(qss + 1e-6)
         W = decay * QK * rq[:, None] * rk[None, :]  # o's in-tree weights e^{G_i - G_j} q_i.k_j
         nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK * rk[None, :])  # -A
-        eG = tl.exp(G)
+        if ROOT:  # decay from the state the block starts from: the root's
+            eG = tl.exp(G - g0)
+        else:
+            eG = tl.exp(G)
         vt = tl.load(v + row[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
         Rm = beta[:, None] * (vt - (eG * rk)[:, None] * KS)
         out = (eG * rq)[:, None] * QS
         if BLOCKS:
-            Rm, out = _earlier_blocks(Rm, out, q, k, u_out, G_out, tree, r, row, ni, ok, G, beta, rk, rq, b0, N, ANC, hv,
-                                      h, vv, QK_STRIDE, HV, K, V, NB, BK, PRECISION, RAW_DOTS)  # fmt: skip
+            Rm, out = _earlier_blocks(Rm, out, q, k, u_out, G_out, tree, base, row, ni, ok, G, beta, rk, rq, b0, N, ANC,
+                                      hv, h, vv, QK_STRIDE, HV, K, V, NB, BK, PRECISION, RAW_DOTS)  # fmt: skip
         if PAIRED:  # a row at even depth takes in the equation of its ancestor p one level up (module docstring)
             par = am & ((depth % 2 == 0)[:, None] & (depth[None, :] == depth[:, None] - 1))
             nAp = tl.where(par, nA, 0.0)
@@ -305,6 +370,7 @@ def tree_gdn_verify_triton(
     num_warps: int | None = None,
     block_nodes: int | None = None,
     paired: bool | None = None,
+    peel_root: bool | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -313,7 +379,8 @@ def tree_gdn_verify_triton(
     derived from parents (max_depth = N - 1). precision: tl.dot's input_precision: "tf32x3"
     (three tf32 tensor-core products, about fp32 accuracy) by default; "ieee" is fp32 FMA and
     measured 34x slower on an H200 (905 vs 27 us at N = 64); "tf32" is 2x faster, ~1e-3 error.
-    One launch for any N, blocks of NB nodes in node order (`_tree_gdn_fused_kernel`). paired: the level loop
+    One launch for any N: the root alone if peel_root, then blocks of NB nodes (block_nodes) in node order
+    (`_tree_gdn_fused_kernel`; both default to `verify_blocks`'s choice). paired: the level loop
     takes two depths per product (module docstring), or one. Default: paired in blocks of up to 32 nodes (on an
     H200, a 16-node chain 7.3 us against 8.7), one depth per product in blocks of 64, where the pairing's extra
     64 x 64 tiles spill registers (16.9 against 18.3 us at 64 nodes, depth 4; 81.4 against 83.4 at R = 8, depth
@@ -323,9 +390,8 @@ def tree_gdn_verify_triton(
     """
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    NB = block_nodes or min(fused_nodes(q.device), max(16, triton.next_power_of_2(N)))
-    NP = triton.cdiv(N, NB) * NB
-    BV = BV or min(V, 32 if NP > NB else _default_tile(q.device, R * HV * triton.cdiv(V, 32)))
+    root, NB, blocks = verify_blocks(N, q.device, block_nodes, peel_root)
+    BV = BV or min(V, 32 if blocks > 1 else _default_tile(q.device, R * HV * triton.cdiv(V, 32)))
     if V % BV or HV % H:
         raise ValueError(f"need V % BV == 0 and HV % H == 0, got V={V}, BV={BV}, H={H}, HV={HV}")
     max_depth = N - 1 if max_depth is None else max_depth
@@ -339,7 +405,7 @@ def tree_gdn_verify_triton(
     a, b = a.contiguous(), b.contiguous()
     if ancestor_mask.stride(2) != 1 or ancestor_mask.stride(0) != N * ancestor_mask.stride(1):
         ancestor_mask = ancestor_mask.contiguous()
-    anc = ancestor_mask.view(torch.int8)
+    anc = ancestor_mask.view(torch.int8)[..., root:]  # the kernel reads the mask from its first non-root column
     scale = K**-0.5 if scale is None else scale
     G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
     o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
@@ -347,8 +413,8 @@ def tree_gdn_verify_triton(
     raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
     _tree_gdn_fused_kernel[(V // BV, R * HV)](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
-        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=NP > NB,
-        PAIRED=int(NB <= 32 if paired is None else paired), num_warps=warps,
+        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=blocks > 1,
+        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, num_warps=warps,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
 
@@ -362,15 +428,19 @@ def _default_tile(device: torch.device, programs_at_32: int) -> int:
 
 
 def aligned_ancestor_mask(mask: Tensor) -> Tensor:
-    """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart (a copy into a padded
-    buffer, unless they are already), so that Triton may assume the verify kernel's mask rows aligned: made once
-    per step."""
+    """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart and whose first column the
+    verify reads (1 where `verify_blocks` peels the root off, else 0) starts each row at a multiple of 16 bytes (a copy
+    into a padded buffer, unless it already is so), so that Triton may assume the verify kernel's mask rows aligned:
+    made once per step. (Unaligned, ptxas spills 1.2 KB per thread against 0.5 at 65 nodes on sm_90.)"""
     R, N, _ = mask.shape
-    if mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1):
+    first = verify_blocks(N, mask.device)[0]
+    rows_ok = mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1)
+    if rows_ok and (mask.data_ptr() + first) % 16 == 0:
         return mask
-    padded = torch.zeros(R, N, triton.cdiv(N, 16) * 16, dtype=mask.dtype, device=mask.device)
-    padded[..., :N] = mask
-    return padded[..., :N]
+    shift = -first % 16
+    padded = torch.zeros(R, N, triton.cdiv(N + shift, 16) * 16, dtype=mask.dtype, device=mask.device)
+    padded[..., shift : shift + N] = mask
+    return padded[..., shift : shift + N]
 
 
 def tree_gdn_commit_triton(
