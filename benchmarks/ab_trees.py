@@ -12,7 +12,7 @@ CUDA graph (benchmarks/timing.py). What:
              deeper (`deep`) and chain trees, N around the block sizes (16/17, 33, 64/65, 129), R = 1 and 8
   walk       greedy_walk at R = 8 and 1, B = 64, vocabulary 248,320: random target logits (the walk stops at the
              root), `deep` (the draft's first-child chain to depth 15) and `sibling` (second children wherever
-             there are two); lookahead 1-4 where a tree's greedy_walk has it
+             there are two); lookahead 1, 2, 4 and 8 where a tree's greedy_walk has it
   attention  tree_attention over a 4096-token prefix (12 / 2 heads, head dim 256, bf16), N = 16 and 64, R = 1 and 8
 --smoke: tiny shapes on the CPU under TRITON_INTERPRET=1, no timing (a check of the tool, not a measurement).
 """
@@ -113,7 +113,7 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
                 calls = {}
                 for n, tr in trees.items():
                     has = "lookahead" in inspect.signature(tr.greedy_walk).parameters
-                    for la in (1, 2, 3, 4) if has else (None,):
+                    for la in (1, 2, 4, 8) if has else (None,):
                         kw = {} if la is None else {"lookahead": la}
                         calls[n if la is None else f"{n}/LA{la}"] = lambda tr=tr, kw=kw, t=t: tr.greedy_walk(
                             tree.token_ids, tree.parents, t, tree.max_depth, **kw

@@ -178,12 +178,15 @@ def walk_ends(tree: DraftTree, gen) -> list[int]:
         (3, 3, 700, 12, torch.bfloat16, None, None, False),  # the default tiling (6 chunks)
     ],
 )
-def test_greedy_walk_forced_paths(R, L, V, B, dtype, block, chunk, ties):
+@pytest.mark.parametrize("lookahead", [1, 2, 4])
+def test_greedy_walk_forced_paths(R, L, V, B, dtype, block, chunk, ties, lookahead):
+    """Paths to the deepest node, to leaves, stopping at the root, to random nodes (on the first-child chains and off
+    them), walked one row a round or LA rows (the current node's and its first-child chain's)."""
     gen = torch.Generator().manual_seed(V + B)
     tree = deep_tree(R, L, V, B, gen)
     assert tree.depths.max() == L
     logits = forced_logits(tree, V, walk_ends(tree, gen), gen, ties).to(dtype)
-    accept_len = check_greedy_walk(tree, logits, block=block, chunk=chunk)
+    accept_len = check_greedy_walk(tree, logits, block=block, chunk=chunk, lookahead=lookahead)
     assert accept_len.max() == L and len(set(accept_len.tolist())) > 1
 
 
@@ -197,29 +200,33 @@ def test_greedy_walk_random_logits(dtype):
     check_greedy_walk(tree, logits, block=128, chunk=256)
 
 
-def test_greedy_walk_chain_to_max_depth():
+@pytest.mark.parametrize("lookahead", [1, 4])
+def test_greedy_walk_chain_to_max_depth(lookahead):
     """DFlash chains with L = 15: full acceptance, a stop halfway, a stop at the root."""
     gen = torch.Generator().manual_seed(15)
     R, L, V = 3, 15, 1000
     tree = chain_tree(torch.randint(0, V, (R, L), generator=gen), torch.randint(0, V, (R,), generator=gen))
     logits = forced_logits(tree, V, [L, 7, 0], gen).to(torch.bfloat16)
-    assert check_greedy_walk(tree, logits, block=1024, chunk=1024).tolist() == [L, 7, 0]
+    assert check_greedy_walk(tree, logits, block=1024, chunk=1024, lookahead=lookahead).tolist() == [L, 7, 0]
 
 
-def test_greedy_walk_single_node_and_degenerate_rows():
+@pytest.mark.parametrize("lookahead", [1, 2])
+def test_greedy_walk_single_node_and_degenerate_rows(lookahead):
     """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped)."""
     gen = torch.Generator().manual_seed(1)
     tree = chain_tree(torch.zeros(2, 0, dtype=torch.long), torch.tensor([3, 4]))
-    check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen), block=64, chunk=64)
+    check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen), block=64, chunk=64, lookahead=lookahead)
     tree = chain_tree(torch.tensor([[5, 6], [7, 8]]), torch.tensor([1, 2]))
     logits = torch.full((2, 3, 300), -math.inf)
     logits[0, 0, 5] = 1.0  # request 0 accepts node 1, whose row is all -inf: bonus 0
-    check_greedy_walk(tree, logits, block=64, chunk=128)
+    check_greedy_walk(tree, logits, block=64, chunk=128, lookahead=lookahead)
     logits[1, 0] = torch.randn(300, generator=gen)
     logits[1, 0, [3, 70, 299]] = math.nan
     logits[1, 0, 9] = 5.0  # not the child's token 7: the walk stops at the root
     clean = logits.nan_to_num(nan=-math.inf)
     with poisoned_outputs():
-        got = greedy_walk(tree.token_ids.to(DEVICE), tree.parents.to(DEVICE), logits.to(DEVICE), 2, block=64, chunk=128)
+        got = greedy_walk(
+            tree.token_ids.to(DEVICE), tree.parents.to(DEVICE), logits.to(DEVICE), 2, block=64, chunk=128, lookahead=lookahead
+        )
     assert torch.equal(got[2].cpu(), greedy_reference(tree, clean)[2])
     assert got[2].tolist() == [0, 9]

@@ -11,11 +11,14 @@ bonus_tokens long [R].
 
 One launch, grid (R, P), no host sync (captures in a CUDA graph). The vocabulary is cut into S
 spans of CW entries (the last one partial), loaded BLOCK at a time; program (r, p) owns spans
-p, p + P, ... Per depth d, from the root: every program stores the (max, first index) of its spans
-of the current node's row in vals / idxs [L + 1, R, S]; the P programs of request r meet at a
-barrier (an arrival counter, spun on); each then takes the best span result (the target token) and
-moves to the child carrying it. All P make the same decision, so they stop together: at a node
-without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
+p, p + P, ... The walk goes in rounds of LA rows: the current node's and its first-child chain's (the
+draft's own continuation: siblings are in descending score order, so a node's first child is its most
+likely one), loaded together as one [LA, BLOCK] tile. Per round every program stores the (max, first
+index) of its spans of those rows in vals / idxs [rounds * LA, R, S]; the P programs of request r meet
+at a barrier (an arrival counter, spun on); each then takes the best span result of each row (the target
+tokens) and follows the chain for as long as the target's token leads to its next node, then moves to
+the child carrying it. All P make the same decisions, so they stop together: at a node without that
+child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
 (P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET (programs run one after another) P is 1.
@@ -38,6 +41,9 @@ from .. import device as gpu
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
+# Rows per round (`greedy_walk`). On an H200 at R = 8, B = 64 (session 11): LA 1 / 2 / 4 walk 15 deep in 68.8 / 56.0 /
+# 51.6 us and stop at the root in 6.9 / 9.7 / 14.5; 2 is the best for walks of a few depths, the usual case.
+LOOKAHEAD = 2
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
@@ -65,6 +71,7 @@ def _walk_kernel(
     SS: tl.constexpr,
     LP: tl.constexpr,
     BLOCK: tl.constexpr,
+    LA: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
@@ -75,42 +82,62 @@ def _walk_kernel(
     j = tl.arange(0, LP)
     path = tl.full([LP], -1, tl.int64)
     c = tl.arange(0, SS)
+    t = tl.arange(0, LA)
     cur = r * 0  # the root
     token = r * 0 - 1
     d = tl.full([], 0, tl.int32)
+    rnd = tl.full([], 0, tl.int32)
     go = d == 0
     while go:
-        row = logits + r * stride_r + cur * stride_n
+        # the round's rows: the current node and its first-child chain (-1 past a leaf or below depth L)
+        chain = tl.where(t == 0, cur, -1)
+        node = cur
+        for u in tl.static_range(1, LA):
+            first = tl.min(tl.where(im & (par == node) & (node >= 0), i, NN), axis=0)
+            node = tl.where(first < NN, first, -1).to(tl.int64)
+            chain = tl.where((t == u) & (d + u <= L), node, chain)
+        live = chain >= 0
+        rows = logits + r * stride_r + tl.maximum(chain, 0) * stride_n
         for s in range(p, S, P):
-            lane = s * CW + tl.arange(0, BLOCK)
-            best_v = tl.full([BLOCK], float("-inf"), tl.float32)
-            best_i = lane
+            best_m = tl.full([LA], float("-inf"), tl.float32)
+            best_i = tl.full([LA], 0, tl.int32) + s * CW  # an all -inf (or NaN) span: its first index
             for o in range(0, CW, BLOCK):
-                off = lane + o
-                x = tl.load(row + off, mask=(off < V) & (o + tl.arange(0, BLOCK) < CW), other=float("-inf"))
+                off = s * CW + o + tl.arange(0, BLOCK)
+                ok = (off < V) & (o + tl.arange(0, BLOCK) < CW)
+                x = tl.load(rows[:, None] + off[None, :], mask=live[:, None] & ok[None, :], other=float("-inf"))
                 x = x.to(tl.float32)
-                upd = x > best_v  # strict: a lane keeps its first maximum; NaN never wins
-                best_v = tl.where(upd, x, best_v)
-                best_i = tl.where(upd, off, best_i)
-            m = tl.max(best_v, axis=0)
-            out = (d * R + r) * S + s
-            tl.store(vals + out, m)
-            tl.store(idxs + out, tl.min(tl.where(best_v == m, best_i, V), axis=0).to(tl.int32))
+                x = tl.where(x == x, x, float("-inf"))  # NaN never wins
+                m = tl.max(x, axis=1)
+                at = tl.min(tl.where(x == m[:, None], off[None, :], V), axis=1).to(tl.int32)
+                upd = m > best_m  # strict: the first maximum wins
+                best_m = tl.where(upd, m, best_m)
+                best_i = tl.where(upd, at, best_i)
+            out = ((rnd * LA + t) * R + r) * S + s
+            tl.store(vals + out, best_m, mask=live)
+            tl.store(idxs + out, best_i, mask=live)
         if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
             seen = tl.atomic_add(arrived + r, 1, sem="release") + 1
-            while seen < P * (d + 1):
+            while seen < P * (rnd + 1):
                 seen = tl.atomic_add(arrived + r, 0, sem="acquire")
         tl.debug_barrier()
-        base = (d * R + r) * S
-        v = tl.load(vals + base + c, mask=c < S, other=float("-inf"), cache_modifier=".cg")
-        best = tl.argmax(v, axis=0, tie_break_left=True)  # span order is index order
-        token = tl.load(idxs + base + best, cache_modifier=".cg").to(tl.int64)
-        path = tl.where(j == d, cur, path)
-        child = tl.min(tl.where(im & (par == cur) & (tok == token), i, NN), axis=0)  # siblings: distinct tokens
-        go = (child < NN) & (d < L)
-        cur = child.to(tl.int64)
-        d += 1
+        base = ((rnd * LA + t) * R + r) * S
+        v = tl.load(vals + base[:, None] + c[None, :], mask=live[:, None] & (c < S)[None, :], other=float("-inf"),
+                    cache_modifier=".cg")  # fmt: skip
+        best = tl.argmax(v, axis=1, tie_break_left=True)  # span order is index order
+        toks = tl.load(idxs + base + best, mask=live, other=-1, cache_modifier=".cg").to(tl.int64)
+        # follow the chain for as long as the target's token leads to its next node (all P decide alike)
+        on = d >= 0
+        for u in tl.static_range(LA):
+            node_u = tl.sum(tl.where(t == u, chain, 0), axis=0)
+            token = tl.where(on, tl.sum(tl.where(t == u, toks, 0), axis=0), token)
+            path = tl.where(on & (j == d), node_u, path)
+            child = tl.min(tl.where(im & (par == node_u) & (tok == token), i, NN), axis=0).to(tl.int64)
+            go = tl.where(on, (child < NN) & (d < L), go)
+            cur = tl.where(on, child, cur)
+            d = tl.where(on, d + 1, d)
+            on = on & go & (child == tl.max(tl.where(t == u + 1, chain, -1), axis=0))
+        rnd += 1
     if p == 0:
         tl.store(accepted_nodes + r * (L + 1) + j, path, mask=j < L + 1)
         tl.store(accept_len + r, (d - 1).to(tl.int64))
@@ -126,10 +153,12 @@ def greedy_walk(
     block: int | None = None,
     chunk: int | None = None,
     programs: int | None = None,
+    lookahead: int = LOOKAHEAD,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(accept_len [R], accepted_nodes [R, max_depth + 1], bonus_tokens [R]), see the module
-    docstring. block / chunk (a multiple of block: the span width) / programs (per request, at most
-    the span count) override the tiling (tests)."""
+    docstring. lookahead: rows per round (a power of two), the current node's and its first-child chain's.
+    block / chunk (a multiple of block: the span width) / programs (per request, at most the span count) override
+    the tiling (tests)."""
     R, N, V = target_logits.shape
     L = max_depth
     device = target_logits.device
@@ -138,8 +167,10 @@ def greedy_walk(
     x = target_logits if target_logits.stride(2) == 1 else target_logits.contiguous()
     sms = gpu.multiprocessor_count(device)
     want = triton.cdiv(V, min(MAX_PROGRAMS, max(1, sms // R)))  # vocabulary entries per span
-    if block is None:
-        block = min(MAX_BLOCK, max(MIN_BLOCK, triton.next_power_of_2(want)))
+    if lookahead < 1 or lookahead & (lookahead - 1):
+        raise ValueError(f"lookahead must be a power of two >= 1, got {lookahead}")
+    if block is None:  # a round loads [lookahead, block] at once: at most 2 * MAX_BLOCK entries
+        block = min(MAX_BLOCK // max(1, lookahead // 2), max(MIN_BLOCK, triton.next_power_of_2(want)))
     if chunk is None:
         chunk = block * triton.cdiv(want, block)
     if block & (block - 1) or chunk % block:
@@ -148,8 +179,8 @@ def greedy_walk(
     P = 1 if _INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
-    vals = torch.empty(L + 1, R, S, device=device, dtype=torch.float32)
-    idxs = torch.empty(L + 1, R, S, device=device, dtype=torch.int32)
+    vals = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.float32)  # per round and row
+    idxs = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int32)
     accept_len = torch.empty(R, device=device, dtype=torch.long)
     accepted_nodes = torch.empty(R, L + 1, device=device, dtype=torch.long)
     bonus = torch.empty(R, device=device, dtype=torch.long)
@@ -176,6 +207,7 @@ def greedy_walk(
         SS=triton.next_power_of_2(S),
         LP=triton.next_power_of_2(L + 1),
         BLOCK=block,
-        num_warps=max(1, min(16, block // 512)),
+        LA=lookahead,
+        num_warps=max(1, min(16, lookahead * block // 512)),
     )
     return accept_len, accepted_nodes, bonus
