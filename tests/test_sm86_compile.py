@@ -102,15 +102,17 @@ def production_calls(kernels):
 
 def kernel_spec(kernel, args, kwargs):
     """What `kernel[grid](*args, **kwargs)` compiles: the signature from the example arguments, the
-    constexprs, the multiple-of-16 hints Triton's launcher gives (pointers, ints not marked
-    do_not_specialize) and the options."""
+    constexprs, the multiple-of-16 hints Triton's launcher gives (tensors whose data pointer is a multiple of 16
+    bytes, ints not marked do_not_specialize) and the options."""
     values = dict(zip(kernel.arg_names, args)) | {k: v for k, v in kwargs.items() if k in kernel.arg_names}
     signature = {k: "constexpr" if k in kwargs else mangle_type(v) for k, v in values.items()}
     unspecialized = {p.name for p in kernel.params if p.do_not_specialize}
     aligned = [
         i
         for i, (k, v) in enumerate(values.items())
-        if k not in kwargs and k not in unspecialized and (torch.is_tensor(v) or type(v) is int and v % 16 == 0)
+        if k not in kwargs
+        and k not in unspecialized
+        and (torch.is_tensor(v) and v.data_ptr() % 16 == 0 or type(v) is int and v % 16 == 0)
     ]
     return dict(
         signature=signature,
