@@ -81,7 +81,7 @@ def production_calls(kernels):
 
     def gdn_step(N):
         q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
-        anc = e(1, N, N, dtype=torch.bool)
+        anc = gdn.aligned_ancestor_mask(e(1, N, N, dtype=torch.bool))  # as the engine and the server pass it
         _, ctx = gdn.tree_gdn_verify_triton(
             q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, e(1, N, dtype=long), ancestor_mask=anc, max_depth=DEPTHS
         )

@@ -28,8 +28,8 @@ read, never stored), and 65 nodes are the root plus one block of 64, not two.
 the raw values, normalised after.
 Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
 K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
-(`aligned_ancestor_mask`): with rows 16 bytes apart Triton may assume them aligned, and the build
-spills fewer registers (ptxas: 1.2 KB against 2.8 KB per thread at 65 nodes on sm_90).
+(`aligned_ancestor_mask`): with rows 16 bytes apart, and the first column read aligned, Triton may assume them
+aligned, and the build spills fewer registers (ptxas, sm_90, 65 nodes: 0.34 KB of stack per thread against 0.57).
 commit:
 S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
 rank-(path length) update of each request's slot, in place; one launch can commit several layers
@@ -204,9 +204,10 @@ def _tree_gdn_fused_kernel(
 ):  # fmt: skip
     """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
     A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
-    level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U.
+    level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U (with ROOT,
+    e^{G - g_0} S_root q + W U).
     RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
-    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION). BLOCKS (N > NB)
+    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION). BLOCKS (N - ROOT > NB)
     compiles the cross-block code in: then every program stores G and its tile of u, which its later blocks
     read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
@@ -215,8 +216,9 @@ def _tree_gdn_fused_kernel(
     i = tl.arange(0, NB)
     vv = iv * BV + tl.arange(0, BV)
     # Nodes are counted from ROOT (node 0 alone first, or not): node i is token row base + i and mask row / column
-    # ROOT + i. anc starts at column ROOT (aligned by `aligned_ancestor_mask`: an offset added here would tell the
-    # compiler the rows are unaligned, 0.7 KB more spills per thread on sm_90); its rows are ANC >= N bytes apart.
+    # ROOT + i. anc starts at column ROOT (aligned by `aligned_ancestor_mask`; an offset added here would tell the
+    # compiler the rows are unaligned: 1.2 KB of spills per thread against 0.5 at 65 nodes on sm_90, first version);
+    # its rows are ANC >= N bytes apart.
     base = r * N + ROOT
     tree = anc + base * ANC
     slot = tl.load(slots + r).to(tl.int64)
@@ -396,7 +398,7 @@ def tree_gdn_verify_triton(
         raise ValueError(f"need V % BV == 0 and HV % H == 0, got V={V}, BV={BV}, H={H}, HV={HV}")
     max_depth = N - 1 if max_depth is None else max_depth
     if ancestor_mask is None:
-        ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth))
+        ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth), first=root)
     device = q.device
     warps = num_warps or 4
     q, k, v = _rows(q), _rows(k), _rows(v)
@@ -427,14 +429,15 @@ def _default_tile(device: torch.device, programs_at_32: int) -> int:
     return 64 if hopper and programs_at_32 > 2 * gpu.multiprocessor_count(device) else 32
 
 
-def aligned_ancestor_mask(mask: Tensor) -> Tensor:
-    """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart and whose first column the
-    verify reads (1 where `verify_blocks` peels the root off, else 0) starts each row at a multiple of 16 bytes (a copy
-    into a padded buffer, unless it already is so), so that Triton may assume the verify kernel's mask rows aligned:
-    made once per step. (At 65 nodes on sm_90 ptxas gives 0.57 KB of stack per thread unaligned, 0.34 aligned; on an
-    H200 session 10's kernel, reading column 0 of a mask aligned at column 1, took 75.9 us against 49.4.)"""
+def aligned_ancestor_mask(mask: Tensor, first: int | None = None) -> Tensor:
+    """The same bool [R, N, N] mask as a view whose rows are a multiple of 16 bytes apart and whose column `first`,
+    the first the verify reads (1 where it peels the root off, else 0; default: `verify_blocks`' choice on the mask's
+    device), starts each row at a multiple of 16 bytes (a copy into a padded buffer, unless it already is so), so that
+    Triton may assume the verify kernel's mask rows aligned: made once per step. (At 65 nodes on sm_90 ptxas gives
+    0.57 KB of stack per thread unaligned, 0.34 aligned; on an H200 session 10's kernel, reading column 0 of a mask
+    aligned at column 1, took 75.9 us against 49.4.)"""
     R, N, _ = mask.shape
-    first = verify_blocks(N, mask.device)[0]
+    first = verify_blocks(N, mask.device)[0] if first is None else first
     rows_ok = mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1)
     if rows_ok and (mask.data_ptr() + first) % 16 == 0:
         return mask

@@ -89,7 +89,8 @@ def _walk_kernel(
     rnd = tl.full([], 0, tl.int32)
     go = d == 0
     while go:
-        # the round's rows: the current node and its first-child chain (-1 past a leaf or below depth L)
+        # the round's rows: the current node and its first-child chain (-1 past a leaf or below depth L: rows the
+        # walk could not follow, left unread)
         chain = tl.where(t == 0, cur, -1)
         node = cur
         for u in tl.static_range(1, LA):
