@@ -3,8 +3,9 @@
     python benchmarks/bench_ddtree.py [--out DIR]
 
 For R requests, L = 15 depths, vocabulary 248,320 (Qwen3.6), budget B (N = B + 1 nodes), bf16
-logits as an LM head produces them. Two target cases: random verify logits (the walk stops at the
-root or soon after: the shallow case) and deep logits, the same with the argmax of every node on the
+logits as an LM head produces them. Three target cases: random verify logits (the walk stops at the
+root or soon after: the shallow case); mid, the walk forced down the first MID_DEPTH depths of the deep path
+below (a realistic accept); and deep logits, the same with the argmax of every node on the
 root path of a depth-L node forced to that path's next token (the walk reaches depth L: the worst
 case for accept_greedy; its tree is built from draft logits with one boosted token per depth so that
 it has a depth-L chain). Stages, each captured in its own CUDA graph and timed by
@@ -15,8 +16,8 @@ triton.testing.do_bench (median of replays):
           (kernels.vocab.argmax; torch.argmax beside it as a second peer): the previous accept path
   walk    walk_tree: the acceptance rule given the target tokens (with argmax: the previous path)
   accept  kernels.tree_walk.greedy_walk: the argmax of the accepted path's rows only, at most
-          L + 1 per request (one launch), random and deep logits
-  total   build_ddtree + accept_greedy in one graph, random and deep logits (accept_greedy takes
+          L + 1 per request (one launch), random, mid and deep logits
+  total   build_ddtree + accept_greedy in one graph, random, mid and deep logits (accept_greedy takes
           greedy_walk from R * N >= ddtree.PATH_WALK_ROWS rows, argmax + walk below)
 The peer, in the same run: the reference's host-side heap (GPU top-k, copy to host, best-first
 heap, visibility matrix row by row, copy back), R = 1, wall clock. Floors, over the copy bandwidth
@@ -54,6 +55,9 @@ from sglang_dflash.kernels.tree_build import tree_build  # noqa: E402
 from sglang_dflash.kernels.tree_walk import greedy_walk  # noqa: E402
 
 V, L = 248_320, 15
+# The mid case's accepted depth. DDTree's mean tokens a round (accepted + bonus) are 8-11 on the paper's math and
+# code sets with Qwen3, less on chat (research/ddtree.md, section 3): 6 accepted depths is a middling accept.
+MID_DEPTH = 6
 ACCEPTANCE_FIELDS = ("accept_len", "accepted_nodes", "bonus_tokens")
 
 
@@ -83,13 +87,16 @@ def deep_draft(draft: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     return draft.scatter_add(2, boosted, torch.full((R, depths, 1), 30.0, device=draft.device, dtype=draft.dtype))
 
 
-def deep_target(tree: DraftTree, target: torch.Tensor) -> torch.Tensor:
+def deep_target(tree: DraftTree, target: torch.Tensor, depth: int | None = None) -> torch.Tensor:
     """target with the argmax of each node on the root path of the (first) deepest node set to the next
-    node's token (value 100, above any randn entry): the greedy walk accepts that whole path."""
+    node's token (value 100, above any randn entry): the greedy walk accepts that whole path, or its first `depth`
+    draft nodes (then, almost surely, the random argmax of the next row matches no child)."""
     deepest = tree.depths.argmax(1)
     rows = torch.arange(target.shape[0], device=target.device)
     on_path = tree.ancestor_mask[rows, deepest]  # [R, N]: the path, root and deepest node included
     on_path[:, 0] = False  # the root has no parent to force
+    if depth is not None:
+        on_path &= tree.depths <= depth
     r, i = on_path.nonzero(as_tuple=True)
     forced = target.clone()
     forced[r, tree.parents[r, i], tree.token_ids[r, i]] = 100.0
@@ -157,7 +164,9 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
     draft_deep = deep_draft(draft, gen)
     tree_deep = build_ddtree(draft_deep, roots, B)
     target_deep = deep_target(tree_deep, target)
+    target_mid = deep_target(tree_deep, target, MID_DEPTH)
     accepted, accepted_deep = accept_greedy(tree, target).accept_len, accept_greedy(tree_deep, target_deep).accept_len
+    accepted_mid = accept_greedy(tree_deep, target_mid).accept_len
     row = dict(
         R=R,
         B=B,
@@ -169,8 +178,10 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
         walk_us=graph_us(lambda: walk_tree(tree, tokens)),
         accept_us=graph_us(lambda: path_walk(tree, target)),
         accept_deep_us=graph_us(lambda: path_walk(tree_deep, target_deep)),
+        accept_mid_us=graph_us(lambda: path_walk(tree_deep, target_mid)),
         total_us=graph_us(lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target)),
         total_deep_us=graph_us(lambda: accept_greedy(build_ddtree(draft_deep, roots, B, validate=False), target_deep)),
+        total_mid_us=graph_us(lambda: accept_greedy(build_ddtree(draft_deep, roots, B, validate=False), target_mid)),
         floor_us=(draft.numel() + target.numel()) * 2 / bw * 1e6,
         floor_path_us=(draft.numel() + R * (int(tree_deep.depths.max()) + 1) * V) * 2 / bw * 1e6,
         peer_r1_us=peer_us(draft, B) if R == 1 else None,
@@ -178,6 +189,7 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
         max_depth_deep=int(tree_deep.depths.max()),
         mean_accept_len=accepted.float().mean().item(),
         mean_accept_len_deep=accepted_deep.float().mean().item(),
+        mean_accept_len_mid=accepted_mid.float().mean().item(),
     )
     return row
 
@@ -222,17 +234,19 @@ def main() -> None:
 
 def print_table(rows: list[dict]) -> None:
     print(
-        "                       |     build     | previous accept |  accept_greedy  |  build + accept |    floor    |\n"
-        "   R     B  accepted   |  vocab   tree |  argmax   walk  |   rand    deep  |   rand    deep  |   all  path |"
-        " peer(R=1 heap)\n"
-        "   [us, medians; accepted: mean accepted length, random / deep logits]"
+        "                             |     build     | previous accept |     accept_greedy      |     build + accept     |"
+        "    floor    |\n"
+        "   R     B  accepted         |  vocab   tree |  argmax   walk  |   rand     mid    deep |   rand     mid    deep |"
+        "   all  path | peer(R=1 heap)\n"
+        f"   [us, medians; accepted: mean accepted length, random / mid (first {MID_DEPTH} depths) / deep logits]"
     )
     for r in rows:
         peer = f"{r['peer_r1_us']:9.0f}" if r["peer_r1_us"] is not None else "        -"
         print(
-            f"{r['R']:4d} {r['B']:5d} {r['mean_accept_len']:4.1f} / {r['mean_accept_len_deep']:4.1f} |"
-            f" {r['vocab_us']:6.1f} {r['tree_us']:6.1f} |  {r['argmax_us']:6.1f} {r['walk_us']:6.1f}  |"
-            f" {r['accept_us']:6.1f}  {r['accept_deep_us']:6.1f}  | {r['total_us']:6.1f}  {r['total_deep_us']:6.1f}  |"
+            f"{r['R']:4d} {r['B']:5d} {r['mean_accept_len']:4.1f} / {r['mean_accept_len_mid']:4.1f} /"
+            f" {r['mean_accept_len_deep']:4.1f} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} |"
+            f"  {r['argmax_us']:6.1f} {r['walk_us']:6.1f}  | {r['accept_us']:6.1f}  {r['accept_mid_us']:6.1f}"
+            f" {r['accept_deep_us']:6.1f} | {r['total_us']:6.1f}  {r['total_mid_us']:6.1f} {r['total_deep_us']:6.1f} |"
             f" {r['floor_us']:5.1f} {r['floor_path_us']:5.1f} | {peer}"
         )
 
