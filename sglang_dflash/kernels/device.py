@@ -14,7 +14,7 @@ def shared_memory_per_block(device: torch.device) -> int:
     amount elsewhere (CPU tensors under the interpreter take the GPU's default configurations)."""
     if device.type != "cuda":
         return HOPPER_SHARED
-    return _cuda_shared_memory(device.index if device.index is not None else torch.cuda.current_device())
+    return _cuda_shared_memory(_index(device))
 
 
 def multiprocessor_count(device: torch.device) -> int:
@@ -22,7 +22,11 @@ def multiprocessor_count(device: torch.device) -> int:
     as on one, as `shared_memory_per_block`)."""
     if device.type != "cuda":
         return 132
-    return _cuda_multiprocessors(device.index if device.index is not None else torch.cuda.current_device())
+    return _cuda_multiprocessors(_index(device))
+
+
+def _index(device: torch.device) -> int:
+    return device.index if device.index is not None else torch.cuda.current_device()
 
 
 @functools.cache
