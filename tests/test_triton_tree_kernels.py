@@ -91,6 +91,7 @@ def test_argmax_matches_torch(shape, dtype):
         (2, 3000, 1, None, False),
         (3, 2500, 20, 32, True),
         (1, 6500, 100, 64, False),
+        (2, 30011, 100, None, False),  # K chunks of 256 above draft_topk.TILE: the compaction in two passes
     ],
 )
 def test_draft_top_k_matches_torch(M, V, k, chunk, ties):

@@ -8,9 +8,10 @@ Per row of x [M, V] (M = R * L draft depths), two launches:
      row's top K is >= tau and lies in a selected chunk (K elements, the chunk maxima, have keys at
      least the K-th chunk maximum's; a chunk not selected has max <= tau and, if == tau, a larger
      index than every selected chunk whose max is tau). So the elements >= tau of the K selected
-     chunks (about K of them) are compacted into CAP slots, and their top K is a running merge over
-     blocks of KC keys. If more than CAP are >= tau (ties at tau, rows of -inf), the merge runs over
-     every element of the selected chunks instead: slower, equally exact.
+     chunks (about K of them) are compacted into CAP slots (up to TILE entries of the selected chunks
+     in one load), and their top K is one top-k over the CAP slots. If more than CAP are >= tau (ties
+     at tau, rows of -inf), a running merge over blocks of CAP runs over every element of the selected
+     chunks instead: slower, equally exact.
 Keys pack the order-preserving float bits with the reversed token index, so ties go to the
 smaller token id. log-probability = logit - logsumexp, clamped at LOGP_FLOOR; NaN rows stay NaN.
 """
@@ -27,7 +28,8 @@ from .naive import LOGP_FLOOR
 
 # In the kernels: 2147483647 - token index are a key's low bits (ties go to the smaller index), and
 # PAD = -9187343239835811840 = _ordered(-inf) << 32 with low bits 0 is below every real key.
-GROUP = 4096  # vocabulary entries a program handles at once (chunk statistics, compaction)
+GROUP = 4096  # vocabulary entries a program reads at once for the chunk statistics
+TILE = 8192  # the most entries of the selected chunks the row top-k loads at once (16384 spill on sm_90)
 CAP_BLOCKS = 4  # compaction slots per row, in blocks of KC keys
 
 
@@ -47,6 +49,20 @@ def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexp
     e = tl.where(v == float("-inf"), 0.0, tl.exp(v - mx[:, None]))
     tl.store(cmax + m * C + c, mx, mask=c < C)
     tl.store(csum + m * C + c, tl.sum(e, axis=1), mask=c < C)
+
+
+@triton.jit
+def _merge_block(x, cand, sel, m, b0, n, over, V, CHUNK: tl.constexpr, KC: tl.constexpr, CAP: tl.constexpr):
+    """int64 keys [CAP] of entries b0 .. b0 + CAP of the merge: compacted candidates, or (over) the selected chunks'
+    elements in order; PAD past n."""
+    PAD: tl.constexpr = -9187343239835811840
+    j = b0 + tl.arange(0, CAP)
+    inb = j < n
+    from_cand = tl.load(cand + m * CAP + j, mask=inb & (j < CAP) & ~over, other=PAD)
+    o = tl.load(sel + m * KC + j // CHUNK, mask=inb & over, other=0).to(tl.int64) * CHUNK + j % CHUNK
+    ok = inb & over & (o < V)
+    v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
+    return tl.where(ok, _token_key(v, o), from_cand)
 
 
 @triton.jit
@@ -80,17 +96,23 @@ def _row_topk_kernel(
     tl.store(lse + m, row_lse)
     top = tl.topk((_ordered(mx).to(tl.int64) << 32) | tl.where(cm, CC - 1 - c, 0).to(tl.int64), KC)
     t = tl.arange(0, KC)
-    tl.store(sel + m * KC + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
+    chunks = (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32)  # [KC], by descending maximum
+    tl.store(sel + m * KC + t, chunks, mask=t < K)
     tau = _unordered((tl.max(tl.where(t == K - 1, top, PAD), axis=0) >> 32).to(tl.int32))
     tl.debug_barrier()
 
-    # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false).
+    # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false); with G == KC in
+    # one pass, from the chunk ids in registers.
     g = tl.arange(0, G)
     e = tl.arange(0, CHUNK)
     count = tl.full([], 0, tl.int32)
     for r0 in range(0, K, G):
         live = r0 + g < K
-        o = tl.load(sel + m * KC + r0 + g, mask=live, other=0)[:, None].to(tl.int64) * CHUNK + e[None, :]
+        if G == KC:
+            rows = chunks
+        else:
+            rows = tl.load(sel + m * KC + r0 + g, mask=live, other=0)
+        o = rows[:, None].to(tl.int64) * CHUNK + e[None, :]
         ok = live[:, None] & (o < V)
         v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
         hit = (ok & (v >= tau)).to(tl.int32)
@@ -100,18 +122,12 @@ def _row_topk_kernel(
         count += tl.sum(per_chunk, axis=0)
     tl.debug_barrier()
 
-    # Top K: a running merge over blocks of KC keys, of the candidates or (overflow) of every selected element.
+    # Top K of the candidates (one block of CAP), or (overflow) of every selected element, in blocks of CAP merged.
     over = count > CAP
     n = tl.where(over, K * CHUNK, count)
-    best = tl.full([KC], PAD, tl.int64)
-    for b0 in range(0, n, KC):
-        j = b0 + t
-        inb = j < n
-        from_cand = tl.load(cand + m * CAP + j, mask=inb & (j < CAP) & (count <= CAP), other=PAD)
-        o = tl.load(sel + m * KC + j // CHUNK, mask=inb & over, other=0).to(tl.int64) * CHUNK + j % CHUNK
-        ok = inb & over & (o < V)
-        v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
-        block = tl.where(ok, _token_key(v, o), from_cand)
+    best = tl.topk(_merge_block(x, cand, sel, m, 0, n, over, V, CHUNK, KC, CAP), KC)
+    for b0 in range(CAP, n, CAP):
+        block = tl.topk(_merge_block(x, cand, sel, m, b0, n, over, V, CHUNK, KC, CAP), KC)
         best = tl.topk(tl.reshape(tl.join(best, block), [2 * KC]), KC)
     lp = _unordered((best >> 32).to(tl.int32)) - row_lse
     tl.store(logp + m * K + t, tl.where(lp < FLOOR, FLOOR, lp), mask=t < K)  # NaN stays NaN
@@ -159,9 +175,9 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
         CHUNK=CHUNK,
         CC=triton.next_power_of_2(C),
         KC=KC,
-        G=G,
+        G=min(KC, max(1, TILE // CHUNK)),
         CAP=CAP,
-        num_warps=8,
+        num_warps=16,
     )
     out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
     return (*out, lse.view(logits.shape[:-1])) if with_lse else out
