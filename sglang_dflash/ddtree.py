@@ -189,7 +189,7 @@ def build_ddtree_from_top_k(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, 
 
     if logp.is_cuda and budget <= MAX_TRITON_BUDGET:
         fields = tree_build(logp, top_ids, root_tokens, budget)
-        return DraftTree(**fields, positions=fields["depths"].clone(), max_depth=logp.shape[1])
+        return DraftTree(**fields, max_depth=logp.shape[1])
     token_ids, parents = select_prefixes_ref(logp, top_ids, root_tokens, budget)
     return tree_from_parents(token_ids, parents, max_depth=logp.shape[1])
 

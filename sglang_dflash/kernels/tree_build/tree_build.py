@@ -51,6 +51,7 @@ def _tree_build_kernel(
     token_ids,
     parents,
     depths,
+    positions,
     anc,
     next_token,
     next_sibling,
@@ -83,16 +84,20 @@ def _tree_build_kernel(
     pm = p < P
     pi = tl.load(pat_i + p, mask=pm, other=0)
     pj = tl.load(pat_j + p, mask=pm, other=0)
-    low = (PP - 1 - p).to(tl.int64)
+    # A candidate's key carries its pair itself, i * BB + j (in pair order: lexicographic), so the winners' beam
+    # entries come out of the top-k with no table lookup; candidates past P (no prefix) sort after every pair.
+    LAST: tl.constexpr = BB * BB + PP - 1
+    low = (LAST - tl.where(pm, pi * BB + pj, BB * BB + p)).to(tl.int64)
     for d in range(1, L):
         tl.debug_barrier()
         prev = tl.load(sc + (d - 1) * BB + pi, mask=pm, other=float("-inf"))
         cand = tl.where(pm, prev + tl.load(lp + d * K + pj, mask=pm, other=0.0), float("-inf"))
         top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
-        src = (PP - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+        pair = LAST - (top & 0x7FFFFFFF).to(tl.int32)
+        pair = tl.where(pair < BB * BB, pair, 0)  # no prefix: parent entry 0, token rank 0
         tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
-        tl.store(sp + d * BB + b, tl.load(pat_i + src, mask=src < P, other=0) + (d - 1) * BB)  # src >= P: no prefix
-        tl.store(sr + d * BB + b, tl.load(pat_j + src, mask=src < P, other=0))
+        tl.store(sp + d * BB + b, pair // BB + (d - 1) * BB)
+        tl.store(sr + d * BB + b, pair % BB)
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
@@ -112,9 +117,11 @@ def _tree_build_kernel(
     tl.store(token_ids + row + b + 1, tok, mask=keep)
     tl.store(parents + row + b + 1, par.to(tl.int64), mask=keep)
     tl.store(depths + row + b + 1, dep.to(tl.int64), mask=keep)
+    tl.store(positions + row + b + 1, dep.to(tl.int64), mask=keep)
     tl.store(token_ids + row, tl.load(roots + r))
     tl.store(parents + row, -1)
     tl.store(depths + row, 0)
+    tl.store(positions + row, 0)
 
     # Ancestor mask: clear the rows, then walk every node up to the root marking its path.
     i = tl.arange(0, NN)
@@ -158,7 +165,7 @@ def _pattern_i32(budget: int, width: int, device: torch.device) -> tuple[Tensor,
 def tree_build(
     logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int, num_warps: int | None = None
 ) -> dict[str, Tensor]:
-    """The DraftTree fields (token_ids, parents, depths, ancestor_mask, next_token, next_sibling) of
+    """The DraftTree fields (token_ids, parents, depths, positions (= depths), ancestor_mask, next_token, next_sibling) of
     the top-`budget` prefixes. logp float32 [R, L, K] (K <= budget), top_ids long [R, L, K]."""
     R, L, K = logp.shape
     B, N, device = budget, budget + 1, logp.device
@@ -174,6 +181,7 @@ def tree_build(
         token_ids=torch.empty(R, N, device=device, dtype=torch.long),
         parents=torch.empty(R, N, device=device, dtype=torch.long),
         depths=torch.empty(R, N, device=device, dtype=torch.long),
+        positions=torch.empty(R, N, device=device, dtype=torch.long),
         ancestor_mask=torch.empty(R, N, N, device=device, dtype=torch.bool),
         next_token=torch.empty(R, N, device=device, dtype=torch.long),
         next_sibling=torch.empty(R, N, device=device, dtype=torch.long),
@@ -192,6 +200,7 @@ def tree_build(
         out["token_ids"],
         out["parents"],
         out["depths"],
+        out["positions"],
         out["ancestor_mask"].view(torch.int8),
         out["next_token"],
         out["next_sibling"],
