@@ -14,11 +14,12 @@ spans of CW entries (the last one partial), loaded BLOCK at a time; program (r, 
 p, p + P, ... The walk goes in rounds of LA rows: the current node's and its first-child chain's (the
 draft's own continuation: siblings are in descending score order, so a node's first child is its most
 likely one), loaded together as one [LA, BLOCK] tile. Per round every program stores the (max, first
-index) of its spans of those rows in vals / idxs [rounds * LA, R, S]; the P programs of request r meet
-at a barrier (an arrival counter, spun on); each then takes the best span result of each row (the target
-tokens) and follows the chain for as long as the target's token leads to its next node, then moves to
-the child carrying it. All P make the same decisions, so they stop together: at a node without that
-child, or at depth L. Program (r, 0) writes the path and the bonus token.
+index) of its spans of those rows, packed as one int64 key (order-preserving float bits, then the reversed
+index: the larger key is the larger value, then the smaller index), in keys [rounds * LA, R, S]; the P
+programs of request r meet at a barrier (an arrival counter, spun on); each then takes the largest span key
+of each row (the target tokens, in one load) and follows the chain for as long as the target's token
+leads to its next node, then moves to the child carrying it. All P make the same decisions, so they stop
+together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
 (P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET (programs run one after another) P is 1.
@@ -37,6 +38,7 @@ import triton.language as tl
 from torch import Tensor
 
 from .. import device as gpu
+from ..tree_build.tree_build import _ordered
 
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
@@ -52,8 +54,7 @@ def _walk_kernel(
     logits,
     token_ids,
     parents,
-    vals,
-    idxs,
+    keys,
     arrived,
     accept_len,
     accepted_nodes,
@@ -113,9 +114,8 @@ def _walk_kernel(
                 upd = m > best_m  # strict: the first maximum wins
                 best_m = tl.where(upd, m, best_m)
                 best_i = tl.where(upd, at, best_i)
-            out = ((rnd * LA + t) * R + r) * S + s
-            tl.store(vals + out, best_m, mask=live)
-            tl.store(idxs + out, best_i, mask=live)
+            key = (_ordered(best_m).to(tl.int64) << 32) | (2147483647 - best_i).to(tl.int64)
+            tl.store(keys + ((rnd * LA + t) * R + r) * S + s, key, mask=live)
         if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
             seen = tl.atomic_add(arrived + r, 1, sem="release") + 1
@@ -123,10 +123,13 @@ def _walk_kernel(
                 seen = tl.atomic_add(arrived + r, 0, sem="acquire")
         tl.debug_barrier()
         base = ((rnd * LA + t) * R + r) * S
-        v = tl.load(vals + base[:, None] + c[None, :], mask=live[:, None] & (c < S)[None, :], other=float("-inf"),
-                    cache_modifier=".cg")  # fmt: skip
-        best = tl.argmax(v, axis=1, tie_break_left=True)  # span order is index order
-        toks = tl.load(idxs + base + best, mask=live, other=-1, cache_modifier=".cg").to(tl.int64)
+        span_keys = tl.load(
+            keys + base[:, None] + c[None, :],
+            mask=live[:, None] & (c < S)[None, :],
+            other=-9223372036854775807,
+            cache_modifier=".cg",
+        )  # fmt: skip; other: below every key
+        toks = tl.where(live, 2147483647 - (tl.max(span_keys, axis=1) & 0x7FFFFFFF), -1)
         # follow the chain for as long as the target's token leads to its next node (all P decide alike)
         on = d >= 0
         for u in tl.static_range(LA):
@@ -180,8 +183,7 @@ def greedy_walk(
     P = 1 if _INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
-    vals = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.float32)  # per round and row
-    idxs = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int32)
+    keys = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int64)  # per round and row
     accept_len = torch.empty(R, device=device, dtype=torch.long)
     accepted_nodes = torch.empty(R, L + 1, device=device, dtype=torch.long)
     bonus = torch.empty(R, device=device, dtype=torch.long)
@@ -189,8 +191,7 @@ def greedy_walk(
         x,
         token_ids.contiguous(),
         parents.contiguous(),
-        vals,
-        idxs,
+        keys,
         torch.zeros(R, device=device, dtype=torch.int32),
         accept_len,
         accepted_nodes,
