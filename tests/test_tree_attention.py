@@ -4,7 +4,9 @@ import pytest
 import torch
 from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
 
+from sglang_dflash.kernels import device as gpu
 from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention.tree_attention import default_splits
 from sglang_dflash.kernels.tree_build import ancestors
 
 
@@ -51,9 +53,10 @@ def test_sglang_custom_mask_layout():
         (2, 13, 6, 1, 16, 33, 2, torch.bfloat16),
         (1, 70, 2, 1, 16, 20, None, torch.float32),  # tree keys past one 64-key tile (a second ancestor word)
         (1, 5, 2, 1, 128, 24, 2, torch.bfloat16),  # the merge in two 64-column tiles
+        (1, 6, 4, 2, 16, 400, 10, torch.float32),  # 11 partials: the merge's loads in two unrolled rounds of 8
     ],
 )
-def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, dtype):
+def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, dtype, monkeypatch):
     gen = torch.Generator().manual_seed(N + T)
     q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
     k_cache, v_cache = (torch.randn(R, T, HKV, Dh, generator=gen).to(dtype) for _ in range(2))
@@ -69,6 +72,9 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
     torch.testing.assert_close(out.cpu().double(), ref, **tol)
     words = ancestor_bits(args[-1])  # the mask packed once, as the engine passes it to every layer
     assert torch.equal(tree_attention(*args[:-1], words, splits=splits, BM=16, BN=16), out)
+    if splits is not None:  # (the default split count depends on the SM count too)
+        monkeypatch.setattr(gpu, "multiprocessor_count", lambda device: 1)  # a merge grid too large to unroll
+        assert torch.equal(tree_attention(*args, splits=splits, BM=16, BN=16), out)
 
 
 def test_tree_attention_reads_cache_rows_through_slots():
@@ -161,3 +167,20 @@ def test_sliding_window_over_the_prefix():
     with poisoned_outputs():
         out = tree_attention(*args, window=window, positions=positions.to(DEVICE), splits=3, BM=16, BN=16)
     torch.testing.assert_close(out.cpu().double(), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("T", [1, 100, 4096, 40000])
+@pytest.mark.parametrize("tiles", [1, 2, 6, 40, 48, 200])
+def test_default_splits(T, tiles):
+    """About two waves, slices of >= 256 keys; where that is under one wave, slices of >= 2 tiles of 64 keys, and no
+    fewer splits than the two-wave rule's."""
+    sms, BN = 132, 64
+    two_waves = max(1, min(-(-T // 256), -(-2 * sms // tiles)))
+    splits = default_splits(T, tiles, sms, BN)
+    if (two_waves + 1) * tiles >= sms:
+        assert splits == two_waves
+    else:
+        keys = -(-T // BN)
+        per = -(-keys // splits)  # key tiles per split, as the wrapper's chunk rounds them
+        assert splits >= two_waves and (per >= 2 or keys < 2) and -(-keys // per) == splits
+        assert (splits + 1) * tiles <= 2 * sms  # no second full wave

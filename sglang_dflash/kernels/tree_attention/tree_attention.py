@@ -108,7 +108,7 @@ def _tree_attention_kernel(
 @triton.jit
 def _merge_kernel(
     o_part, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
-    BR: tl.constexpr, BD: tl.constexpr,
+    BR: tl.constexpr, BD: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
     """NS = S + 1 normalised partials [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power of two),
     per (BR rows, request x KV head, BD columns); the tree split always has a key (the node), so every row has a
@@ -127,14 +127,31 @@ def _merge_kernel(
     w = tl.where(ms == float("-inf"), 0.0, tl.exp(ms - mx[None, :])) * tl.load(l + part, mask=have, other=0.0)
     den = tl.sum(w, axis=0)
     num = tl.zeros([BR, BD], tl.float32)
-    for sp in range(NS):
-        ws = tl.sum(tl.where(split[:, None] == sp, w, 0.0), axis=0)
-        p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-        num += ws[:, None] * tl.load(o_part + p[:, None] * DH + dd[None, :], mask=live[:, None], other=0.0).to(tl.float32)
+    for s0 in range(0, NS, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
+        for j in tl.static_range(UNROLL):
+            sp = s0 + j
+            ws = tl.sum(tl.where(split[:, None] == sp, w, 0.0), axis=0)
+            p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
+            tile = tl.load(o_part + p[:, None] * DH + dd[None, :], mask=live[:, None] & (sp < NS), other=0.0)
+            num += ws[:, None] * tile.to(tl.float32)
     node, head = rows // G, hkv * G + rows % G
     dst = ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :]
     den = tl.where(live, den, 1.0)  # dead rows: nothing stored
     tl.store(out + dst, (num / den[:, None]).to(out.dtype.element_ty), mask=live[:, None])
+
+
+def default_splits(T: int, tiles: int, sms: int, BN: int) -> int:
+    """Prefix splits for `tiles` (query blocks x requests x KV heads) over a cache of T tokens (BN-key tiles) on
+    `sms` SMs. About two waves of programs, slices of at least 256 keys; where that leaves less than one wave
+    (short caches, few tiles), slices of at least two key tiles, about one wave. H200, 12 / 2 heads, head dim 256
+    (benchmarks/RESULTS.md, session 12), R = 1 over 4096 tokens with 16 / 33 / 64 nodes: 25.8 / 26.7 / 28.3 us at
+    the two-wave rule's 16 splits, 22.3 / 22.8 / 25.6 at 32 / 32 / 22; one wave also where the two-wave rule fills
+    the GPU lost (R = 4 x 64 nodes 71.4 against 68.6 us, the drafter's 16 / 4 heads at R = 8 65.7 against 56.6)."""
+    splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(2 * sms, tiles)))
+    if (splits + 1) * tiles >= sms:
+        return splits
+    keys = triton.cdiv(T, BN)
+    return triton.cdiv(keys, max(2, triton.cdiv(keys * tiles, sms)))
 
 
 def ancestor_bits(mask: Tensor) -> Tensor:
@@ -173,8 +190,8 @@ def tree_attention(
     at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
     window (with positions long [R, N], the queries' positions): a prefix key at position t is seen
     only from positions p with p - t < window (sliding-window layers).
-    splits: prefix slices (default: enough programs for ~2 waves on 132 SMs; fixed by T, not by
-    the prefix lengths, so the launch is CUDA-graph safe)."""
+    splits: prefix slices (default: `default_splits`; fixed by T, not by the prefix lengths, so the launch is
+    CUDA-graph safe)."""
     R, N, HQ, DH = q.shape
     words = ancestor_bits(ancestor_mask) if ancestor_mask.dtype == torch.bool else ancestor_mask.contiguous()
     if words.shape != (R, N, triton.cdiv(N, 64)) or words.dtype != torch.int64:
@@ -193,7 +210,7 @@ def tree_attention(
         raise ValueError(f"BN={BN} must divide 64 (a tile's ancestor bits are one word)")
     blocks = triton.cdiv(N * G, BM)
     if splits is None:
-        splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(264, blocks * R * HKV)))
+        splits = default_splits(T, blocks * R * HKV, gpu.multiprocessor_count(q.device), BN)
     chunk = triton.cdiv(triton.cdiv(T, splits), BN) * BN
     parts = (splits + 1, R * HKV, N * G)
     # Partial outputs, normalised, in the inputs' dtype when it is 16-bit: half the bytes between the two kernels, and
@@ -213,8 +230,12 @@ def tree_attention(
     )  # fmt: skip
     out = torch.empty_like(q)
     BR, BD = 16, min(64, DH)
-    _merge_kernel[(triton.cdiv(N * G, BR), R * HKV, DH // BD)](
+    grid = (triton.cdiv(N * G, BR), R * HKV, DH // BD)
+    # A small merge grid waits on its loads: 8 partials in flight per program (H200, N = 64 over 4096 keys: R = 1
+    # 30.1 -> 28.2 us in all); a large one hides the latency by itself and keeps its registers (R = 8: 132.0 / 134.6).
+    unroll = min(8, splits + 1) if grid[0] * grid[1] * grid[2] <= 2 * gpu.multiprocessor_count(q.device) else 1
+    _merge_kernel[grid](
         o_part, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, BD=BD,
-        num_warps=4,
+        UNROLL=unroll, num_warps=4,
     )  # fmt: skip
     return out
