@@ -11,8 +11,10 @@ CUDA graph (benchmarks/timing.py). What:
   gdn        tree_gdn_verify_triton at Qwen3.6-27B TP=2 shapes (HV 24, H 8, K = V = 128, bf16), DDTree-shaped,
              deeper (`deep`) and chain trees, N around the block sizes (16/17, 33, 64/65, 129), R = 1 and 8
   walk       greedy_walk at R = 8 and 1, B = 64, vocabulary 248,320: random target logits (the walk stops at the
-             root), `deep` (the draft's first-child chain to depth 15) and `sibling` (second children wherever
+             root), `mid` and `deep` (the draft's first-child chain to depth 6 / 15) and `sibling` (second children wherever
              there are two); lookahead 1, 2, 4 and 8 where a tree's greedy_walk has it
+  build      the vocabulary pass (kernels.vocab.draft_log_probs) and the tree build (kernels.tree_build) at R = 1
+             and 8, B = 16 and 64, L = 15, vocabulary 248,320, bf16 draft logits; outputs equal to the first tree's
   attention  tree_attention over a 4096-token prefix (12 / 2 heads, head dim 256, bf16), N = 16 and 64, R = 1 and 8
 --smoke: tiny shapes on the CPU under TRITON_INTERPRET=1, no timing (a check of the tool, not a measurement).
 """
@@ -31,7 +33,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.bench_ddtree import deep_draft, deep_target  # noqa: E402
+from benchmarks.bench_ddtree import MID_DEPTH, deep_draft, deep_target  # noqa: E402
 from benchmarks.kernels.bench_tree_gdn import verify_inputs  # noqa: E402
 
 
@@ -43,12 +45,14 @@ def load_tree(path: str) -> types.SimpleNamespace:
     try:
         from sglang_dflash.ddtree import build_ddtree, walk_tree_ref
         from sglang_dflash.kernels import tree_attention as attention
+        from sglang_dflash.kernels import vocab
+        from sglang_dflash.kernels.tree_build import tree_build
         from sglang_dflash.kernels.tree_gdn import tree_gdn as gdn
         from sglang_dflash.kernels.tree_walk import greedy_walk
     finally:
         sys.path.pop(0)
     return types.SimpleNamespace(gdn=gdn, greedy_walk=greedy_walk, attention=attention, build_ddtree=build_ddtree,
-                                 walk_tree_ref=walk_tree_ref)  # fmt: skip
+                                 walk_tree_ref=walk_tree_ref, vocab=vocab, tree_build=tree_build)  # fmt: skip
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -107,7 +111,9 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
             draft = (torch.randn(R, L, V, generator=gen, device=dev) * 4).to(torch.bfloat16)
             target = torch.randn(R, B + 1, V, generator=gen, device=dev).to(torch.bfloat16)
             tree = first.build_ddtree(deep_draft(draft, gen), torch.zeros(R, dtype=torch.long, device=dev), B)
-            for kind, t in (("random", target), ("deep", deep_target(tree, target)), ("sibling", sibling_target(tree, target))):
+            kinds = (("random", target), ("mid", deep_target(tree, target, MID_DEPTH)), ("deep", deep_target(tree, target)),
+                     ("sibling", sibling_target(tree, target)))  # fmt: skip
+            for kind, t in kinds:
                 ref = first.walk_tree_ref(tree.token_ids, tree.parents, tree.depths, tree.ancestor_mask, t.argmax(-1),
                                           tree.max_depth)  # fmt: skip
                 calls = {}
@@ -120,6 +126,27 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
                         )
                 same = lambda out: "ok" if all(torch.equal(a, b) for a, b in zip(out, ref)) else "MISMATCH"  # noqa: E731
                 case(f"R={R} B={B} {kind} (accepts {ref[0].float().mean():.1f})", calls, same)
+    elif what == "build":
+        V, L = (300, 4) if smoke else (248_320, 15)
+
+        def vocab_check(ref):  # ids must be equal; logp may differ in the last bits (the logsumexp's summation order)
+            return lambda out: (
+                f"ids {'ok' if torch.equal(out[1], ref[1]) else 'MISMATCH'} logp d {(out[0] - ref[0]).abs().max():.0e}"
+            )
+
+        def tree_check(ref):  # the fields both trees return
+            return lambda out: "ok" if all(torch.equal(out[f], ref[f]) for f in out.keys() & ref.keys()) else "MISMATCH"
+
+        for R, B in [(2, 8)] if smoke else [(8, 64), (8, 16), (1, 64), (1, 16)]:
+            gen = torch.Generator(device=dev).manual_seed(R + B)
+            draft = (torch.randn(R, L, V, generator=gen, device=dev) * 4).to(torch.bfloat16)
+            roots = torch.zeros(R, dtype=torch.long, device=dev)
+            logp, ids = first.vocab.draft_log_probs(draft, B)
+            calls = {n: (lambda t=t: t.vocab.draft_log_probs(draft, B)) for n, t in trees.items()}
+            case(f"R={R} B={B} vocabulary pass", calls, vocab_check((logp, ids)))
+            ref = first.tree_build(logp, ids, roots, B)
+            calls = {n: (lambda t=t: t.tree_build(logp, ids, roots, B)) for n, t in trees.items()}
+            case(f"R={R} B={B} tree build", calls, tree_check(ref))
     elif what == "attention":
         HQ, HKV, DH, PREFIX = (4, 2, 16, 40) if smoke else (12, 2, 256, 4096)
         for R, N in [(1, 9)] if smoke else [(1, 16), (1, 64), (8, 64)]:
@@ -141,7 +168,7 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=("gdn", "walk", "attention"))
+    p.add_argument("what", choices=("gdn", "walk", "build", "attention"))
     p.add_argument("trees", nargs="+", help="NAME=PATH: a folder holding an `sglang_dflash` package (the first is the reference)")
     p.add_argument("--out", help="directory for ab_trees_<what>.json")
     p.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU (TRITON_INTERPRET=1), no timing")
