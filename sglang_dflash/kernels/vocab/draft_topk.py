@@ -46,7 +46,7 @@ def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexp
     o = c[:, None] * CHUNK + tl.arange(0, CHUNK)[None, :]
     v = tl.load(x + m * V + o, mask=o < V, other=float("-inf")).to(tl.float32)
     mx = tl.max(v, axis=1)
-    e = tl.where(v == float("-inf"), 0.0, tl.exp(v - mx[:, None]))
+    e = tl.exp(v - mx[:, None])  # -inf entries give 0; an all -inf chunk's NaN sum is never read (its max is -inf)
     tl.store(cmax + m * C + c, mx, mask=c < C)
     tl.store(csum + m * C + c, tl.sum(e, axis=1), mask=c < C)
 
