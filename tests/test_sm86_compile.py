@@ -88,6 +88,12 @@ def production_calls(kernels):
         gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
         gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
 
+    def gdn_gather(N):  # the ancestor-gather verify over DDTree's 15 depths (tables: ancestor_table's shapes)
+        q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
+        i32 = torch.int32
+        tables = (e(1, N, DEPTHS + 1, dtype=i32), e(1, N, dtype=i32), e(1, DEPTHS + 2, dtype=i32))
+        kernels.tree_gdn.tree_gdn_gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, tables)
+
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
 
@@ -95,7 +101,7 @@ def production_calls(kernels):
     calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
     calls += [(f"N{N}", partial(greedy_walk, 1, N)) for N in NODES] + [("R8-N65", partial(greedy_walk, 8, 65))]
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
-    calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step) for N in NODES]
+    calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step, gdn_gather) for N in NODES]
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 
@@ -146,7 +152,7 @@ def record_launches():
         record,
         mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
     ):  # the wrappers choose as on an A6000
-        for name in ("tree_build", "tree_walk", "vocab", "layer_table"):
+        for name in ("tree_build", "tree_walk", "vocab", "layer_table", "tree_gdn.tree_gdn_gather"):
             importlib.import_module(f"sglang_dflash.kernels.{name}")
         for label, call in production_calls(kernels):
             start = len(seen)

@@ -14,6 +14,7 @@ from sglang_dflash.kernels.tree_gdn.tree_gdn import (
     tree_gdn_commit_triton,
     tree_gdn_verify_triton,
 )
+from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
 
 def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
@@ -171,3 +172,50 @@ def test_tree_gdn_verify_reads_split_projections_in_place():
     packed = {name: t.contiguous() for name, t in dev.items()}
     copied, _ = tree_gdn_verify_triton(**packed, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
     assert torch.equal(split, copied)
+
+
+@pytest.mark.parametrize(
+    "R,N,H,HV,K,V,chain,dtype,NC",
+    [
+        (1, 1, 1, 1, 16, 16, False, torch.float32, 16),  # one node
+        (3, 7, 2, 6, 16, 32, False, torch.float32, 16),
+        (2, 16, 1, 2, 16, 16, True, torch.float32, 16),  # a chain of 16: 15 levels of one node
+        (2, 40, 1, 2, 32, 16, False, torch.bfloat16, 16),  # wide levels over several chunks, bf16 raw dots
+        (1, 70, 2, 4, 16, 16, False, torch.float32, 32),
+    ],
+)
+def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
+    """The ancestor-gather verify against the float64 reference (outputs poisoned, the pool untouched), and the
+    commit of its context equal to the reference's."""
+    gen = torch.Generator().manual_seed(N * 7 + HV)
+    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
+    for name in ("q", "k", "v", "a", "b"):
+        x[name] = x[name].to(dtype)
+    slots = torch.randperm(R + 2, generator=gen)[:R]
+    parents = random_parents(R, N, gen, chain)
+    ref_o, ref_ctx = tree_gdn_verify_ref(
+        **{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents, dtype=torch.float64
+    )
+    mask = ancestors(parents, N - 1)
+    depth = int(mask.sum(-1).max()) - 1
+    tables = tuple(t.to(DEVICE) for t in ancestor_table(mask, depth))
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    pool_before = dev["state_pool"].clone()
+    with poisoned_outputs():
+        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, BV=16, NC=NC)
+    assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
+    assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)
+
+    accepted = accepted_paths(parents, 16, gen)
+    expected = x["state_pool"].double().clone()
+    tree_gdn_commit_ref(expected, slots, ref_ctx, accepted)
+    tree_gdn_commit_triton(dev["state_pool"], slots.to(DEVICE), ctx, accepted.to(DEVICE), BV=16)
+    assert rel_err(dev["state_pool"].cpu()[slots], expected[slots]) <= 1e-5
+
+
+def test_ancestor_table_of_a_small_tree():
+    """Root paths root first, padded -1; nodes by depth; where each depth starts."""
+    parents = torch.tensor([[-1, 0, 0, 1, 3, 2]])  # depths 0 1 1 2 3 2
+    table, order, starts = ancestor_table(ancestors(parents, 5), 3)
+    assert table.tolist() == [[[0, -1, -1, -1], [0, 1, -1, -1], [0, 2, -1, -1], [0, 1, 3, -1], [0, 1, 3, 4], [0, 2, 5, -1]]]
+    assert order.tolist() == [[0, 1, 2, 3, 5, 4]] and starts.tolist() == [[0, 1, 3, 5, 6]]

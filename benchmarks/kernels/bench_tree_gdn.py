@@ -36,6 +36,7 @@ from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
+from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
 HV, H, K, V = 24, 8, 128, 128
 LAYERS = 48  # GDN layers of Qwen3.6-27B
@@ -96,6 +97,11 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     ref, _ = tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, pool.double(), slots, parents, dtype=torch.float64)
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
     row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
+    if max_depth < 16:  # the ancestor-gather verify (not dispatched yet), tables made once per step as the engine would
+        tables = ancestor_table(anc, max_depth)
+        og, _ = tree_gdn_verify_gather(*inputs[:-1], tables)
+        row["gather_rel_err_vs_fp64"] = ((og.double() - ref).norm() / ref.norm()).item()
+        row["gather_verify"] = graph_us(lambda: tree_gdn_verify_gather(*inputs[:-1], tables), reps=10)
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     # The engine commits all 48 GDN layers of a step in one launch: its time per layer.
@@ -260,6 +266,10 @@ def main() -> None:
         shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
         bw = f"{r['floor_us']:5.1f} {r['ours_TBps']:4.2f}"
         print(f"{shape} | {ours} | {bw} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
+    print("\nancestor-gather verify (kernels/tree_gdn/tree_gdn_gather.py, not dispatched), verify only, us:")
+    for r in (r for r in rows if "gather_verify" in r):
+        print(f"R={r['R']} N={r['N']} {r['kind']} depth {r['depth']}: gather {r['gather_verify']:.1f} "
+              f"(rel err {r['gather_rel_err_vs_fp64']:.1e}) | blocked {r['ours_verify']:.1f}")  # fmt: skip
     print("\nchains against dedicated chain kernels (verify only, us; relative difference to ours):")
     for r in (r for r in rows if r["kind"] == "chain"):
         peers = "  ".join(
