@@ -182,6 +182,7 @@ def test_tree_gdn_verify_reads_split_projections_in_place():
         (2, 16, 1, 2, 16, 16, True, torch.float32, 16),  # a chain of 16: 15 levels of one node
         (2, 40, 1, 2, 32, 16, False, torch.bfloat16, 16),  # wide levels over several chunks, bf16 raw dots
         (1, 70, 2, 4, 16, 16, False, torch.float32, 32),
+        (2, 45, 1, 2, 16, 16, "star", torch.float32, 16),  # 40 children of the root (3 steps), then grandchildren
     ],
 )
 def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
@@ -192,13 +193,16 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
     for name in ("q", "k", "v", "a", "b"):
         x[name] = x[name].to(dtype)
     slots = torch.randperm(R + 2, generator=gen)[:R]
-    parents = random_parents(R, N, gen, chain)
+    if chain == "star":
+        parents = torch.tensor([-1] + [0] * 40 + [1, 1, 7, 40]).expand(R, N)
+    else:
+        parents = random_parents(R, N, gen, chain)
     ref_o, ref_ctx = tree_gdn_verify_ref(
         **{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents, dtype=torch.float64
     )
     mask = ancestors(parents, N - 1)
     depth = int(mask.sum(-1).max()) - 1
-    tables = tuple(t.to(DEVICE) for t in ancestor_table(mask, depth))
+    tables = tuple(t.to(DEVICE) for t in ancestor_table(mask, depth, NC))
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
@@ -213,9 +217,16 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
     assert rel_err(dev["state_pool"].cpu()[slots], expected[slots]) <= 1e-5
 
 
-def test_ancestor_table_of_a_small_tree():
-    """Root paths root first, padded -1; nodes by depth; where each depth starts."""
-    parents = torch.tensor([[-1, 0, 0, 1, 3, 2]])  # depths 0 1 1 2 3 2
-    table, order, starts = ancestor_table(ancestors(parents, 5), 3)
-    assert table.tolist() == [[[0, -1, -1, -1], [0, 1, -1, -1], [0, 2, -1, -1], [0, 1, 3, -1], [0, 1, 3, 4], [0, 2, 5, -1]]]
-    assert order.tolist() == [[0, 1, 2, 3, 5, 4]] and starts.tolist() == [[0, 1, 3, 5, 6]]
+def test_ancestor_table_of_small_trees():
+    """Root paths root first, padded -1; nodes by depth; the solve's steps: ranges of `order` of up to NC nodes of one
+    depth, depth 1 first, then empty ranges, and their count last."""
+    parents = torch.tensor([[-1, 0, 0, 1, 3, 2], [-1, 0, 1, 2, 3, 4]])  # depths 0 1 1 2 3 2, and a chain
+    table, order, items = ancestor_table(ancestors(parents, 5), 5, NC=2)
+    assert table[0].tolist() == [[0, -1, -1, -1, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1, -1, -1],
+                                 [0, 2, -1, -1, -1, -1, -1, -1], [0, 1, 3, -1, -1, -1, -1, -1],
+                                 [0, 1, 3, 4, -1, -1, -1, -1], [0, 2, 5, -1, -1, -1, -1, -1]]  # fmt: skip
+    assert table[1, 5].tolist() == [0, 1, 2, 3, 4, 5, -1, -1]
+    assert order.tolist() == [[0, 1, 2, 3, 5, 4], [0, 1, 2, 3, 4, 5]]
+    assert items.shape == (2, 6 // 2 + 8 + 1, 2)
+    assert items[0, :4].tolist() == [[1, 3], [3, 5], [5, 6], [6, 6]] and items[0, -1].tolist() == [3, 3]
+    assert items[1, :6].tolist() == [[1, 2], [2, 3], [3, 4], [4, 5], [5, 6], [6, 6]] and items[1, -1].tolist() == [5, 5]
