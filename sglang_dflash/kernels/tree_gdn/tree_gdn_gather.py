@@ -10,10 +10,11 @@ N x depth x (K + V) FMAs. Three launches:
   1. `_coeffs_kernel`, grid (node chunks of NC, request x V-head): for each node and each slot of its root path,
      the gates and norms (recomputed from the inputs for the gathered ancestors: no dependence between programs),
      G along the path (a cumulative sum of g: G_j of an ancestor is a prefix of G_i's sum), c_ij and
-     e^{G_i - G_j} (q_i . k_j) as gathered fp32 dots; per node beta, 1/|k|, scale/|q|, G.
-  2. `_solve_kernel`, grid (V tile of BV, request x V-head): R_i for every node (k.S0 by tf32 tensor-core dots in
-     chunks of NB, as the blocked kernel's), then one depth at a time (a barrier, then a gathered load of the
-     ancestors' final u), u_i. The program reads back the u it stored.
+     e^{G_i - G_j} (q_i . k_j) as gathered fp32 dots; per node beta, 1/|k|, scale/|q|, G; and R_i into u (S0 k_i by
+     tf32 tensor-core dots, as the blocked kernel's).
+  2. `_solve_kernel`, grid (V tile of BV, request x V-head): one step per range of same-depth nodes (a barrier,
+     then a gathered load of the ancestors' final u), u_i; the next step's nodes, paths and coefficients are loaded
+     before the barrier. The program reads back the u it stored.
   3. `_output_kernel`, grid (node chunks of NC, V tile, request x V-head): q.S0 and o from the root path's u.
 Depth d costs one barrier and one gathered load in launch 2: chains and deep trees are for the blocked kernel.
 All sums fp32 (FMA); q, k, v, a, b may be bf16. Writes u, G (the blocked kernel's context: `tree_gdn_commit_triton`
@@ -64,9 +65,27 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
 
 
 @triton.jit
+def _s0_rows(x, rows, ok, state, slot, NC: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
+             RAW_DOTS: tl.constexpr):  # fmt: skip
+    """[NC, BV]: the rows of x at offsets `rows` [NC] (raw: not normalised) times the S0 tile at `state` ([K, BV]
+    read transposed), by tf32 tensor-core dots as the blocked kernel's (exact-a for 16-bit x, else tf32x3)."""
+    acc = tl.zeros([NC, BV], tl.float32)
+    for k0 in range(0, K, BK):
+        kc = k0 + tl.arange(0, BK)
+        xf = tl.load(x + rows[:, None] + kc[None, :], mask=ok[:, None], other=0.0).to(tl.float32)
+        S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
+        if RAW_DOTS:
+            acc = _dot_tf32_exact_a(xf, S0c, acc)
+        else:
+            acc = tl.dot(xf, S0c, acc, input_precision="tf32x3")
+    return acc
+
+
+@triton.jit
 def _coeffs_kernel(
-    q, k, a, b, A_log, dt_bias, table, G_out, gs, ck, cq, N, scale, QK_STRIDE,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, D: tl.constexpr, NC: tl.constexpr, BK: tl.constexpr,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, table, G_out, gs, ck, cq, u_out, N, scale, QK_STRIDE, V_STRIDE,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, D: tl.constexpr, NC: tl.constexpr,
+    BK: tl.constexpr, BVR: tl.constexpr, RAW_DOTS: tl.constexpr,
 ):  # fmt: skip
     c, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
@@ -107,40 +126,28 @@ def _coeffs_kernel(
     tl.store(gs + row + 2, rq, mask=ok)
     tl.store(gs + row + 3, Gi, mask=ok)
     tl.store(G_out + (r * N + ni) * HV + hv, Gi, mask=ok)
+    # R_i = beta_i (v_i - e^{G_i} S0 k_i) into u, all V columns, BVR at a time
+    slot = tl.load(slots + r).to(tl.int64)
+    scale_k = beta * tl.exp(Gi) * rk
+    for v0 in range(0, V, BVR):
+        vv = v0 + tl.arange(0, BVR)
+        KS = _s0_rows(k, (r * N + ni) * QK_STRIDE + h * K, ok, pool + ((slot * HV + hv) * V + vv[None, :]) * K, slot,
+                      NC, BVR, K, BK, RAW_DOTS)  # fmt: skip
+        vt = tl.load(v + (r * N + ni)[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0)
+        Rm = beta[:, None] * vt.to(tl.float32) - scale_k[:, None] * KS
+        tl.store(u_out + ((r * N + ni)[:, None] * HV + hv) * V + vv[None, :], Rm, mask=ok[:, None])
 
 
 @triton.jit
 def _solve_kernel(
-    k, v, pool, slots, table, order, items, gs, ck, u_out, N, T, QK_STRIDE, V_STRIDE,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, D: tl.constexpr, NB: tl.constexpr,
-    NC: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr, RAW_DOTS: tl.constexpr,
+    table, order, items, ck, u_out, N, T,
+    HV: tl.constexpr, V: tl.constexpr, D: tl.constexpr, NC: tl.constexpr, BV: tl.constexpr,
 ):  # fmt: skip
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
-    h = hv // (HV // H)
     vv = iv * BV + tl.arange(0, BV)
-    slot = tl.load(slots + r).to(tl.int64)
-    state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
     head = (r * HV + hv) * N
-    tile = r * N * HV * V + hv * V + vv[None, :]  # + node * HV * V: this program's columns of a u row
-    for c0 in range(0, N, NB):  # R_i = beta_i (v_i - e^{G_i} S0 k_i)
-        ni = c0 + tl.arange(0, NB)
-        ok = ni < N
-        KS = tl.zeros([NB, BV], tl.float32)
-        for k0 in range(0, K, BK):
-            kc = k0 + tl.arange(0, BK)
-            kf = tl.load(k + (r * N + ni)[:, None] * QK_STRIDE + h * K + kc[None, :], mask=ok[:, None], other=0.0)
-            S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
-            if RAW_DOTS:
-                KS = _dot_tf32_exact_a(kf.to(tl.float32), S0c, KS)
-            else:
-                KS = tl.dot(kf.to(tl.float32), S0c, KS, input_precision="tf32x3")
-        beta = tl.load(gs + (head + ni) * 4, mask=ok, other=0.0)
-        rk = tl.load(gs + (head + ni) * 4 + 1, mask=ok, other=0.0)
-        eG = tl.exp(tl.load(gs + (head + ni) * 4 + 3, mask=ok, other=0.0))
-        vt = tl.load(v + (r * N + ni)[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0)
-        Rm = beta[:, None] * (vt.to(tl.float32) - (eG * rk)[:, None] * KS)
-        tl.store(u_out + tile + ni[:, None] * HV * V, Rm, mask=ok[:, None])
+    tile = r * N * HV * V + hv * V + vv[None, :]  # + node * HV * V: this program's columns of a u row (R_i there)
     # One step per range of same-depth nodes (`ancestor_table`'s items): u_i from its ancestors' final u. A step's
     # nodes, paths and coefficients do not depend on u: the next step's are loaded before this one's barrier.
     steps = tl.load(items + (r * (T + 1) + T) * 2)
@@ -184,15 +191,7 @@ def _output_kernel(
     ok = ni < N
     slot = tl.load(slots + r).to(tl.int64)
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K
-    QS = tl.zeros([NC, BV], tl.float32)
-    for k0 in range(0, K, BK):
-        kc = k0 + tl.arange(0, BK)
-        qf = tl.load(q + (r * N + ni)[:, None] * QK_STRIDE + h * K + kc[None, :], mask=ok[:, None], other=0.0)
-        S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
-        if RAW_DOTS:
-            QS = _dot_tf32_exact_a(qf.to(tl.float32), S0c, QS)
-        else:
-            QS = tl.dot(qf.to(tl.float32), S0c, QS, input_precision="tf32x3")
+    QS = _s0_rows(q, (r * N + ni) * QK_STRIDE + h * K, ok, state, slot, NC, BV, K, BK, RAW_DOTS)
     head = (r * HV + hv) * N
     rq = tl.load(gs + (head + ni) * 4 + 2, mask=ok, other=0.0)
     eG = tl.exp(tl.load(gs + (head + ni) * 4 + 3, mask=ok, other=0.0))
@@ -218,12 +217,11 @@ def tree_gdn_verify_gather(
     scale: float | None = None,
     BV: int = 32,
     NC: int = 16,
-    NB: int = 64,
     num_warps: int = 4,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """As `tree_gdn.tree_gdn_verify_triton` (shapes of `naive.tree_gdn_verify_ref`), the tree given as
     `ancestor_table(ancestor_mask, depth)` (made once per step for all layers). Returns o and the commit's context.
-    NC: nodes per gathered tile (the coefficient and output launches, the depth steps); NB: nodes per k.S0 product."""
+    NC: nodes per gathered tile (every launch, and the most nodes of one solve step)."""
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     table, order, items = tables
@@ -245,13 +243,10 @@ def tree_gdn_verify_gather(
     gs, ck, cq = torch.empty(R, HV, N, 4, **f32), torch.empty(R, HV, N, D, **f32), torch.empty(R, HV, N, D, **f32)
     common = dict(H=H, HV=HV, K=K, D=D, BK=min(32, K))
     _coeffs_kernel[(triton.cdiv(N, NC), R * HV)](
-        q, k, a.contiguous(), b.contiguous(), A_log, dt_bias, table, G, gs, ck, cq, N, scale, q.stride(1),
-        NC=NC, num_warps=num_warps, **common,
+        q, k, v, a.contiguous(), b.contiguous(), A_log, dt_bias, state_pool, slots, table, G, gs, ck, cq, u, N, scale,
+        q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, num_warps=num_warps, **common,
     )  # fmt: skip
-    _solve_kernel[(V // BV, R * HV)](
-        k, v, state_pool, slots, table, order, items, gs, ck, u, N, T, k.stride(1), v.stride(1),
-        V=V, NB=NB, NC=NC, BV=BV, RAW_DOTS=raw, num_warps=num_warps, **common,
-    )  # fmt: skip
+    _solve_kernel[(V // BV, R * HV)](table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=NC, BV=BV, num_warps=num_warps)
     _output_kernel[(triton.cdiv(N, NC), V // BV, R * HV)](
         q, state_pool, slots, table, gs, cq, u, o, N, q.stride(1), V=V, NC=NC, BV=BV, RAW_DOTS=raw,
         num_warps=num_warps, **common,
