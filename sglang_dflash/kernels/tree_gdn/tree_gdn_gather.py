@@ -36,7 +36,8 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
     padded -1, D = next power of two > depth, at least 2; order int32 [R, N]: the nodes by depth, stable; items int32
     [R, N // NC + D + 1, 2]: the solve's steps, each up to NC nodes of one depth as a range of `order`, depth 1 first,
     then empty ranges, and [r, -1, 0] the number of steps). Parents precede children, so a row's set columns are
-    its path in depth order. No host sync (CUDA-graph safe); made once per step, shared by every layer."""
+    its path in depth order. depth: at least the trees' (as `ancestors`' max_depth; not checked, which would sync).
+    No host sync (CUDA-graph safe); made once per step, shared by every layer."""
     R, N, _ = ancestor_mask.shape
     D = max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
     dev = ancestor_mask.device
