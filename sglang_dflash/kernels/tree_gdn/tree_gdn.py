@@ -353,6 +353,22 @@ def _rows(t: Tensor) -> Tensor:
     return t if packed else t.contiguous()
 
 
+def _verify_io(q: Tensor, k: Tensor, v: Tensor, scale: float | None):
+    """What both verify wrappers launch with: q, k, v read in place where their rows are packed (`_rows`; q and k
+    sharing one row stride), the scale (default K**-0.5), whether q.k dots may take the raw 16-bit values, and the
+    outputs G [R, N, HV] fp32, o [R, N, HV, V] in v's dtype, u [R, N, HV, V] fp32."""
+    R, N, _, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    q, k, v = _rows(q), _rows(k), _rows(v)
+    if q.stride(1) != k.stride(1):
+        q, k = q.contiguous(), k.contiguous()
+    f32 = dict(device=q.device, dtype=torch.float32)
+    G, u = torch.empty(R, N, HV, **f32), torch.empty(R, N, HV, V, **f32)
+    o = torch.empty(R, N, HV, V, device=q.device, dtype=v.dtype)
+    raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+    return q, k, v, K**-0.5 if scale is None else scale, raw, G, o, u
+
+
 def tree_gdn_verify_triton(
     q: Tensor,
     k: Tensor,
@@ -399,20 +415,12 @@ def tree_gdn_verify_triton(
     max_depth = N - 1 if max_depth is None else max_depth
     if ancestor_mask is None:
         ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth), first=root)
-    device = q.device
     warps = num_warps or 4
-    q, k, v = _rows(q), _rows(k), _rows(v)
-    if q.stride(1) != k.stride(1):
-        q, k = q.contiguous(), k.contiguous()
+    q, k, v, scale, raw, G, o, u = _verify_io(q, k, v, scale)
     a, b = a.contiguous(), b.contiguous()
     if ancestor_mask.stride(2) != 1 or ancestor_mask.stride(0) != N * ancestor_mask.stride(1):
         ancestor_mask = ancestor_mask.contiguous()
     anc = ancestor_mask.view(torch.int8)[..., root:]  # the kernel reads the mask from its first non-root column
-    scale = K**-0.5 if scale is None else scale
-    G = torch.empty(R, N, HV, device=device, dtype=torch.float32)
-    o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
-    u = torch.empty(R, N, HV, V, device=device, dtype=torch.float32)
-    raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
     _tree_gdn_fused_kernel[(V // BV, R * HV)](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=blocks > 1,

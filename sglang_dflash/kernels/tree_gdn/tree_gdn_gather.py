@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from .tree_gdn import TreeGDNTritonContext, _dot_tf32_exact_a, _gates, _rows
+from .tree_gdn import TreeGDNTritonContext, _dot_tf32_exact_a, _gates, _verify_io
 
 
 def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Tensor, Tensor, Tensor]:
@@ -232,15 +232,8 @@ def tree_gdn_verify_gather(
             f"need V % BV == 0, HV % H == 0 and tables of [R, N] = [{R}, {N}] nodes made with this NC = {NC}, got V={V},"
             f" BV={BV}, table {tuple(table.shape)}, {T} steps"
         )
-    q, k, v = _rows(q), _rows(k), _rows(v)
-    if q.stride(1) != k.stride(1):
-        q, k = q.contiguous(), k.contiguous()
-    device, f32 = q.device, dict(device=q.device, dtype=torch.float32)
-    scale = K**-0.5 if scale is None else scale
-    G = torch.empty(R, N, HV, **f32)
-    o = torch.empty(R, N, HV, V, device=device, dtype=v.dtype)
-    u = torch.empty(R, N, HV, V, **f32)
-    raw = q.dtype in (torch.bfloat16, torch.float16) and k.dtype == q.dtype
+    q, k, v, scale, raw, G, o, u = _verify_io(q, k, v, scale)
+    f32 = dict(device=q.device, dtype=torch.float32)
     gs, ck, cq = torch.empty(R, HV, N, 4, **f32), torch.empty(R, HV, N, D, **f32), torch.empty(R, HV, N, D, **f32)
     common = dict(H=H, HV=HV, K=K, D=D, BK=min(32, K))
     _coeffs_kernel[(triton.cdiv(N, NC), R * HV)](
