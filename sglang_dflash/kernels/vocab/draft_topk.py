@@ -96,23 +96,17 @@ def _row_topk_kernel(
     tl.store(lse + m, row_lse)
     top = tl.topk((_ordered(mx).to(tl.int64) << 32) | tl.where(cm, CC - 1 - c, 0).to(tl.int64), KC)
     t = tl.arange(0, KC)
-    chunks = (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32)  # [KC], by descending maximum
-    tl.store(sel + m * KC + t, chunks, mask=t < K)
+    tl.store(sel + m * KC + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
     tau = _unordered((tl.max(tl.where(t == K - 1, top, PAD), axis=0) >> 32).to(tl.int32))
     tl.debug_barrier()
 
-    # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false); with G == KC in
-    # one pass, from the chunk ids in registers.
+    # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false).
     g = tl.arange(0, G)
     e = tl.arange(0, CHUNK)
     count = tl.full([], 0, tl.int32)
     for r0 in range(0, K, G):
         live = r0 + g < K
-        if G == KC:
-            rows = chunks
-        else:
-            rows = tl.load(sel + m * KC + r0 + g, mask=live, other=0)
-        o = rows[:, None].to(tl.int64) * CHUNK + e[None, :]
+        o = tl.load(sel + m * KC + r0 + g, mask=live, other=0)[:, None].to(tl.int64) * CHUNK + e[None, :]
         ok = live[:, None] & (o < V)
         v = tl.load(x + m * V + o, mask=ok, other=float("-inf")).to(tl.float32)
         hit = (ok & (v >= tau)).to(tl.int32)
