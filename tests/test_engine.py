@@ -178,9 +178,11 @@ def test_cuda_generate_equals_transformers(tmp_path):
     ]
     sequences = [p + r for p, r in zip(PROMPTS, refs)]
     oracle = OracleDrafter(sequences, cfg.vocab_size, 16, right=0.85)  # host-side logic: eager only
-    # DDTREE 32 and 64: 33 and 65 nodes, which the tree GDN verify takes as the root and then whole blocks
+    # DDTREE 32 and 64: 33 and 65 nodes, which the blocked tree GDN verify takes as the root and then whole blocks;
+    # DDTREE 128: the ancestor-gather GDN verify (`gather_tables`), graphed and with long accepted paths
     for algo, budget, draft, graphs in [("ar", 0, drafter, True), ("dflash", 0, drafter, True), ("ddtree", 32, drafter, True),
-                                        ("ddtree", 24, drafter, False), ("ddtree", 64, oracle, False)]:  # fmt: skip
+                                        ("ddtree", 24, drafter, False), ("ddtree", 64, oracle, False),
+                                        ("ddtree", 128, drafter, True), ("ddtree", 128, oracle, False)]:  # fmt: skip
         res = generate(target, PROMPTS, 48, algo, draft, budget=budget, cuda_graphs=graphs)
         assert res.output_ids == refs, (algo, budget, graphs)
 

@@ -88,11 +88,11 @@ def production_calls(kernels):
         gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
         gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
 
-    def gdn_gather(N):  # the ancestor-gather verify over DDTree's 15 depths (tables: ancestor_table's shapes)
+    def gdn_gather(N):  # the ancestor-gather verify over DDTree's 15 depths, and its tables
         q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
-        i32 = torch.int32
-        tables = (e(1, N, DEPTHS + 1, dtype=i32), e(1, N, dtype=i32), e(1, N // 16 + DEPTHS + 2, 2, dtype=i32))
-        kernels.tree_gdn.tree_gdn_gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, tables)
+        gather = kernels.tree_gdn.tree_gdn_gather
+        tables = gather.ancestor_table(e(1, N, N, dtype=torch.bool), DEPTHS)
+        gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, tables)
 
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)

@@ -168,7 +168,10 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
         assert torch.equal(pool.ssm[i, untouched], before[1][i, untouched])
 
 
-def test_set_parents_keeps_padding_rows_a_chain_and_rejects_unknown_sizes():
+def test_set_parents_keeps_padding_rows_within_the_depth_bound_and_rejects_unknown_sizes():
+    """Padding rows: a chain (DFLASH: max_depth = N - 1), or a chain to the depth bound and then children of the root
+    (DDTREE: the drafter's block size - 1), so that tables sized by the bound hold them."""
+    from sglang_dflash.kernels.tree_build import ancestors
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
 
     ws = TreeVerifyWorkspace(4, [1, 4], "cpu")
@@ -177,6 +180,10 @@ def test_set_parents_keeps_padding_rows_a_chain_and_rejects_unknown_sizes():
     assert torch.equal(ws.parents[2], tree)  # eager buffer made for 2 rows
     assert torch.equal(ws.parents[4][:2], tree)
     assert torch.equal(ws.parents[4][2:], torch.tensor([[-1, 0, 1, 2]] * 2))
+    shallow = TreeVerifyWorkspace(7, [3], "cpu", max_depth=2)
+    assert shallow.max_depth == 2 and torch.equal(shallow.parents[3], torch.tensor([[-1, 0, 1, 0, 0, 0, 0]] * 3))
+    assert ancestors(shallow.parents[3], 2).sum(-1).max() == 3  # depth 2: root, child, grandchild
+    assert TreeVerifyWorkspace(3, [1], "cpu", max_depth=15).max_depth == 2
     backend = SimpleNamespace(forward_metadata=None, req_to_token_pool=None)
     with pytest.raises(RuntimeError, match="3 trees of 4 nodes"):
         ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)

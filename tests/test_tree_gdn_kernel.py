@@ -7,7 +7,15 @@ import torch
 from tree_helpers import DEVICE, accepted_paths, gdn_inputs, poisoned_outputs, random_parents
 
 from sglang_dflash.kernels.tree_build import ancestors
-from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_commit, tree_gdn_commit_ref, tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn import (
+    gather_tables,
+    stack_contexts,
+    tree_gdn_commit,
+    tree_gdn_commit_ref,
+    tree_gdn_verify,
+    tree_gdn_verify_ref,
+)
+from sglang_dflash.kernels.tree_gdn.naive import ancestor_table_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import (
     aligned_ancestor_mask,
     context_tables,
@@ -215,6 +223,54 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
     tree_gdn_commit_ref(expected, slots, ref_ctx, accepted)
     tree_gdn_commit_triton(dev["state_pool"], slots.to(DEVICE), ctx, accepted.to(DEVICE), BV=16)
     assert rel_err(dev["state_pool"].cpu()[slots], expected[slots]) <= 1e-5
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA: tree_gdn_verify takes the references on CPU")
+@pytest.mark.parametrize("R,N,gather", [(1, 129, True), (2, 100, True), (4, 65, False), (1, 65, False), (4, 16, False)])
+def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
+    """DDTree-shaped trees (depth <= 15): gather_tables picks the ancestor-gather kernel from 100 nodes, the blocked
+    one below; tree_gdn_verify runs the chosen one, which matches the reference and commits."""
+    gen = torch.Generator().manual_seed(N + R)
+    x = gdn_inputs(R, N, 2, 4, 32, 32, pool_size=R + 1, gen=gen, dtype=torch.float32)
+    parents = random_parents(R, N, gen, max_depth=15)
+    slots = torch.randperm(R + 1, generator=gen)[:R]
+    ref_o, ref_ctx = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
+                                         dtype=torch.float64)  # fmt: skip
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    mask = ancestors(parents.to(DEVICE), 15)
+    tables = gather_tables(mask, 15)
+    assert (tables is not None) == gather
+    o, ctx = tree_gdn_verify(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), tables=tables,
+                             ancestor_mask=aligned_ancestor_mask(mask), max_depth=15)  # fmt: skip
+    assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
+    accepted = accepted_paths(parents, 16, gen)
+    expected = x["state_pool"].double().clone()
+    tree_gdn_commit_ref(expected, slots, ref_ctx, accepted)
+    tree_gdn_commit(dev["state_pool"], slots.to(DEVICE), ctx, accepted.to(DEVICE))
+    assert rel_err(dev["state_pool"].cpu()[slots], expected[slots]) <= 1e-5
+
+
+def test_gather_tables_leave_cpu_trees_to_the_references():
+    mask = ancestors(random_parents(4, 129, torch.Generator().manual_seed(0)), 128)
+    assert gather_tables(mask, 15) is None
+
+
+@pytest.mark.parametrize(
+    "R,N,max_depth,NC,aligned",
+    [(3, 129, 15, 16, True), (1, 1, None, 16, False), (2, 45, 3, 16, False), (1, 257, 15, 32, True), (2, 33, None, 16, True)],
+)
+def test_ancestor_table_matches_reference(R, N, max_depth, NC, aligned):
+    """The one-launch tables equal the torch reference's (outputs poisoned first), for random trees (shallow, or of
+    any depth), masks with padded rows or not, several NC."""
+    parents = random_parents(R, N, torch.Generator().manual_seed(N), max_depth=max_depth)
+    mask = ancestors(parents, N - 1)
+    depth = int(mask.sum(-1).max()) - 1 if max_depth is None else max_depth
+    expected = ancestor_table_ref(mask, depth, NC)
+    mask = mask.to(DEVICE)
+    with poisoned_outputs():
+        got = ancestor_table(aligned_ancestor_mask(mask) if aligned else mask, depth, NC)
+    for name, x, y in zip(("table", "order", "items"), got, expected):
+        assert torch.equal(x.cpu(), y), name
 
 
 def test_ancestor_table_of_small_trees():

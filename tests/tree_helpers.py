@@ -23,12 +23,21 @@ def poisoned_outputs():
         torch.empty = real
 
 
-def random_parents(R: int, N: int, gen: torch.Generator, chain: bool = False) -> torch.Tensor:
+def random_parents(R: int, N: int, gen: torch.Generator, chain: bool = False, max_depth: int | None = None) -> torch.Tensor:
+    """Long [R, N], -1 at the root: a chain, or each node's parent drawn among the earlier nodes above max_depth."""
     if chain:
         return (torch.arange(N) - 1).expand(R, N).clone()
     parents = torch.full((R, N), -1)
-    for i in range(1, N):
-        parents[:, i] = torch.randint(0, i, (R,), generator=gen)
+    if max_depth is None:
+        for i in range(1, N):
+            parents[:, i] = torch.randint(0, i, (R,), generator=gen)
+        return parents
+    depth = torch.zeros(R, N, dtype=torch.long)
+    for r in range(R):
+        for i in range(1, N):
+            open_ = torch.nonzero(depth[r, :i] < max_depth)[:, 0]
+            p = open_[torch.randint(len(open_), (1,), generator=gen)]
+            parents[r, i], depth[r, i] = p, depth[r, p] + 1
     return parents
 
 

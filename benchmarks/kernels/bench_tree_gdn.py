@@ -10,8 +10,10 @@ kernel's level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_
 mode (one fp32 state per node cached, parents reloaded), loaded straight from the wheel as in
 shared/gpu/peer_gdn_verify.py.
 Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify
-(one launch, the ancestor mask made once outside the timed call with rows padded to 16 bytes, as the engine
-and the server make it once per step for every layer) + commit of a one-node path (its
+(`tree_gdn_verify`: the kernel `gather_tables` picks for a depth bound of 15, DDTree's with a 16-token drafter block,
+or N - 1 for chains; the ancestor mask with rows padded to 16 bytes and the gather tables made once outside the
+timed call, as the engine and the server make them once per step for every layer; both kernels also timed alone
+where the gather one can run) + commit of a one-node path (its
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
@@ -34,12 +36,13 @@ import triton
 from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
-from sglang_dflash.kernels.tree_gdn import stack_contexts, tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn import gather_tables, stack_contexts, tree_gdn_verify, tree_gdn_verify_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
 from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
 HV, H, K, V = 24, 8, 128, 128
 LAYERS = 48  # GDN layers of Qwen3.6-27B
+DDTREE_DEPTH = 15  # the depth bound the engine and the server pass for trees: the drafter's block size (16) - 1
 
 
 def load_sglang_kernel(whl: str):
@@ -92,16 +95,22 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     accepted = torch.full((R, 16), -1, device=dev, dtype=torch.long)
     accepted[:, 0] = 0
 
-    row = {"R": R, "N": N, "kind": kind, "depth": max_depth}
-    o, ctx = tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, pool, slots, parents, ancestor_mask=anc, max_depth=max_depth)
+    bound = max_depth if kind == "chain" else max(max_depth, DDTREE_DEPTH)
+    tables = gather_tables(anc, bound)
+    row = {"R": R, "N": N, "kind": kind, "depth": max_depth, "kernel": "blocked" if tables is None else "gather"}
+    verify = lambda: tree_gdn_verify(*inputs, tables=tables, ancestor_mask=anc, max_depth=bound)  # noqa: E731
+    o, ctx = verify()
     ref, _ = tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, pool.double(), slots, parents, dtype=torch.float64)
     row["rel_err_vs_fp64"] = ((o.double() - ref).norm() / ref.norm()).item()
-    row["ours_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=max_depth), reps=10)
-    if max_depth < 16:  # the ancestor-gather verify (not dispatched yet), tables made once per step as the engine would
-        tables = ancestor_table(anc, max_depth)
-        og, _ = tree_gdn_verify_gather(*inputs[:-1], tables)
+    row["ours_verify"] = graph_us(verify, reps=10)
+    if tables is not None:  # once per step, for every layer
+        row["tables_per_step"] = graph_us(lambda: gather_tables(anc, bound), reps=10)
+    if bound <= DDTREE_DEPTH:  # both kernels alone, whichever gather_tables picks
+        row["blocked_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc), reps=10)
+        every = ancestor_table(anc, bound)
+        og, _ = tree_gdn_verify_gather(*inputs[:-1], every)
         row["gather_rel_err_vs_fp64"] = ((og.double() - ref).norm() / ref.norm()).item()
-        row["gather_verify"] = graph_us(lambda: tree_gdn_verify_gather(*inputs[:-1], tables), reps=10)
+        row["gather_verify"] = graph_us(lambda: tree_gdn_verify_gather(*inputs[:-1], every), reps=10)
     pool_copy = pool.clone()
     row["ours_commit"] = graph_us(lambda: tree_gdn_commit_triton(pool_copy, slots, ctx, accepted), reps=10)
     # The engine commits all 48 GDN layers of a step in one launch: its time per layer.
@@ -244,7 +253,10 @@ def main() -> None:
         (1, 64, "random"),
         (1, 64, "chain"),
         (1, 128, "ddtree"),
+        (1, 129, "ddtree"),  # DDTREE 128
         (1, 256, "ddtree"),
+        (1, 257, "ddtree"),  # DDTREE 256
+        (2, 65, "ddtree"),
         (8, 16, "ddtree"),
         (4, 64, "ddtree"),
         (4, 65, "ddtree"),
@@ -257,19 +269,21 @@ def main() -> None:
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
     print(
-        "\n R    N kind   depth | ours verify commit (x48 batched) total | floor TB/s | sglang tree | rel err"
+        "\n R    N kind   depth kernel  | ours verify commit (x48 batched) total | floor TB/s | sglang tree | rel err"
         " | extra MiB/req ours, sglang  [us/layer]"
     )
     for r in rows:
         ours = f"{r['ours_verify']:11.1f} {r['ours_commit']:6.1f} ({r['ours_commit_batched']:5.2f}) {r['ours_total']:5.1f}"
         mem = f"{r['extra_mem_MiB_ours']:.2f}, {r['extra_mem_MiB_sgl']:.1f}"
-        shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d}"
+        shape = f"{r['R']:2d} {r['N']:4d} {r['kind']:6s} {r['depth']:5d} {r['kernel']:7s}"
         bw = f"{r['floor_us']:5.1f} {r['ours_TBps']:4.2f}"
         print(f"{shape} | {ours} | {bw} | {r['sgl_tree']:11.1f} | {r['rel_err_vs_fp64']:.1e} | {mem}")
-    print("\nancestor-gather verify (kernels/tree_gdn/tree_gdn_gather.py, not dispatched), verify only, us:")
+    print(f"\nthe two verify kernels alone (depth bound {DDTREE_DEPTH}), verify only, us; ours: gather_tables' pick:")
     for r in (r for r in rows if "gather_verify" in r):
+        tables = f", its tables {r['tables_per_step']:.1f} per step" if "tables_per_step" in r else ""
         print(f"R={r['R']} N={r['N']} {r['kind']} depth {r['depth']}: gather {r['gather_verify']:.1f} "
-              f"(rel err {r['gather_rel_err_vs_fp64']:.1e}) | blocked {r['ours_verify']:.1f}")  # fmt: skip
+              f"(rel err {r['gather_rel_err_vs_fp64']:.1e}) | blocked {r['blocked_verify']:.1f} "
+              f"| ours: {r['kernel']}{tables}")  # fmt: skip
     print("\nchains against dedicated chain kernels (verify only, us; relative difference to ours):")
     for r in (r for r in rows if r["kind"] == "chain"):
         peers = "  ".join(

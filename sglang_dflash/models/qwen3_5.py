@@ -20,7 +20,7 @@ from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_attention import ancestor_bits, attend_tree
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import aligned_ancestor_mask, stack_contexts
+from ..kernels.tree_gdn import aligned_ancestor_mask, gather_tables, stack_contexts
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
 
@@ -61,6 +61,7 @@ class StepInput:
     positions: Tensor  # long [R, N] = seq_lens + depth
     conv_windows: Tensor  # long [R, N, W - 1]: `kernels.tree_conv.conv_windows`, for every conv layer
     gdn_mask: Tensor  # bool [R, N, N], the ancestor mask with rows 16 bytes apart (`aligned_ancestor_mask`)
+    gdn_tables: tuple | None  # `gather_tables`: the ancestor-gather GDN verify's, or None (the blocked kernel)
     attn_words: Tensor  # int64 [R, N, ceil(N / 64)], the ancestor mask as the attention kernel reads it
 
 
@@ -100,7 +101,8 @@ class GatedDeltaNet(nn.Module):
             ssm_state,
             step.slots,
             parents,
-            ancestor_mask=step.gdn_mask,  # once per step, not per layer (Triton path)
+            tables=step.gdn_tables,  # these three once per step, not per layer (Triton paths)
+            ancestor_mask=step.gdn_mask,
             max_depth=step.tree.max_depth,
         )
         z = self.in_proj_z(x).reshape(R, N, HV, -1)
@@ -224,7 +226,8 @@ class Qwen3_5Target(nn.Module):
         windows = conv_windows(tree.parents, self.config.linear_conv_kernel_dim)
         mask = aligned_ancestor_mask(tree.ancestor_mask)
         words = ancestor_bits(tree.ancestor_mask)
-        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask, words)
+        tables = gather_tables(tree.ancestor_mask, tree.max_depth)
+        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask, tables, words)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
         for i, (layer, caches) in enumerate(zip(self.layers, self._caches(cache))):

@@ -13,9 +13,11 @@ each. Layouts are SGLang's: conv state [S, D, W - 1], SSM state [S, HV, V, K] fl
 CUDA graphs. The verify forward is captured once per padded batch size, so:
 - the trees' parent pointers live in one static buffer per captured batch size, allocated before
   capture (`install`) and written by the worker before each verify (`set_parents`); padding rows keep
-  a chain and GDN slot -1 (zero state read, never committed);
-- the first GDN layer of a forward derives the ancestor mask and conv windows from that buffer inside
-  the graph, and later layers reuse them;
+  `padding_tree` (a chain as deep as the trees may be, the rest children of the root) and GDN slot -1
+  (zero state read, never committed);
+- the first GDN layer of a forward derives the ancestor mask, the GDN verify's tables and the conv windows
+  from that buffer inside the graph, and later layers reuse them; which GDN verify kernel runs
+  (`kernels.tree_gdn.gather_tables`) depends on the batch size, the node count and the depth bound only;
 - what the commit needs (each layer's pre-conv input and kernel context) is recorded per (batch size,
   captured or not), so the commit after a replay reads the tensors that replay wrote.
 """
@@ -33,7 +35,7 @@ from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tre
 from ..kernels.layer_table import LayerTable
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import aligned_ancestor_mask, fused_nodes, stack_contexts, verify_blocks
+from ..kernels.tree_gdn import aligned_ancestor_mask, fused_nodes, gather_tables, stack_contexts, verify_blocks
 from ..kernels.tree_gdn.tree_gdn import context_tables
 from .algorithm import ALGORITHMS
 
@@ -65,21 +67,31 @@ def _capturing() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
 
 
-class TreeVerifyWorkspace:
-    """Static parents per batch size, the step's tree tables, and each GDN layer's verify record."""
+def padding_tree(num_nodes: int, max_depth: int, device=None) -> Tensor:
+    """Parents long [num_nodes] of a tree no deeper than max_depth (>= 1): a chain of max_depth + 1 nodes, the rest
+    children of the root. The tree of graph padding rows, and of every row at capture; a chain for DFLASH."""
+    i = torch.arange(num_nodes, device=device)
+    return torch.where(i <= max_depth, i - 1, 0)
 
-    def __init__(self, num_nodes: int, batch_sizes, device):
+
+class TreeVerifyWorkspace:
+    """Static parents per batch size, the step's tree tables, and each GDN layer's verify record. max_depth: a bound
+    on the trees' depth (DFLASH: num_nodes - 1, a chain; DDTREE: the drafter's block size - 1)."""
+
+    def __init__(self, num_nodes: int, batch_sizes, device, max_depth: int | None = None):
         self.num_nodes = num_nodes
-        chain = torch.arange(-1, num_nodes - 1, device=device)
-        self.parents = {bs: chain.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
-        self.tables: dict[int, tuple[Tensor, Tensor, Tensor]] = {}  # bs -> (GDN slots, ancestor mask, conv windows)
+        self.max_depth = num_nodes - 1 if max_depth is None else min(max_depth, num_nodes - 1)
+        padding = padding_tree(num_nodes, max(self.max_depth, 1), device)
+        self.parents = {bs: padding.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
+        # bs -> (GDN slots, ancestor mask, gather tables or None, conv windows)
+        self.tables: dict[int, tuple[Tensor, Tensor, tuple | None, Tensor]] = {}
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
         self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
         self.commit_tables: dict[int, tuple] = {}  # graph batch size -> (its record, x table, context tables)
 
     def set_parents(self, parents: Tensor, graph_bs: int | None) -> None:
         """Before a verify of the trees `parents` [R, N]: into the eager buffer of R rows and, when the forward
-        will replay the graph of graph_bs >= R rows, into that graph's buffer (its rows past R keep a chain)."""
+        will replay the graph of graph_bs >= R rows, into that graph's buffer (its rows past R keep `padding_tree`)."""
         R = parents.shape[0]
         if R not in self.parents:
             self.parents[R] = parents.clone()
@@ -99,11 +111,12 @@ class TreeVerifyWorkspace:
         first = min(backend.req_to_token_pool.mamba_map) if hasattr(backend.req_to_token_pool, "mamba_map") else None
         if layer.layer_id == first or R not in self.tables:  # once per forward: shared by every GDN layer
             slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
-            mask = aligned_ancestor_mask(ancestors(parents, N - 1))
-            self.tables[R] = (slots, mask, conv_windows(parents, layer.conv_weights.shape[1]))
+            mask = ancestors(parents, self.max_depth)
+            tables = gather_tables(mask, self.max_depth)
+            self.tables[R] = (slots, aligned_ancestor_mask(mask), tables, conv_windows(parents, layer.conv_weights.shape[1]))
             self.records[(R, _capturing())] = {}
             self.forwards[(R, _capturing())] += 1
-        slots, ancestor_mask, windows = self.tables[R]
+        slots, ancestor_mask, tables, windows = self.tables[R]
         x = mixed_qkv.view(R, N, -1)
         y = tree_causal_conv1d(x, conv_state, layer.conv_weights, layer.bias, slots, parents, windows)
         q, k, v = y.split([layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
@@ -118,8 +131,9 @@ class TreeVerifyWorkspace:
             ssm_state,
             slots,
             parents,
+            tables=tables,
             ancestor_mask=ancestor_mask,
-            max_depth=N - 1,
+            max_depth=self.max_depth,
         )
         self.records[(R, _capturing())][layer.layer_id] = (x, ctx)
         return o.view(1, R * N, layer.num_v_heads, layer.head_v_dim)
@@ -182,11 +196,12 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
         return None
     args = model_runner.server_args
     num_nodes = int(args.speculative_num_draft_tokens)
+    max_depth = int(args.speculative_num_steps)  # resolve_speculative_args: DFLASH nodes - 1, DDTREE block size - 1
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
-    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device)
-    logger.info("sglang-dflash: tree GDN verify: %d nodes, batch sizes up to %d (%s=0: SGLang's per-node states)",
-                num_nodes, largest, ENV_SWITCH)  # fmt: skip
+    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth)
+    logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
+                "per-node states)", num_nodes, _workspace.max_depth, largest, ENV_SWITCH)  # fmt: skip
     if device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
         fused = fused_nodes(device)
         logger.warning("sglang-dflash: %d verify nodes exceed the root plus the %d of one block of the tree GDN "

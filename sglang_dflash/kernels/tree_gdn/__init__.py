@@ -1,6 +1,8 @@
 """Gated DeltaNet along draft trees: `tree_gdn_verify` / `tree_gdn_commit` run the Triton kernels on
 CUDA tensors whose head dims are powers of two >= 16 (Qwen3.5/3.6: 128), the pure-torch references
-otherwise; a context from one goes to its own commit."""
+otherwise; a context from one goes to its own commit. Two verify kernels: the blocked one (`tree_gdn.py`) for
+chains and small trees, the ancestor-gather one (`tree_gdn_gather.py`) for large shallow trees, chosen once per
+step by `gather_tables`."""
 
 import dataclasses
 
@@ -16,13 +18,30 @@ from .tree_gdn import (
     tree_gdn_verify_triton,
     verify_blocks,
 )
+from .tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
 
-def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, **kwargs):
+def gather_tables(ancestor_mask: Tensor, max_depth: int):
+    """The ancestor-gather verify's tables (`ancestor_table`) for the trees of ancestor_mask bool [R, N, N] (no node
+    deeper than max_depth), when that kernel is the faster one for their shape, else None (the blocked kernel).
+    Made once per step, passed to every layer's `tree_gdn_verify`. The choice depends on shapes only (CUDA-graph
+    safe): not for chains (max_depth = N - 1), from N >= 100 nodes. H200, verify per layer (HV = 24, K = V = 128,
+    DDTree trees, depth bound 15), gather against blocked: N = 129 29.3 / 57.1 us, N = 257 43.5 / 155.0; below,
+    the blocked kernel: N = 65 22.0 / 20.7, R = 4 N = 64 32.4 / 29.5, R = 8 N = 64 60.6 / 54.6."""
+    N = ancestor_mask.shape[1]
+    if not ancestor_mask.is_cuda or max_depth >= N - 1 or N < 100:
+        return None
+    return ancestor_table(ancestor_mask, max_depth)
+
+
+def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, tables=None, **kwargs):
     """Outputs [R, N, HV, V] of every node of R trees and a context for `tree_gdn_commit`; the
-    pool is not modified. Shapes: `naive.tree_gdn_verify_ref`."""
+    pool is not modified. Shapes: `naive.tree_gdn_verify_ref`. tables: `gather_tables`'s (the ancestor-gather
+    kernel), or None (the blocked kernel, its keyword arguments in kwargs)."""
     K, V = q.shape[-1], v.shape[-1]
     if q.is_cuda and all(d >= 16 and d & (d - 1) == 0 for d in (K, V)):
+        if tables is not None:
+            return tree_gdn_verify_gather(q, k, v, a, b, A_log, dt_bias, state_pool, slots, tables, scale)
         return tree_gdn_verify_triton(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale, **kwargs)
     return tree_gdn_verify_ref(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale)
 
@@ -53,6 +72,7 @@ __all__ = [
     "TreeGDNTritonContext",
     "aligned_ancestor_mask",
     "fused_nodes",
+    "gather_tables",
     "stack_contexts",
     "tree_gdn_commit",
     "tree_gdn_commit_ref",

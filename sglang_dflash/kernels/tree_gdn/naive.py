@@ -106,3 +106,37 @@ def tree_gdn_commit_ref(state_pool: Tensor, slots: Tensor, ctx: TreeGDNContext, 
         S_next = gdn_step(S, ctx.k[batch, n], ctx.v[batch, n], ctx.g[batch, n], ctx.beta[batch, n])
         S = torch.where((node >= 0)[:, None, None, None], S_next, S)
     state_pool[slots[live].long()] = S[live].to(state_pool.dtype)
+
+
+def ancestor_table_ref(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Tensor, Tensor, Tensor]:
+    """bool [R, N, N] (row i: ancestors of i and i) -> (table int32 [R, N, D]: the root path of each node, root first,
+    padded -1, D = next power of two > depth, at least 2; order int32 [R, N]: the nodes by depth, stable; items int32
+    [R, N // NC + D + 1, 2]: the solve's steps, each up to NC nodes of one depth as a range of `order`, depth 1 first,
+    then empty ranges, and [r, -1, 0] the number of steps). Parents precede children, so a row's set columns are
+    its path in depth order. depth: at least the trees' (as `ancestors`' max_depth; not checked, which would sync).
+    The reference of `tree_gdn_gather.ancestor_table` (one Triton launch where this is some forty torch ops)."""
+    R, N, _ = ancestor_mask.shape
+    D = max(2, 1 << depth.bit_length())  # 2 for a lone root: one (empty) depth of steps
+    dev = ancestor_mask.device
+    m = ancestor_mask.to(torch.int32)
+    depths = m.sum(-1) - 1  # [R, N]
+    slot = m.cumsum(-1) - 1  # the set column's rank in its row
+    cols = torch.arange(N, device=dev, dtype=torch.int32).expand(R, N, N)
+    table = torch.full((R, N, D + 1), -1, device=dev, dtype=torch.int32)
+    table.scatter_(2, torch.where(m > 0, slot, D).long(), torch.where(m > 0, cols, -1))  # unset columns go to D
+    order = torch.sort(depths, dim=1, stable=True).indices.to(torch.int32)
+    counts = torch.zeros(R, D + 1, device=dev, dtype=torch.long)
+    counts.scatter_add_(1, depths + 1, torch.ones_like(depths))
+    starts = counts.cumsum(1)  # [R, D + 1]: depth d's nodes are order[starts[d]:starts[d + 1]]
+    steps = (counts[:, 2:] + NC - 1) // NC  # [R, D - 1]: steps of depths 1 .. D - 1
+    last = steps.cumsum(1)
+    T = N // NC + D  # an upper bound on the steps: sum over depths of ceil(count / NC)
+    t = torch.arange(T, device=dev).expand(R, T).contiguous()
+    level = torch.searchsorted(last, t, right=True)  # index into depths 1 .. D - 1; D - 1: past the last step
+    live = level < D - 1
+    lv = level.clamp(max=D - 2)
+    first = starts.gather(1, lv + 1) + (t - (last.gather(1, lv) - steps.gather(1, lv))) * NC
+    end = torch.minimum(first + NC, starts.gather(1, lv + 2))
+    items = torch.stack([torch.where(live, first, N), torch.where(live, end, N)], -1)
+    count = torch.stack([last[:, -1], last[:, -1]], -1)[:, None]
+    return table[..., :D].contiguous(), order, torch.cat([items, count], 1).to(torch.int32)

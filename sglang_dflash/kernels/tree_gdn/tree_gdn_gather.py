@@ -31,38 +31,81 @@ from torch import Tensor
 from .tree_gdn import TreeGDNTritonContext, _dot_tf32_exact_a, _gates, _verify_io
 
 
+def _table_width(depth: int) -> int:
+    return max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
+
+
+@triton.jit
+def _ancestor_table_kernel(
+    mask, table, order, items, depths, N, T, MASK_R, MASK_N,
+    NN: tl.constexpr, D: tl.constexpr, DD: tl.constexpr, NC: tl.constexpr, TT: tl.constexpr, RB: tl.constexpr,
+):  # fmt: skip
+    r = tl.program_id(0).to(tl.int64)
+    i = tl.arange(0, NN)
+    s = tl.arange(0, D)
+    rb = tl.arange(0, RB)
+    for r0 in range(0, N, RB):  # every row padded -1
+        rows = r0 + rb
+        tl.store(table + (r * N + rows[:, None]) * D + s[None, :], tl.full([RB, D], -1, tl.int32), mask=(rows < N)[:, None])
+    tl.debug_barrier()
+    for r0 in range(0, N, RB):  # a row's set columns are its root path, root first: each goes to its rank
+        rows = r0 + rb
+        ok = (rows < N)[:, None] & (i < N)[None, :]
+        m = tl.load(mask + r * MASK_R + rows[:, None] * MASK_N + i[None, :], mask=ok, other=0).to(tl.int32)
+        m = tl.where(m != 0, 1, 0)
+        slot = tl.cumsum(m, axis=1) - 1
+        tl.store(table + (r * N + rows[:, None]) * D + slot, tl.broadcast_to(i[None, :], [RB, NN]), mask=(m > 0) & (slot < D))
+        tl.store(depths + r * N + rows, tl.sum(m, axis=1) - 1, mask=rows < N)
+    tl.debug_barrier()
+    dep = tl.load(depths + r * N + i, mask=i < N, other=DD)
+    key = tl.sort(dep * NN + i)  # by depth, then node: stable
+    tl.store(order + r * N + i, key % NN, mask=i < N)
+    d = tl.arange(0, DD)
+    count = tl.sum((dep[:, None] == d[None, :]).to(tl.int32), axis=0)  # [DD]: nodes per depth
+    start = tl.cumsum(count, axis=0) - count  # depth d's nodes are order[start[d]:start[d] + count[d]]
+    steps = tl.where((d >= 1) & (d < D), (count + NC - 1) // NC, 0)
+    last = tl.cumsum(steps, axis=0)  # the steps of depths up to d
+    t = tl.arange(0, TT)
+    # step t's depth: the first d >= 1 whose last step is past t (D: none, t is past every step)
+    lev = 1 + tl.sum(((last[None, :] <= t[:, None]) & (d[None, :] >= 1) & (d[None, :] < D)).to(tl.int32), axis=1)
+    at = d[None, :] == lev[:, None]  # [TT, DD]: one-hot of step t's depth, to read per-depth values at it
+    start_t = tl.sum(tl.where(at, start[None, :], 0), axis=1)
+    before_t = tl.sum(tl.where(at, (last - steps)[None, :], 0), axis=1)  # the steps of shallower depths
+    first = start_t + (t - before_t) * NC
+    end = tl.minimum(first + NC, start_t + tl.sum(tl.where(at, count[None, :], 0), axis=1))
+    live = lev < D
+    row = items + (r * (T + 1) + t) * 2
+    tl.store(row, tl.where(live, first, N), mask=t < T)
+    tl.store(row + 1, tl.where(live, end, N), mask=t < T)
+    total = tl.sum(steps, axis=0)
+    tl.store(items + (r * (T + 1) + T) * 2 + tl.arange(0, 2), tl.full([2], 0, tl.int32) + total)
+
+
 def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Tensor, Tensor, Tensor]:
-    """bool [R, N, N] (row i: ancestors of i and i) -> (table int32 [R, N, D]: the root path of each node, root first,
-    padded -1, D = next power of two > depth, at least 2; order int32 [R, N]: the nodes by depth, stable; items int32
-    [R, N // NC + D + 1, 2]: the solve's steps, each up to NC nodes of one depth as a range of `order`, depth 1 first,
-    then empty ranges, and [r, -1, 0] the number of steps). Parents precede children, so a row's set columns are
-    its path in depth order. depth: at least the trees' (as `ancestors`' max_depth; not checked, which would sync).
-    No host sync (CUDA-graph safe); made once per step, shared by every layer."""
+    """bool [R, N, N] (row i: ancestors of i and i; rows may be padded, as `aligned_ancestor_mask`'s) -> (table int32
+    [R, N, D]: the root path of each node, root first, padded -1, D = next power of two > depth, at least 2; order
+    int32 [R, N]: the nodes by depth, stable; items int32 [R, N // NC + D + 1, 2]: the solve's steps, each up to NC
+    nodes of one depth as a range of `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps
+    twice). Parents precede children, so a row's set columns are its path in depth order. depth: at least the trees'
+    (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). One launch, no host sync
+    (CUDA-graph safe); made once per step, shared by every layer. Reference: `naive.ancestor_table_ref`."""
     R, N, _ = ancestor_mask.shape
-    D = max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
+    D = _table_width(depth)
+    if ancestor_mask.stride(2) != 1:
+        ancestor_mask = ancestor_mask.contiguous()
+    m = ancestor_mask.view(torch.int8)
     dev = ancestor_mask.device
-    m = ancestor_mask.to(torch.int32)
-    depths = m.sum(-1) - 1  # [R, N]
-    slot = m.cumsum(-1) - 1  # the set column's rank in its row
-    cols = torch.arange(N, device=dev, dtype=torch.int32).expand(R, N, N)
-    table = torch.full((R, N, D + 1), -1, device=dev, dtype=torch.int32)
-    table.scatter_(2, torch.where(m > 0, slot, D).long(), torch.where(m > 0, cols, -1))  # unset columns go to D
-    order = torch.sort(depths, dim=1, stable=True).indices.to(torch.int32)
-    counts = torch.zeros(R, D + 1, device=dev, dtype=torch.long)
-    counts.scatter_add_(1, depths + 1, torch.ones_like(depths))
-    starts = counts.cumsum(1)  # [R, D + 1]: depth d's nodes are order[starts[d]:starts[d + 1]]
-    steps = (counts[:, 2:] + NC - 1) // NC  # [R, D - 1]: steps of depths 1 .. D - 1
-    last = steps.cumsum(1)
     T = N // NC + D  # an upper bound on the steps: sum over depths of ceil(count / NC)
-    t = torch.arange(T, device=dev).expand(R, T).contiguous()
-    level = torch.searchsorted(last, t, right=True)  # index into depths 1 .. D - 1; D - 1: past the last step
-    live = level < D - 1
-    lv = level.clamp(max=D - 2)
-    first = starts.gather(1, lv + 1) + (t - (last.gather(1, lv) - steps.gather(1, lv))) * NC
-    end = torch.minimum(first + NC, starts.gather(1, lv + 2))
-    items = torch.stack([torch.where(live, first, N), torch.where(live, end, N)], -1)
-    count = torch.stack([last[:, -1], last[:, -1]], -1)[:, None]
-    return table[..., :D].contiguous(), order, torch.cat([items, count], 1).to(torch.int32)
+    table = torch.empty(R, N, D, device=dev, dtype=torch.int32)
+    order = torch.empty(R, N, device=dev, dtype=torch.int32)
+    items = torch.empty(R, T + 1, 2, device=dev, dtype=torch.int32)
+    NN = triton.next_power_of_2(N)
+    _ancestor_table_kernel[(R,)](
+        m, table, order, items, torch.empty(R, N, device=dev, dtype=torch.int32), N, T, m.stride(0), m.stride(1),
+        NN=NN, D=D, DD=triton.next_power_of_2(D + 1), NC=NC, TT=triton.next_power_of_2(T), RB=max(1, 4096 // NN),
+        num_warps=4,
+    )  # fmt: skip
+    return table, order, items
 
 
 @triton.jit
