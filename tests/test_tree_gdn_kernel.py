@@ -210,7 +210,7 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
     )
     mask = ancestors(parents, N - 1)
     depth = int(mask.sum(-1).max()) - 1
-    tables = tuple(t.to(DEVICE) for t in ancestor_table(mask, depth, NC))
+    tables = ancestor_table(mask.to(DEVICE), depth, NC)
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
@@ -277,7 +277,7 @@ def test_ancestor_table_of_small_trees():
     """Root paths root first, padded -1; nodes by depth; the solve's steps: ranges of `order` of up to NC nodes of one
     depth, depth 1 first, then empty ranges, and their count last."""
     parents = torch.tensor([[-1, 0, 0, 1, 3, 2], [-1, 0, 1, 2, 3, 4]])  # depths 0 1 1 2 3 2, and a chain
-    table, order, items = ancestor_table(ancestors(parents, 5), 5, NC=2)
+    table, order, items = (t.cpu() for t in ancestor_table(ancestors(parents, 5).to(DEVICE), 5, NC=2))
     assert table[0].tolist() == [[0, -1, -1, -1, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1, -1, -1],
                                  [0, 2, -1, -1, -1, -1, -1, -1], [0, 1, 3, -1, -1, -1, -1, -1],
                                  [0, 1, 3, 4, -1, -1, -1, -1], [0, 2, 5, -1, -1, -1, -1, -1]]  # fmt: skip

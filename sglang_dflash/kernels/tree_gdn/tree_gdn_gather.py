@@ -36,49 +36,57 @@ def _table_width(depth: int) -> int:
 
 
 @triton.jit
+def _mask_rows(mask, r, rows, N, MASK_R, MASK_N, NN: tl.constexpr):
+    """int1 [RB, NN]: rows `rows` of request r's ancestor mask (False past N)."""
+    i = tl.arange(0, NN)
+    ok = (rows < N)[:, None] & (i < N)[None, :]
+    return tl.load(mask + r * MASK_R + rows[:, None] * MASK_N + i[None, :], mask=ok, other=0) != 0
+
+
+@triton.jit
+def _depth_kernel(mask, depths, N, MASK_R, MASK_N, NN: tl.constexpr, RB: tl.constexpr):
+    r, rows = tl.program_id(0).to(tl.int64), tl.program_id(1) * RB + tl.arange(0, RB)
+    m = _mask_rows(mask, r, rows, N, MASK_R, MASK_N, NN)
+    tl.store(depths + r * N + rows, tl.sum(m.to(tl.int32), axis=1) - 1, mask=rows < N)
+
+
+@triton.jit
 def _ancestor_table_kernel(
-    mask, table, order, items, depths, N, T, MASK_R, MASK_N,
+    mask, depths, table, order, items, N, T, MASK_R, MASK_N,
     NN: tl.constexpr, D: tl.constexpr, DD: tl.constexpr, NC: tl.constexpr, TT: tl.constexpr, RB: tl.constexpr,
 ):  # fmt: skip
-    r = tl.program_id(0).to(tl.int64)
+    r, rows = tl.program_id(0).to(tl.int64), tl.program_id(1) * RB + tl.arange(0, RB)
     i = tl.arange(0, NN)
     s = tl.arange(0, D)
-    rb = tl.arange(0, RB)
-    for r0 in range(0, N, RB):  # every row padded -1
-        rows = r0 + rb
-        tl.store(table + (r * N + rows[:, None]) * D + s[None, :], tl.full([RB, D], -1, tl.int32), mask=(rows < N)[:, None])
+    at = table + (r * N + rows[:, None]) * D
+    tl.store(at + s[None, :], tl.full([RB, D], -1, tl.int32), mask=(rows < N)[:, None])
     tl.debug_barrier()
-    for r0 in range(0, N, RB):  # a row's set columns are its root path, root first: each goes to its rank
-        rows = r0 + rb
-        ok = (rows < N)[:, None] & (i < N)[None, :]
-        m = tl.load(mask + r * MASK_R + rows[:, None] * MASK_N + i[None, :], mask=ok, other=0).to(tl.int32)
-        m = tl.where(m != 0, 1, 0)
-        slot = tl.cumsum(m, axis=1) - 1
-        tl.store(table + (r * N + rows[:, None]) * D + slot, tl.broadcast_to(i[None, :], [RB, NN]), mask=(m > 0) & (slot < D))
-        tl.store(depths + r * N + rows, tl.sum(m, axis=1) - 1, mask=rows < N)
-    tl.debug_barrier()
+    # a row's set columns are its root path: each path node goes to the slot of its depth
     dep = tl.load(depths + r * N + i, mask=i < N, other=DD)
-    key = tl.sort(dep * NN + i)  # by depth, then node: stable
-    tl.store(order + r * N + i, key % NN, mask=i < N)
-    d = tl.arange(0, DD)
-    count = tl.sum((dep[:, None] == d[None, :]).to(tl.int32), axis=0)  # [DD]: nodes per depth
-    start = tl.cumsum(count, axis=0) - count  # depth d's nodes are order[start[d]:start[d] + count[d]]
-    steps = tl.where((d >= 1) & (d < D), (count + NC - 1) // NC, 0)
-    last = tl.cumsum(steps, axis=0)  # the steps of depths up to d
-    t = tl.arange(0, TT)
-    # step t's depth: the first d >= 1 whose last step is past t (D: none, t is past every step)
-    lev = 1 + tl.sum(((last[None, :] <= t[:, None]) & (d[None, :] >= 1) & (d[None, :] < D)).to(tl.int32), axis=1)
-    at = d[None, :] == lev[:, None]  # [TT, DD]: one-hot of step t's depth, to read per-depth values at it
-    start_t = tl.sum(tl.where(at, start[None, :], 0), axis=1)
-    before_t = tl.sum(tl.where(at, (last - steps)[None, :], 0), axis=1)  # the steps of shallower depths
-    first = start_t + (t - before_t) * NC
-    end = tl.minimum(first + NC, start_t + tl.sum(tl.where(at, count[None, :], 0), axis=1))
-    live = lev < D
-    row = items + (r * (T + 1) + t) * 2
-    tl.store(row, tl.where(live, first, N), mask=t < T)
-    tl.store(row + 1, tl.where(live, end, N), mask=t < T)
-    total = tl.sum(steps, axis=0)
-    tl.store(items + (r * (T + 1) + T) * 2 + tl.arange(0, 2), tl.full([2], 0, tl.int32) + total)
+    m = _mask_rows(mask, r, rows, N, MASK_R, MASK_N, NN)
+    tl.store(at + dep[None, :], tl.broadcast_to(i[None, :], [RB, NN]), mask=m & (dep < D)[None, :])
+    if tl.program_id(1) == 0:  # the solve's node order and steps
+        key = tl.sort(dep * NN + i)  # by depth, then node: stable
+        tl.store(order + r * N + i, key % NN, mask=i < N)
+        d = tl.arange(0, DD)
+        count = tl.sum((dep[:, None] == d[None, :]).to(tl.int32), axis=0)  # [DD]: nodes per depth
+        start = tl.cumsum(count, axis=0) - count  # depth d's nodes are order[start[d]:start[d] + count[d]]
+        steps = tl.where((d >= 1) & (d < D), (count + NC - 1) // NC, 0)
+        last = tl.cumsum(steps, axis=0)  # the steps of depths up to d
+        t = tl.arange(0, TT)
+        # step t's depth: the first d >= 1 whose last step is past t (D: none, t is past every step)
+        lev = 1 + tl.sum(((last[None, :] <= t[:, None]) & (d[None, :] >= 1) & (d[None, :] < D)).to(tl.int32), axis=1)
+        one = d[None, :] == lev[:, None]  # [TT, DD]: one-hot of step t's depth, to read per-depth values at it
+        start_t = tl.sum(tl.where(one, start[None, :], 0), axis=1)
+        before_t = tl.sum(tl.where(one, (last - steps)[None, :], 0), axis=1)  # the steps of shallower depths
+        first = start_t + (t - before_t) * NC
+        end = tl.minimum(first + NC, start_t + tl.sum(tl.where(one, count[None, :], 0), axis=1))
+        live = lev < D
+        row = items + (r * (T + 1) + t) * 2
+        tl.store(row, tl.where(live, first, N), mask=t < T)
+        tl.store(row + 1, tl.where(live, end, N), mask=t < T)
+        total = tl.sum(steps, axis=0)
+        tl.store(items + (r * (T + 1) + T) * 2 + tl.arange(0, 2), tl.full([2], 0, tl.int32) + total)
 
 
 def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Tensor, Tensor, Tensor]:
@@ -87,8 +95,10 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
     int32 [R, N]: the nodes by depth, stable; items int32 [R, N // NC + D + 1, 2]: the solve's steps, each up to NC
     nodes of one depth as a range of `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps
     twice). Parents precede children, so a row's set columns are its path in depth order. depth: at least the trees'
-    (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). One launch, no host sync
-    (CUDA-graph safe); made once per step, shared by every layer. Reference: `naive.ancestor_table_ref`."""
+    (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches over blocks of
+    mask rows (each node's depth, then each path node at its depth's slot; the first program also orders the nodes
+    and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer. Reference:
+    `naive.ancestor_table_ref`."""
     R, N, _ = ancestor_mask.shape
     D = _table_width(depth)
     if ancestor_mask.stride(2) != 1:
@@ -100,10 +110,13 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
     order = torch.empty(R, N, device=dev, dtype=torch.int32)
     items = torch.empty(R, T + 1, 2, device=dev, dtype=torch.int32)
     NN = triton.next_power_of_2(N)
-    _ancestor_table_kernel[(R,)](
-        m, table, order, items, torch.empty(R, N, device=dev, dtype=torch.int32), N, T, m.stride(0), m.stride(1),
-        NN=NN, D=D, DD=triton.next_power_of_2(D + 1), NC=NC, TT=triton.next_power_of_2(T), RB=max(1, 4096 // NN),
-        num_warps=4,
+    RB = max(1, 8192 // NN)  # mask rows per program
+    grid = (R, triton.cdiv(N, RB))
+    depths = torch.empty(R, N, device=dev, dtype=torch.int32)
+    _depth_kernel[grid](m, depths, N, m.stride(0), m.stride(1), NN=NN, RB=RB, num_warps=4)
+    _ancestor_table_kernel[grid](
+        m, depths, table, order, items, N, T, m.stride(0), m.stride(1),
+        NN=NN, D=D, DD=triton.next_power_of_2(D + 1), NC=NC, TT=triton.next_power_of_2(T), RB=RB, num_warps=4,
     )  # fmt: skip
     return table, order, items
 
