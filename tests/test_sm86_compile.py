@@ -88,11 +88,11 @@ def production_calls(kernels):
         gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
         gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
 
-    def gdn_gather(N):  # the ancestor-gather verify over DDTree's 15 depths, and its tables
-        q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
+    def gdn_gather(N, R=1):  # the ancestor-gather verify over DDTree's 15 depths, and its tables
+        q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
         gather = kernels.tree_gdn.tree_gdn_gather
-        tables = gather.ancestor_table(e(1, N, N, dtype=torch.bool), DEPTHS)
-        gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, tables)
+        tables = gather.ancestor_table(e(R, N, N, dtype=torch.bool), DEPTHS)
+        gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), e(R, dtype=long), tables)
 
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
@@ -102,6 +102,7 @@ def production_calls(kernels):
     calls += [(f"N{N}", partial(greedy_walk, 1, N)) for N in NODES] + [("R8-N65", partial(greedy_walk, 8, 65))]
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
     calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step, gdn_gather) for N in NODES]
+    calls += [("R8-N129", partial(gdn_gather, 129, 8))]  # the first launch by groups of V-heads
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 

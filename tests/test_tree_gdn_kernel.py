@@ -193,9 +193,11 @@ def test_tree_gdn_verify_reads_split_projections_in_place():
         (2, 45, 1, 2, 16, 16, "star", torch.float32, 16),  # 40 children of the root (3 steps), then grandchildren
     ],
 )
-def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
+@pytest.mark.parametrize("grouped", [False, True])
+def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, grouped):
     """The ancestor-gather verify against the float64 reference (outputs poisoned, the pool untouched), and the
-    commit of its context equal to the reference's."""
+    commit of its context equal to the reference's; its first launch per V-head, or per group of the V-heads of a
+    QK head (grouped: the dots shared)."""
     gen = torch.Generator().manual_seed(N * 7 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     for name in ("q", "k", "v", "a", "b"):
@@ -214,7 +216,8 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC):
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, BV=16, NC=NC)
+        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, BV=16, NC=NC,
+                                        heads_per_program=HV // H if grouped else 1)  # fmt: skip
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)
 

@@ -7,10 +7,11 @@ this one uses that node i needs only its root path (ancestors anc(i), and anc*(i
     o_i = e^{G_i} S0 q_i + sum_{j in anc*(i)} e^{G_i - G_j} (q_i . k_j) u_j
 (q, k unit, q scaled), the root path read from a table [N, D] (`ancestor_table`, root first, D > depth). Work:
 N x depth x (K + V) FMAs. Three launches:
-  1. `_coeffs_kernel`, grid (node chunks of NC, request x V-head): for each node and each slot of its root path,
-     the gates and norms (recomputed from the inputs for the gathered ancestors: no dependence between programs),
+  1. `_coeffs_kernel`, grid (node chunks of NC, request x group of V-heads of one QK head): for each node and each
+     slot of its root path, the gathered fp32 dots (k_i . k_j, q_i . k_j, |k_j|^2) once, then for each V-head
+     the gates (recomputed from the inputs for the gathered ancestors: no dependence between programs),
      G along the path (a cumulative sum of g: G_j of an ancestor is a prefix of G_i's sum), c_ij and
-     e^{G_i - G_j} (q_i . k_j) as gathered fp32 dots; per node beta, 1/|k|, scale/|q|, G; and R_i into u (S0 k_i by
+     e^{G_i - G_j} (q_i . k_j); per node beta, 1/|k|, scale/|q|, G; and R_i into u (S0 k_i by
      tf32 tensor-core dots, as the blocked kernel's).
   2. `_solve_kernel`, grid (V tile of BV, request x V-head): one step per range of same-depth nodes (a barrier,
      then a gathered load of the ancestors' final u), u_i; the next step's nodes, paths and coefficients are loaded
@@ -28,6 +29,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
 from .tree_gdn import TreeGDNTritonContext, _dot_tf32_exact_a, _gates, _verify_io
 
 
@@ -142,16 +144,17 @@ def _s0_rows(x, rows, ok, state, slot, NC: tl.constexpr, BV: tl.constexpr, K: tl
 def _coeffs_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, table, G_out, gs, ck, cq, u_out, N, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, D: tl.constexpr, NC: tl.constexpr,
-    BK: tl.constexpr, BVR: tl.constexpr, RAW_DOTS: tl.constexpr,
+    BK: tl.constexpr, BVR: tl.constexpr, RAW_DOTS: tl.constexpr, HVB: tl.constexpr,
 ):  # fmt: skip
     c, rh = tl.program_id(0), tl.program_id(1)
-    r, hv = (rh // HV).to(tl.int64), rh % HV
-    h = hv // (HV // H)
+    r, hb = (rh // (HV // HVB)).to(tl.int64), rh % (HV // HVB)  # V-heads hb * HVB .. + HVB, all of QK head h
+    h = hb * HVB // (HV // H)
     ni = c * NC + tl.arange(0, NC)
     ok = ni < N
     s = tl.arange(0, D)
     path = tl.load(table + (r * N + ni[:, None]) * D + s[None, :], mask=ok[:, None], other=-1)  # root first
     on = path >= 0
+    # the dots of QK head h, shared by this program's HVB V-heads
     kk, qk = tl.zeros([NC, D], tl.float32), tl.zeros([NC, D], tl.float32)
     kssj, kss, qss = tl.zeros([NC, D], tl.float32), tl.zeros([NC], tl.float32), tl.zeros([NC], tl.float32)
     for k0 in range(0, K, BK):
@@ -166,33 +169,35 @@ def _coeffs_kernel(
         kssj += tl.sum(kj * kj, axis=2)
         kss += tl.sum(ki * ki, axis=1)
         qss += tl.sum(qi * qi, axis=1)
-    g, _ = _gates(a, b, A_log, dt_bias, r * N + path, on, hv, HV)  # [NC, D], 0 past the path
-    Gp = tl.cumsum(g, axis=1)  # G of each path node (prefix sums); the last live slot is node i's own
     depth = tl.sum(on.to(tl.int32), axis=1) - 1
-    Gi = tl.sum(tl.where(s[None, :] == depth[:, None], Gp, 0.0), axis=1)
-    _, beta = _gates(a, b, A_log, dt_bias, r * N + ni, ok, hv, HV)
-    rk, rq = 1.0 / tl.sqrt(kss + 1e-6), scale / tl.sqrt(qss + 1e-6)
-    w = tl.where(on, tl.exp(tl.where(on, Gi[:, None] - Gp, 0.0)) / tl.sqrt(kssj + 1e-6), 0.0)  # G_i - G_j <= 0
-    at = ((r * HV + hv) * N + ni[:, None]) * D + s[None, :]
     strict = on & (s[None, :] < depth[:, None])
-    tl.store(ck + at, tl.where(strict, (beta * rk)[:, None] * w * kk, 0.0), mask=ok[:, None])
-    tl.store(cq + at, rq[:, None] * w * qk, mask=ok[:, None])
-    row = ((r * HV + hv) * N + ni) * 4
-    tl.store(gs + row, beta, mask=ok)
-    tl.store(gs + row + 1, rk, mask=ok)
-    tl.store(gs + row + 2, rq, mask=ok)
-    tl.store(gs + row + 3, Gi, mask=ok)
-    tl.store(G_out + (r * N + ni) * HV + hv, Gi, mask=ok)
-    # R_i = beta_i (v_i - e^{G_i} S0 k_i) into u, all V columns, BVR at a time
+    rk, rq = 1.0 / tl.sqrt(kss + 1e-6), scale / tl.sqrt(qss + 1e-6)
+    rkj = 1.0 / tl.sqrt(kssj + 1e-6)
     slot = tl.load(slots + r).to(tl.int64)
-    scale_k = beta * tl.exp(Gi) * rk
-    for v0 in range(0, V, BVR):
-        vv = v0 + tl.arange(0, BVR)
-        KS = _s0_rows(k, (r * N + ni) * QK_STRIDE + h * K, ok, pool + ((slot * HV + hv) * V + vv[None, :]) * K, slot,
-                      NC, BVR, K, BK, RAW_DOTS)  # fmt: skip
-        vt = tl.load(v + (r * N + ni)[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0)
-        Rm = beta[:, None] * vt.to(tl.float32) - scale_k[:, None] * KS
-        tl.store(u_out + ((r * N + ni)[:, None] * HV + hv) * V + vv[None, :], Rm, mask=ok[:, None])
+    for hv in range(hb * HVB, (hb + 1) * HVB):
+        g, _ = _gates(a, b, A_log, dt_bias, r * N + path, on, hv, HV)  # [NC, D], 0 past the path
+        Gp = tl.cumsum(g, axis=1)  # G of each path node (prefix sums); the last live slot is node i's own
+        Gi = tl.sum(tl.where(s[None, :] == depth[:, None], Gp, 0.0), axis=1)
+        _, beta = _gates(a, b, A_log, dt_bias, r * N + ni, ok, hv, HV)
+        w = tl.where(on, tl.exp(tl.where(on, Gi[:, None] - Gp, 0.0)) * rkj, 0.0)  # G_i - G_j <= 0
+        at = ((r * HV + hv) * N + ni[:, None]) * D + s[None, :]
+        tl.store(ck + at, tl.where(strict, (beta * rk)[:, None] * w * kk, 0.0), mask=ok[:, None])
+        tl.store(cq + at, rq[:, None] * w * qk, mask=ok[:, None])
+        row = ((r * HV + hv) * N + ni) * 4
+        tl.store(gs + row, beta, mask=ok)
+        tl.store(gs + row + 1, rk, mask=ok)
+        tl.store(gs + row + 2, rq, mask=ok)
+        tl.store(gs + row + 3, Gi, mask=ok)
+        tl.store(G_out + (r * N + ni) * HV + hv, Gi, mask=ok)
+        # R_i = beta_i (v_i - e^{G_i} S0 k_i) into u, all V columns, BVR at a time
+        scale_k = beta * tl.exp(Gi) * rk
+        for v0 in range(0, V, BVR):
+            vv = v0 + tl.arange(0, BVR)
+            KS = _s0_rows(k, (r * N + ni) * QK_STRIDE + h * K, ok, pool + ((slot * HV + hv) * V + vv[None, :]) * K,
+                          slot, NC, BVR, K, BK, RAW_DOTS)  # fmt: skip
+            vt = tl.load(v + (r * N + ni)[:, None] * V_STRIDE + hv * V + vv[None, :], mask=ok[:, None], other=0.0)
+            Rm = beta[:, None] * vt.to(tl.float32) - scale_k[:, None] * KS
+            tl.store(u_out + ((r * N + ni)[:, None] * HV + hv) * V + vv[None, :], Rm, mask=ok[:, None])
 
 
 @triton.jit
@@ -275,10 +280,15 @@ def tree_gdn_verify_gather(
     BV: int = 32,
     NC: int = 16,
     num_warps: int = 4,
+    heads_per_program: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """As `tree_gdn.tree_gdn_verify_triton` (shapes of `naive.tree_gdn_verify_ref`), the tree given as
     `ancestor_table(ancestor_mask, depth)` (made once per step for all layers). Returns o and the commit's context.
-    NC: nodes per gathered tile (every launch, and the most nodes of one solve step)."""
+    NC: nodes per gathered tile (every launch, and the most nodes of one solve step). heads_per_program: V-heads of
+    one QK head per program of the first launch, which computes their shared dots once: 1, or HV // H once the
+    grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1: R = 1 35.8 / 47.2 against
+    29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 / 207.1 against 127.0 /
+    230.1)."""
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     table, order, items = tables
@@ -292,9 +302,15 @@ def tree_gdn_verify_gather(
     f32 = dict(device=q.device, dtype=torch.float32)
     gs, ck, cq = torch.empty(R, HV, N, 4, **f32), torch.empty(R, HV, N, D, **f32), torch.empty(R, HV, N, D, **f32)
     common = dict(H=H, HV=HV, K=K, D=D, BK=min(32, K))
-    _coeffs_kernel[(triton.cdiv(N, NC), R * HV)](
+    chunks = triton.cdiv(N, NC)
+    if heads_per_program is None:  # all of a QK head's V-heads in one program once that fills two waves
+        heads_per_program = HV // H if chunks * R * H >= 2 * gpu.multiprocessor_count(q.device) else 1
+    if (HV // H) % heads_per_program:
+        raise ValueError(f"heads_per_program must divide HV // H = {HV // H}, got {heads_per_program}")
+    _coeffs_kernel[(chunks, R * HV // heads_per_program)](
         q, k, v, a.contiguous(), b.contiguous(), A_log, dt_bias, state_pool, slots, table, G, gs, ck, cq, u, N, scale,
-        q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, num_warps=num_warps, **common,
+        q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, HVB=heads_per_program, num_warps=num_warps,
+        **common,
     )  # fmt: skip
     _solve_kernel[(V // BV, R * HV)](table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=NC, BV=BV, num_warps=num_warps)
     _output_kernel[(triton.cdiv(N, NC), V // BV, R * HV)](
