@@ -35,7 +35,14 @@ from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tre
 from ..kernels.layer_table import LayerTable
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import aligned_ancestor_mask, fused_nodes, gather_tables, stack_contexts, verify_blocks
+from ..kernels.tree_gdn import (
+    aligned_ancestor_mask,
+    fused_nodes,
+    gather_tables,
+    stack_contexts,
+    uses_gather,
+    verify_blocks,
+)
 from ..kernels.tree_gdn.tree_gdn import context_tables
 from .algorithm import ALGORITHMS
 
@@ -202,7 +209,9 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth)
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
                 "per-node states)", num_nodes, _workspace.max_depth, largest, ENV_SWITCH)  # fmt: skip
-    if device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
+    if uses_gather(num_nodes, _workspace.max_depth):
+        logger.info("sglang-dflash: tree GDN verify: %d nodes: the ancestor-gather kernel", num_nodes)
+    elif device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
         fused = fused_nodes(device)
         logger.warning("sglang-dflash: %d verify nodes exceed the root plus the %d of one block of the tree GDN "
                        "verify on this GPU: it runs block by block, with cross-block terms (--speculative-num-draft-"

@@ -20,16 +20,23 @@ from .tree_gdn import (
 )
 from .tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
+GATHER_MIN_NODES = 100  # from here trees (not chains) take the ancestor-gather verify: `gather_tables`
+
+
+def uses_gather(num_nodes: int, max_depth: int) -> bool:
+    """Whether `gather_tables` picks the ancestor-gather verify (on CUDA) for trees of num_nodes nodes no deeper than
+    max_depth: not for chains (max_depth = num_nodes - 1), from GATHER_MIN_NODES nodes. H200, verify per layer
+    (HV = 24, K = V = 128, DDTree trees, depth bound 15), gather against blocked: N = 129 29.3 / 57.1 us, N = 257
+    43.5 / 155.0, R = 8 x 129 117.9 / 240.8; below, the blocked kernel: N = 65 22.0 / 20.7, R = 4 x 64 32.4 / 29.5,
+    R = 8 x 64 60.6 / 54.6."""
+    return max_depth < num_nodes - 1 and num_nodes >= GATHER_MIN_NODES
+
 
 def gather_tables(ancestor_mask: Tensor, max_depth: int):
     """The ancestor-gather verify's tables (`ancestor_table`) for the trees of ancestor_mask bool [R, N, N] (no node
-    deeper than max_depth), when that kernel is the faster one for their shape, else None (the blocked kernel).
-    Made once per step, passed to every layer's `tree_gdn_verify`. The choice depends on shapes only (CUDA-graph
-    safe): not for chains (max_depth = N - 1), from N >= 100 nodes. H200, verify per layer (HV = 24, K = V = 128,
-    DDTree trees, depth bound 15), gather against blocked: N = 129 29.3 / 57.1 us, N = 257 43.5 / 155.0; below,
-    the blocked kernel: N = 65 22.0 / 20.7, R = 4 N = 64 32.4 / 29.5, R = 8 N = 64 60.6 / 54.6."""
-    N = ancestor_mask.shape[1]
-    if not ancestor_mask.is_cuda or max_depth >= N - 1 or N < 100:
+    deeper than max_depth) where that kernel is the faster one (`uses_gather`), else None (the blocked kernel). Made
+    once per step, passed to every layer's `tree_gdn_verify`; the choice depends on shapes only (CUDA-graph safe)."""
+    if not ancestor_mask.is_cuda or not uses_gather(ancestor_mask.shape[1], max_depth):
         return None
     return ancestor_table(ancestor_mask, max_depth)
 
@@ -73,6 +80,7 @@ __all__ = [
     "aligned_ancestor_mask",
     "fused_nodes",
     "gather_tables",
+    "uses_gather",
     "stack_contexts",
     "tree_gdn_commit",
     "tree_gdn_commit_ref",
