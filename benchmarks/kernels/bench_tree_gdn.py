@@ -262,6 +262,7 @@ def main() -> None:
         (4, 65, "ddtree"),
         (8, 64, "ddtree"),
         (8, 64, "deep"),
+        (8, 129, "ddtree"),  # the gather kernel's first launch by groups of V-heads (heads_per_program)
         (8, 16, "chain"),
     ]:
         rows.append(case(R, N, kind, sgl))
