@@ -216,7 +216,7 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, 
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, BV=16, NC=NC,
+        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=NC,
                                         heads_per_program=HV // H if grouped else 1)  # fmt: skip
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)

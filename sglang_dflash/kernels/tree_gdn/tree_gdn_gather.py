@@ -277,20 +277,22 @@ def tree_gdn_verify_gather(
     slots: Tensor,
     tables: tuple[Tensor, Tensor, Tensor],
     scale: float | None = None,
-    BV: int = 32,
+    BV: int | None = None,
     NC: int = 16,
     num_warps: int = 4,
     heads_per_program: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """As `tree_gdn.tree_gdn_verify_triton` (shapes of `naive.tree_gdn_verify_ref`), the tree given as
     `ancestor_table(ancestor_mask, depth)` (made once per step for all layers). Returns o and the commit's context.
-    NC: nodes per gathered tile (every launch, and the most nodes of one solve step). heads_per_program: V-heads of
+    BV: V columns per program of the solve and the output (default 32, or V below). NC: nodes per gathered tile
+    (every launch, and the most nodes of one solve step). heads_per_program: V-heads of
     one QK head per program of the first launch, which computes their shared dots once: 1, or HV // H once the
     grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1: R = 1 35.8 / 47.2 against
     29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 / 207.1 against 127.0 /
     230.1)."""
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
+    BV = BV or min(32, V)
     table, order, items = tables
     T, D = items.shape[1] - 1, table.shape[2]
     if V % BV or HV % H or table.shape[:2] != (R, N) or T != N // NC + D:
