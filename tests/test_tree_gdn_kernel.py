@@ -194,10 +194,11 @@ def test_tree_gdn_verify_reads_split_projections_in_place():
     ],
 )
 @pytest.mark.parametrize("grouped", [False, True])
-def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, grouped):
+@pytest.mark.parametrize("step", [16, 32])
+def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, grouped, step):
     """The ancestor-gather verify against the float64 reference (outputs poisoned, the pool untouched), and the
     commit of its context equal to the reference's; its first launch per V-head, or per group of the V-heads of a
-    QK head (grouped: the dots shared)."""
+    QK head (grouped: the dots shared); tiles of NC nodes, solve steps of up to `step`."""
     gen = torch.Generator().manual_seed(N * 7 + HV)
     x = gdn_inputs(R, N, H, HV, K, V, pool_size=R + 2, gen=gen, dtype=torch.float32)
     for name in ("q", "k", "v", "a", "b"):
@@ -212,11 +213,11 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, 
     )
     mask = ancestors(parents, N - 1)
     depth = int(mask.sum(-1).max()) - 1
-    tables = ancestor_table(mask.to(DEVICE), depth, NC)
+    tables = ancestor_table(mask.to(DEVICE), depth, step)
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=NC,
+        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=NC, step_nodes=step,
                                         heads_per_program=HV // H if grouped else 1)  # fmt: skip
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)

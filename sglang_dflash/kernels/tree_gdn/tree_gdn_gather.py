@@ -281,11 +281,14 @@ def tree_gdn_verify_gather(
     NC: int = 16,
     num_warps: int = 4,
     heads_per_program: int | None = None,
+    step_nodes: int = 16,
+    solve_warps: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """As `tree_gdn.tree_gdn_verify_triton` (shapes of `naive.tree_gdn_verify_ref`), the tree given as
     `ancestor_table(ancestor_mask, depth)` (made once per step for all layers). Returns o and the commit's context.
-    BV: V columns per program of the solve and the output (default 32, or V below). NC: nodes per gathered tile
-    (every launch, and the most nodes of one solve step). heads_per_program: V-heads of
+    BV: V columns per program of the solve and the output (default 32, or V below). NC: nodes per gathered tile of
+    the first and last launches. step_nodes: the most nodes of one solve step, the NC `ancestor_table` was given
+    (solve_warps: the solve's warps, default num_warps). heads_per_program: V-heads of
     one QK head per program of the first launch, which computes their shared dots once: 1, or HV // H once the
     grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1: R = 1 35.8 / 47.2 against
     29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 / 207.1 against 127.0 /
@@ -295,10 +298,10 @@ def tree_gdn_verify_gather(
     BV = BV or min(32, V)
     table, order, items = tables
     T, D = items.shape[1] - 1, table.shape[2]
-    if V % BV or HV % H or table.shape[:2] != (R, N) or T != N // NC + D:
+    if V % BV or HV % H or table.shape[:2] != (R, N) or T != N // step_nodes + D:
         raise ValueError(
-            f"need V % BV == 0, HV % H == 0 and tables of [R, N] = [{R}, {N}] nodes made with this NC = {NC}, got V={V},"
-            f" BV={BV}, table {tuple(table.shape)}, {T} steps"
+            f"need V % BV == 0, HV % H == 0 and tables of [R, N] = [{R}, {N}] nodes made with NC = step_nodes = "
+            f"{step_nodes}, got V={V}, BV={BV}, table {tuple(table.shape)}, {T} steps"
         )
     q, k, v, scale, raw, G, o, u = _verify_io(q, k, v, scale)
     f32 = dict(device=q.device, dtype=torch.float32)
@@ -314,7 +317,9 @@ def tree_gdn_verify_gather(
         q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, HVB=heads_per_program, num_warps=num_warps,
         **common,
     )  # fmt: skip
-    _solve_kernel[(V // BV, R * HV)](table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=NC, BV=BV, num_warps=num_warps)
+    _solve_kernel[(V // BV, R * HV)](
+        table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=step_nodes, BV=BV, num_warps=solve_warps or num_warps
+    )
     _output_kernel[(triton.cdiv(N, NC), V // BV, R * HV)](
         q, state_pool, slots, table, gs, cq, u, o, N, q.stride(1), V=V, NC=NC, BV=BV, RAW_DOTS=raw,
         num_warps=num_warps, **common,
