@@ -203,7 +203,8 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
         return None
     args = model_runner.server_args
     num_nodes = int(args.speculative_num_draft_tokens)
-    max_depth = int(args.speculative_num_steps)  # resolve_speculative_args: DFLASH nodes - 1, DDTREE block size - 1
+    steps = args.speculative_num_steps  # resolve_speculative_args: DFLASH nodes - 1, DDTREE block size - 1
+    max_depth = None if steps is None else int(steps)  # None: any depth (a chain's)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth)
