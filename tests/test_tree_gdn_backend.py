@@ -189,6 +189,24 @@ def test_set_parents_keeps_padding_rows_within_the_depth_bound_and_rejects_unkno
         ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)
 
 
+@pytest.mark.parametrize("algorithm, nodes, steps, depth", [("DDTREE", 33, 15, 15), ("DFLASH", 16, 15, 15), ("DDTREE", 8, 15, 7)])
+def test_install_takes_the_depth_bound_from_the_server_args(monkeypatch, algorithm, nodes, steps, depth):
+    """The workspace's depth bound is speculative_num_steps (DDTREE: the drafter's block size - 1, at most N - 1), and
+    every captured batch size's padding rows hold a tree within it."""
+    from sglang_dflash.kernels.tree_build import ancestors
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
+    monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
+    args = SimpleNamespace(speculative_algorithm=algorithm, speculative_num_draft_tokens=nodes,
+                           speculative_num_steps=steps, cuda_graph_bs=[1, 2], max_running_requests=3)  # fmt: skip
+    runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
+    ws = tree_gdn_backend.install(runner)
+    assert ws is tree_gdn_backend.workspace() and ws.max_depth == depth
+    assert sorted(ws.parents) == [1, 2, 3]
+    assert all(int(ancestors(p, nodes - 1).sum(-1).max()) - 1 == depth for p in ws.parents.values())
+
+
 SERVED = dict(speculative_algorithm="DDTREE", tp_size=1)  # our worker serves it (TP=1)
 
 
