@@ -14,6 +14,7 @@ from sglang_dflash.kernels.tree_gdn import (
     tree_gdn_commit_ref,
     tree_gdn_verify,
     tree_gdn_verify_ref,
+    verify_step_inputs,
 )
 from sglang_dflash.kernels.tree_gdn.naive import ancestor_table_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import (
@@ -241,11 +242,9 @@ def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
     ref_o, ref_ctx = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
                                          dtype=torch.float64)  # fmt: skip
     dev = {name: t.to(DEVICE) for name, t in x.items()}
-    mask = ancestors(parents.to(DEVICE), 15)
-    tables = gather_tables(mask, 15)
-    assert (tables is not None) == gather
-    o, ctx = tree_gdn_verify(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), tables=tables,
-                             ancestor_mask=aligned_ancestor_mask(mask), max_depth=15)  # fmt: skip
+    step = verify_step_inputs(ancestors(parents.to(DEVICE), 15), 15)  # as the engine and the server make it
+    assert ("tables" in step) == gather
+    o, ctx = tree_gdn_verify(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), **step)
     assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
     accepted = accepted_paths(parents, 16, gen)
     expected = x["state_pool"].double().clone()

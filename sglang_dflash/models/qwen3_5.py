@@ -20,7 +20,7 @@ from ..ddtree import DraftTree
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.tree_attention import ancestor_bits, attend_tree
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import aligned_ancestor_mask, gather_tables, stack_contexts
+from ..kernels.tree_gdn import stack_contexts, verify_step_inputs
 from .config import PairError, TargetConfig, read_config
 from .layers import MLP, RMSNorm, Rotary, gated_rms_norm, load_checkpoint, load_into
 
@@ -60,8 +60,7 @@ class StepInput:
     seq_lens: Tensor  # long [R]
     positions: Tensor  # long [R, N] = seq_lens + depth
     conv_windows: Tensor  # long [R, N, W - 1]: `kernels.tree_conv.conv_windows`, for every conv layer
-    gdn_mask: Tensor  # bool [R, N, N], the ancestor mask with rows 16 bytes apart (`aligned_ancestor_mask`)
-    gdn_tables: tuple | None  # `gather_tables`: the ancestor-gather GDN verify's, or None (the blocked kernel)
+    gdn_verify: dict  # `tree_gdn.verify_step_inputs`: the tree as the GDN verify kernel that runs takes it
     attn_words: Tensor  # int64 [R, N, ceil(N / 64)], the ancestor mask as the attention kernel reads it
 
 
@@ -101,9 +100,7 @@ class GatedDeltaNet(nn.Module):
             ssm_state,
             step.slots,
             parents,
-            tables=step.gdn_tables,  # these three once per step, not per layer (Triton paths)
-            ancestor_mask=step.gdn_mask,
-            max_depth=step.tree.max_depth,
+            **step.gdn_verify,  # once per step, not per layer (Triton paths)
         )
         z = self.in_proj_z(x).reshape(R, N, HV, -1)
         o = gated_rms_norm(o.to(x.dtype), z, self.norm.weight, c.rms_norm_eps)
@@ -224,10 +221,9 @@ class Qwen3_5Target(nn.Module):
         """Run R trees of N nodes (node 0 at position seq_lens[r]) against the caches of `slots`; caches untouched.
         No host sync (CUDA-graph safe): the caller keeps seq_lens + depth below cache.max_len."""
         windows = conv_windows(tree.parents, self.config.linear_conv_kernel_dim)
-        mask = aligned_ancestor_mask(tree.ancestor_mask)
+        gdn = verify_step_inputs(tree.ancestor_mask, tree.max_depth)
         words = ancestor_bits(tree.ancestor_mask)
-        tables = gather_tables(tree.ancestor_mask, tree.max_depth)
-        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, mask, tables, words)
+        step = StepInput(tree, slots, seq_lens, seq_lens[:, None] + tree.depths, windows, gdn, words)
         h = self.embed_tokens(tree.token_ids)
         taps, ctx = {}, []
         for i, (layer, caches) in enumerate(zip(self.layers, self._caches(cache))):

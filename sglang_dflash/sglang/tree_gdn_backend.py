@@ -35,14 +35,7 @@ from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tre
 from ..kernels.layer_table import LayerTable
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
-from ..kernels.tree_gdn import (
-    aligned_ancestor_mask,
-    fused_nodes,
-    gather_tables,
-    stack_contexts,
-    uses_gather,
-    verify_blocks,
-)
+from ..kernels.tree_gdn import fused_nodes, stack_contexts, uses_gather, verify_blocks, verify_step_inputs
 from ..kernels.tree_gdn.tree_gdn import context_tables
 from .algorithm import ALGORITHMS
 
@@ -90,8 +83,8 @@ class TreeVerifyWorkspace:
         self.max_depth = num_nodes - 1 if max_depth is None else min(max_depth, num_nodes - 1)
         padding = padding_tree(num_nodes, max(self.max_depth, 1), device)
         self.parents = {bs: padding.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
-        # bs -> (GDN slots, ancestor mask, gather tables or None, conv windows)
-        self.tables: dict[int, tuple[Tensor, Tensor, tuple | None, Tensor]] = {}
+        # bs -> (GDN slots, the GDN verify's per-step inputs, conv windows)
+        self.tables: dict[int, tuple[Tensor, dict, Tensor]] = {}
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
         self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
         self.commit_tables: dict[int, tuple] = {}  # graph batch size -> (its record, x table, context tables)
@@ -118,12 +111,11 @@ class TreeVerifyWorkspace:
         first = min(backend.req_to_token_pool.mamba_map) if hasattr(backend.req_to_token_pool, "mamba_map") else None
         if layer.layer_id == first or R not in self.tables:  # once per forward: shared by every GDN layer
             slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
-            mask = ancestors(parents, self.max_depth)
-            tables = gather_tables(mask, self.max_depth)
-            self.tables[R] = (slots, aligned_ancestor_mask(mask), tables, conv_windows(parents, layer.conv_weights.shape[1]))
+            gdn = verify_step_inputs(ancestors(parents, self.max_depth), self.max_depth)
+            self.tables[R] = (slots, gdn, conv_windows(parents, layer.conv_weights.shape[1]))
             self.records[(R, _capturing())] = {}
             self.forwards[(R, _capturing())] += 1
-        slots, ancestor_mask, tables, windows = self.tables[R]
+        slots, gdn, windows = self.tables[R]
         x = mixed_qkv.view(R, N, -1)
         y = tree_causal_conv1d(x, conv_state, layer.conv_weights, layer.bias, slots, parents, windows)
         q, k, v = y.split([layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
@@ -138,9 +130,7 @@ class TreeVerifyWorkspace:
             ssm_state,
             slots,
             parents,
-            tables=tables,
-            ancestor_mask=ancestor_mask,
-            max_depth=self.max_depth,
+            **gdn,
         )
         self.records[(R, _capturing())][layer.layer_id] = (x, ctx)
         return o.view(1, R * N, layer.num_v_heads, layer.head_v_dim)

@@ -2,7 +2,7 @@
 CUDA tensors whose head dims are powers of two >= 16 (Qwen3.5/3.6: 128), the pure-torch references
 otherwise; a context from one goes to its own commit. Two verify kernels: the blocked one (`tree_gdn.py`) for
 chains and small trees, the ancestor-gather one (`tree_gdn_gather.py`) for large shallow trees, chosen once per
-step by `gather_tables`."""
+step by `gather_tables` (`verify_step_inputs`: what either takes)."""
 
 import dataclasses
 
@@ -39,6 +39,16 @@ def gather_tables(ancestor_mask: Tensor, max_depth: int):
     if not ancestor_mask.is_cuda or not uses_gather(ancestor_mask.shape[1], max_depth):
         return None
     return ancestor_table(ancestor_mask, max_depth)
+
+
+def verify_step_inputs(ancestor_mask: Tensor, max_depth: int) -> dict:
+    """`tree_gdn_verify`'s per-step keyword arguments for the trees of ancestor_mask bool [R, N, N] (no node deeper
+    than max_depth), made once for every layer: the ancestor-gather kernel's tables (`gather_tables`), or the blocked
+    kernel's mask with aligned rows (`aligned_ancestor_mask`) and the depth bound."""
+    tables = gather_tables(ancestor_mask, max_depth)
+    if tables is not None:
+        return {"tables": tables}
+    return {"ancestor_mask": aligned_ancestor_mask(ancestor_mask), "max_depth": max_depth}
 
 
 def tree_gdn_verify(q, k, v, a, b, A_log, dt_bias, state_pool, slots, parents, scale=None, tables=None, **kwargs):
@@ -81,6 +91,7 @@ __all__ = [
     "fused_nodes",
     "gather_tables",
     "uses_gather",
+    "verify_step_inputs",
     "stack_contexts",
     "tree_gdn_commit",
     "tree_gdn_commit_ref",

@@ -33,10 +33,6 @@ from .. import device as gpu
 from .tree_gdn import TreeGDNTritonContext, _dot_tf32_exact_a, _gates, _verify_io
 
 
-def _table_width(depth: int) -> int:
-    return max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
-
-
 @triton.jit
 def _mask_rows(mask, r, rows, N, MASK_R, MASK_N, NN: tl.constexpr):
     """int1 [RB, NN]: rows `rows` of request r's ancestor mask (False past N)."""
@@ -102,7 +98,7 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
     and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer. Reference:
     `naive.ancestor_table_ref`."""
     R, N, _ = ancestor_mask.shape
-    D = _table_width(depth)
+    D = max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
     if ancestor_mask.stride(2) != 1:
         ancestor_mask = ancestor_mask.contiguous()
     m = ancestor_mask.view(torch.int8)
@@ -320,7 +316,7 @@ def tree_gdn_verify_gather(
     _solve_kernel[(V // BV, R * HV)](
         table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=step_nodes, BV=BV, num_warps=solve_warps or num_warps
     )
-    _output_kernel[(triton.cdiv(N, NC), V // BV, R * HV)](
+    _output_kernel[(chunks, V // BV, R * HV)](
         q, state_pool, slots, table, gs, cq, u, o, N, q.stride(1), V=V, NC=NC, BV=BV, RAW_DOTS=raw,
         num_warps=num_warps, **common,
     )  # fmt: skip
