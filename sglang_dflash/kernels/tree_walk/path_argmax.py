@@ -38,7 +38,7 @@ import triton.language as tl
 from torch import Tensor
 
 from .. import device as gpu
-from ..tree_build.tree_build import _ordered
+from ..vocab.draft_topk import _token_key
 
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
@@ -118,8 +118,7 @@ def _walk_kernel(
                 upd = m > best_m  # strict: the first maximum wins
                 best_m = tl.where(upd, m, best_m)
                 best_i = tl.where(upd, at, best_i)
-            key = (_ordered(best_m).to(tl.int64) << 32) | (2147483647 - best_i).to(tl.int64)
-            tl.store(keys + ((rnd * LA + t) * R + r) * S + s, key, mask=live)
+            tl.store(keys + ((rnd * LA + t) * R + r) * S + s, _token_key(best_m, best_i.to(tl.int64)), mask=live)
         if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
             seen = tl.atomic_add(arrived + r, 1, sem="release") + 1
