@@ -6,7 +6,7 @@
 #     && git apply --directory=ab/til --include='ab/til/sglang_dflash/*' $P/tree_attention_tree_in_last.patch \
 #     && git apply --directory=ab/gdc --include='ab/gdc/sglang_dflash/*' $P/gather_depth_chunks.patch
 # then run(command="bash benchmarks/results/2026-11-30_s13_ab_scripts/run_next_session.sh", carry=[".whl"]) (about
-# 8 minutes; split it into two calls if the machine starts cold).
+# 10 minutes; split it into two calls if the machine starts cold).
 # 1. GPU tests of what session 13 landed after its last timing (the gather kernel's heads_per_program, step_nodes)
 #    and of the attention patch's paths; 2. the tree-attention patch (tree keys in the last prefix slice where their
 #    own programs would start a second wave) against HEAD; 3. the gather solve's step sweep, and the gather verify with
@@ -17,6 +17,7 @@ L=$OUT
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core*.whl > $L/pip.log 2>&1
 echo "== gpu tests"
 timeout 150 env PYTHONPATH=$PWD python3 -m pytest -q tests/test_tree_gdn_kernel.py tests/test_tree_attention.py > $L/tests.log 2>&1; echo rc $?
+timeout 150 env PYTHONPATH=$PWD python3 -m pytest -q tests/test_engine.py -k cuda_generate > $L/tests_engine.log 2>&1; echo rc $?
 echo "== attention A/B"
 timeout 150 env PYTHONPATH=$PWD python3 benchmarks/ab_trees.py attention main=ab/main til=ab/til --out $L > $L/ab_attention.log 2>&1; echo rc $?
 echo "== gather solve sweep"
@@ -25,4 +26,4 @@ timeout 100 env PYTHONPATH=$PWD python3 benchmarks/results/2026-11-30_s13_ab_scr
 echo "== bench_tree_gdn"
 timeout 260 env PYTHONPATH=$PWD:/tmp/site python3 benchmarks/kernels/bench_tree_gdn.py .whl/sglang-0.5.10.post1-py3-none-any.whl > $L/bench_tree_gdn.log 2>&1; echo rc $?
 cd $L && tar czf logs.tgz *.log *.json 2>/dev/null
-echo "== summary"; tail -1 $L/tests.log; grep "^R=" $L/ab_attention.log; grep "^R=" $L/gather_solve_sweep.log; grep "^R=" $L/gather_ab.log; sed -n '/two verify kernels/,/chains against/p' $L/bench_tree_gdn.log
+echo "== summary"; tail -1 $L/tests.log; tail -1 $L/tests_engine.log; grep "^R=" $L/ab_attention.log; grep "^R=" $L/gather_solve_sweep.log; grep "^R=" $L/gather_ab.log; sed -n '/two verify kernels/,/chains against/p' $L/bench_tree_gdn.log
