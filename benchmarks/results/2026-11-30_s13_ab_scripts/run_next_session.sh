@@ -6,7 +6,7 @@
 #     && git apply --directory=ab/til --include='ab/til/sglang_dflash/*' $P/tree_attention_tree_in_last.patch \
 #     && git apply --directory=ab/gdc --include='ab/gdc/sglang_dflash/*' $P/gather_depth_chunks.patch
 # then run(command="bash benchmarks/results/2026-11-30_s13_ab_scripts/run_next_session.sh", carry=[".whl"]) (about
-# 10 minutes; split it into two calls if the machine starts cold).
+# 10 minutes, over one call's 600 s: run the tests and A/Bs in one call and bench_tree_gdn in a second).
 # 1. GPU tests of what session 13 landed after its last timing (the gather kernel's heads_per_program, step_nodes)
 #    and of the attention patch's paths; 2. the tree-attention patch (tree keys in the last prefix slice where their
 #    own programs would start a second wave) against HEAD; 3. the gather solve's step sweep, and the gather verify with
