@@ -88,10 +88,10 @@ def production_calls(kernels):
         gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
         gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
 
-    def gdn_gather(N, R=1):  # the ancestor-gather verify over DDTree's 15 depths, and its tables
+    def gdn_gather(N, R=1):  # the ancestor-gather verify over DDTree's 15 depths, and its tables (steps as the server's)
         q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
         gather = kernels.tree_gdn.tree_gdn_gather
-        tables = gather.ancestor_table(e(R, N, N, dtype=torch.bool), DEPTHS)
+        tables = gather.ancestor_table(e(R, N, N, dtype=torch.bool), DEPTHS, kernels.tree_gdn.solve_step_nodes(R, N))
         gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), e(R, dtype=long), tables)
 
     def build_tree(B):

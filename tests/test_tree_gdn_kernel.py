@@ -218,7 +218,7 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, 
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
-        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=NC, step_nodes=step,
+        o, ctx = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=NC,
                                         heads_per_program=HV // H if grouped else 1)  # fmt: skip
     assert torch.equal(dev["state_pool"], pool_before), "verify modified the pool"
     assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)
@@ -231,10 +231,13 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, 
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA: tree_gdn_verify takes the references on CPU")
-@pytest.mark.parametrize("R,N,gather", [(1, 129, True), (2, 100, True), (4, 65, False), (1, 65, False), (4, 16, False)])
+@pytest.mark.parametrize(
+    "R,N,gather", [(1, 129, True), (1, 160, True), (2, 100, True), (2, 160, True), (4, 65, False), (1, 65, False), (4, 16, False)]
+)
 def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
     """DDTree-shaped trees (depth <= 15): gather_tables picks the ancestor-gather kernel from 100 nodes, the blocked
-    one below; tree_gdn_verify runs the chosen one, which matches the reference and commits."""
+    one below, and one request's solve steps of 32 nodes from 160 (`solve_step_nodes`); tree_gdn_verify runs the
+    chosen one, which matches the reference and commits."""
     gen = torch.Generator().manual_seed(N + R)
     x = gdn_inputs(R, N, 2, 4, 32, 32, pool_size=R + 1, gen=gen, dtype=torch.float32)
     parents = random_parents(R, N, gen, max_depth=15)
@@ -244,6 +247,8 @@ def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
     dev = {name: t.to(DEVICE) for name, t in x.items()}
     step = verify_step_inputs(ancestors(parents.to(DEVICE), 15), 15)  # as the engine and the server make it
     assert ("tables" in step) == gather
+    if gather:
+        assert step["tables"].step_nodes == (32 if R == 1 and N >= 160 else 16)
     o, ctx = tree_gdn_verify(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), **step)
     assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
     accepted = accepted_paths(parents, 16, gen)
@@ -272,6 +277,7 @@ def test_ancestor_table_matches_reference(R, N, max_depth, NC, aligned):
     mask = mask.to(DEVICE)
     with poisoned_outputs():
         got = ancestor_table(aligned_ancestor_mask(mask) if aligned else mask, depth, NC)
+    assert got.step_nodes == NC
     for name, x, y in zip(("table", "order", "items"), got, expected):
         assert torch.equal(x.cpu(), y), name
 
@@ -280,7 +286,9 @@ def test_ancestor_table_of_small_trees():
     """Root paths root first, padded -1; nodes by depth; the solve's steps: ranges of `order` of up to NC nodes of one
     depth, depth 1 first, then empty ranges, and their count last."""
     parents = torch.tensor([[-1, 0, 0, 1, 3, 2], [-1, 0, 1, 2, 3, 4]])  # depths 0 1 1 2 3 2, and a chain
-    table, order, items = (t.cpu() for t in ancestor_table(ancestors(parents, 5).to(DEVICE), 5, NC=2))
+    table, order, items, step_nodes = ancestor_table(ancestors(parents, 5).to(DEVICE), 5, NC=2)
+    table, order, items = table.cpu(), order.cpu(), items.cpu()
+    assert step_nodes == 2
     assert table[0].tolist() == [[0, -1, -1, -1, -1, -1, -1, -1], [0, 1, -1, -1, -1, -1, -1, -1],
                                  [0, 2, -1, -1, -1, -1, -1, -1], [0, 1, 3, -1, -1, -1, -1, -1],
                                  [0, 1, 3, 4, -1, -1, -1, -1], [0, 2, 5, -1, -1, -1, -1, -1]]  # fmt: skip

@@ -36,7 +36,13 @@ import triton
 from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
-from sglang_dflash.kernels.tree_gdn import gather_tables, stack_contexts, tree_gdn_verify, tree_gdn_verify_ref
+from sglang_dflash.kernels.tree_gdn import (
+    gather_tables,
+    solve_step_nodes,
+    stack_contexts,
+    tree_gdn_verify,
+    tree_gdn_verify_ref,
+)
 from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_commit_triton, tree_gdn_verify_triton
 from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
 
@@ -107,7 +113,7 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
         row["tables_per_step"] = graph_us(lambda: gather_tables(anc, bound), reps=10)
     if bound <= DDTREE_DEPTH:  # both kernels alone, whichever gather_tables picks
         row["blocked_verify"] = graph_us(lambda: tree_gdn_verify_triton(*inputs, ancestor_mask=anc), reps=10)
-        every = ancestor_table(anc, bound)
+        every = ancestor_table(anc, bound, solve_step_nodes(R, N))
         og, _ = tree_gdn_verify_gather(*inputs[:-1], every)
         row["gather_rel_err_vs_fp64"] = ((og.double() - ref).norm() / ref.norm()).item()
         row["gather_verify"] = graph_us(lambda: tree_gdn_verify_gather(*inputs[:-1], every), reps=10)

@@ -18,9 +18,10 @@ from .tree_gdn import (
     tree_gdn_verify_triton,
     verify_blocks,
 )
-from .tree_gdn_gather import ancestor_table, tree_gdn_verify_gather
+from .tree_gdn_gather import GatherTables, ancestor_table, tree_gdn_verify_gather
 
 GATHER_MIN_NODES = 100  # from here trees (not chains) take the ancestor-gather verify: `gather_tables`
+WIDE_STEP_MIN_NODES = 160  # from here one request's gather solve takes 32-node steps: `solve_step_nodes`
 
 
 def uses_gather(num_nodes: int, max_depth: int) -> bool:
@@ -32,13 +33,25 @@ def uses_gather(num_nodes: int, max_depth: int) -> bool:
     return max_depth < num_nodes - 1 and num_nodes >= GATHER_MIN_NODES
 
 
-def gather_tables(ancestor_mask: Tensor, max_depth: int):
-    """The ancestor-gather verify's tables (`ancestor_table`) for the trees of ancestor_mask bool [R, N, N] (no node
-    deeper than max_depth) where that kernel is the faster one (`uses_gather`), else None (the blocked kernel). Made
-    once per step, passed to every layer's `tree_gdn_verify`; the choice depends on shapes only (CUDA-graph safe)."""
-    if not ancestor_mask.is_cuda or not uses_gather(ancestor_mask.shape[1], max_depth):
+def solve_step_nodes(num_requests: int, num_nodes: int) -> int:
+    """The most same-depth nodes one step of the ancestor-gather solve takes: 32 for one request's tree of
+    WIDE_STEP_MIN_NODES nodes or more (fewer steps, so fewer barriers in the solve's chain), else 16. H200, verify per
+    layer (HV = 24, depth bound 15), 32-node steps (8 warps) against 16: R = 1 x 160 / 192 / 256 / 257 nodes 28.8 /
+    31.9 / 36.3 / 43.0 against 31.2 / 34.3 / 40.2 / 45.7 us (the last two deep: depth 11, 12); mixed at 129 (28.9 /
+    33.5 against 29.9 / 31.8, DDTree / depth 15); lost once the solve's grid fills the GPU (R = 4 x 257 114.4
+    against 109.6, R = 8 x 129 124.7 against 119.6)."""
+    return 32 if num_requests == 1 and num_nodes >= WIDE_STEP_MIN_NODES else 16
+
+
+def gather_tables(ancestor_mask: Tensor, max_depth: int) -> GatherTables | None:
+    """The ancestor-gather verify's tables (`ancestor_table`, steps of `solve_step_nodes`) for the trees of
+    ancestor_mask bool [R, N, N] (no node deeper than max_depth) where that kernel is the faster one (`uses_gather`),
+    else None (the blocked kernel). Made once per step, passed to every layer's `tree_gdn_verify`; the choice depends
+    on shapes only (CUDA-graph safe)."""
+    R, N, _ = ancestor_mask.shape
+    if not ancestor_mask.is_cuda or not uses_gather(N, max_depth):
         return None
-    return ancestor_table(ancestor_mask, max_depth)
+    return ancestor_table(ancestor_mask, max_depth, solve_step_nodes(R, N))
 
 
 def verify_step_inputs(ancestor_mask: Tensor, max_depth: int) -> dict:
@@ -85,11 +98,13 @@ def stack_contexts(ctxs: list):
 
 
 __all__ = [
+    "GatherTables",
     "TreeGDNContext",
     "TreeGDNTritonContext",
     "aligned_ancestor_mask",
     "fused_nodes",
     "gather_tables",
+    "solve_step_nodes",
     "uses_gather",
     "verify_step_inputs",
     "stack_contexts",

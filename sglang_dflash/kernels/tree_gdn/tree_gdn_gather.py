@@ -24,6 +24,8 @@ takes it) and o, and per-head scratch; nothing to the pool.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -87,13 +89,22 @@ def _ancestor_table_kernel(
         tl.store(items + (r * (T + 1) + T) * 2 + tl.arange(0, 2), tl.full([2], 0, tl.int32) + total)
 
 
-def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Tensor, Tensor, Tensor]:
+class GatherTables(NamedTuple):
+    """A step's trees as the ancestor-gather verify reads them (`ancestor_table`)."""
+
+    table: Tensor  # int32 [R, N, D]: each node's root path, root first, padded -1 (D: a power of two > the depth)
+    order: Tensor  # int32 [R, N]: the nodes by depth, stable
+    items: Tensor  # int32 [R, N // step_nodes + D + 1, 2]: the solve's steps as ranges of `order`, then their count
+    step_nodes: int  # the most nodes of one solve step
+
+
+def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> GatherTables:
     """bool [R, N, N] (row i: ancestors of i and i; rows may be padded, as `aligned_ancestor_mask`'s) -> (table int32
     [R, N, D]: the root path of each node, root first, padded -1, D = next power of two > depth, at least 2; order
     int32 [R, N]: the nodes by depth, stable; items int32 [R, N // NC + D + 1, 2]: the solve's steps, each up to NC
     nodes of one depth as a range of `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps
-    twice). Parents precede children, so a row's set columns are its path in depth order. depth: at least the trees'
-    (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches over blocks of
+    twice; step_nodes = NC). Parents precede children, so a row's set columns are its path in depth order. depth: at
+    least the trees' (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches over blocks of
     mask rows (each node's depth, then each path node at its depth's slot; the first program also orders the nodes
     and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer. Reference:
     `naive.ancestor_table_ref`."""
@@ -116,7 +127,7 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> tuple[Ten
         m, depths, table, order, items, N, T, m.stride(0), m.stride(1),
         NN=NN, D=D, DD=triton.next_power_of_2(D + 1), NC=NC, TT=triton.next_power_of_2(T), RB=RB, num_warps=4,
     )  # fmt: skip
-    return table, order, items
+    return GatherTables(table, order, items, NC)
 
 
 @triton.jit
@@ -271,20 +282,20 @@ def tree_gdn_verify_gather(
     dt_bias: Tensor,
     state_pool: Tensor,
     slots: Tensor,
-    tables: tuple[Tensor, Tensor, Tensor],
+    tables: GatherTables,
     scale: float | None = None,
     BV: int | None = None,
     NC: int = 16,
     num_warps: int = 4,
     heads_per_program: int | None = None,
-    step_nodes: int = 16,
     solve_warps: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """As `tree_gdn.tree_gdn_verify_triton` (shapes of `naive.tree_gdn_verify_ref`), the tree given as
     `ancestor_table(ancestor_mask, depth)` (made once per step for all layers). Returns o and the commit's context.
     BV: V columns per program of the solve and the output (default 32, or V below). NC: nodes per gathered tile of
-    the first and last launches. step_nodes: the most nodes of one solve step, the NC `ancestor_table` was given
-    (solve_warps: the solve's warps, default num_warps). heads_per_program: V-heads of
+    the first and last launches. solve_warps: the solve's warps, by default 8 for steps of 32 nodes or more
+    (`tables.step_nodes`; H200, R = 1 x 256 nodes, 32-node steps: 36.3 us at 8 warps, 37.6 at 4), else num_warps.
+    heads_per_program: V-heads of
     one QK head per program of the first launch, which computes their shared dots once: 1, or HV // H once the
     grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1: R = 1 35.8 / 47.2 against
     29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 / 207.1 against 127.0 /
@@ -292,13 +303,14 @@ def tree_gdn_verify_gather(
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     BV = BV or min(32, V)
-    table, order, items = tables
+    table, order, items, step_nodes = tables
     T, D = items.shape[1] - 1, table.shape[2]
     if V % BV or HV % H or table.shape[:2] != (R, N) or T != N // step_nodes + D:
         raise ValueError(
-            f"need V % BV == 0, HV % H == 0 and tables of [R, N] = [{R}, {N}] nodes made with NC = step_nodes = "
-            f"{step_nodes}, got V={V}, BV={BV}, table {tuple(table.shape)}, {T} steps"
+            f"need V % BV == 0, HV % H == 0 and tables of [R, N] = [{R}, {N}] nodes with N // step_nodes + D steps, "
+            f"got V={V}, BV={BV}, table {tuple(table.shape)}, {T} steps of up to {step_nodes} nodes"
         )
+    solve_warps = solve_warps or (8 if step_nodes >= 32 else num_warps)
     q, k, v, scale, raw, G, o, u = _verify_io(q, k, v, scale)
     f32 = dict(device=q.device, dtype=torch.float32)
     gs, ck, cq = torch.empty(R, HV, N, 4, **f32), torch.empty(R, HV, N, D, **f32), torch.empty(R, HV, N, D, **f32)
@@ -314,7 +326,7 @@ def tree_gdn_verify_gather(
         **common,
     )  # fmt: skip
     _solve_kernel[(V // BV, R * HV)](
-        table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=step_nodes, BV=BV, num_warps=solve_warps or num_warps
+        table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=step_nodes, BV=BV, num_warps=solve_warps
     )
     _output_kernel[(chunks, V // BV, R * HV)](
         q, state_pool, slots, table, gs, cq, u, o, N, q.stride(1), V=V, NC=NC, BV=BV, RAW_DOTS=raw,
