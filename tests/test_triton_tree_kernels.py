@@ -15,7 +15,11 @@ from sglang_dflash.kernels.vocab import argmax, draft_log_probs, draft_log_probs
 
 
 def random_top_k(R, L, V, K, gen, ties=False):
-    logits = torch.randint(0, 3, (R, L, V), generator=gen).float() if ties else torch.randn(R, L, V, generator=gen) * 3
+    """Sorted top-K log-probs and ids of random draft logits; ties: small integer logits; "peaked": one confident
+    token per depth, so the trees hold a chain through every depth (deep paths for the ancestor mask)."""
+    logits = torch.randint(0, 3, (R, L, V), generator=gen).float() if ties is True else torch.randn(R, L, V, generator=gen) * 3
+    if ties == "peaked":
+        logits.scatter_add_(2, torch.randint(0, V, (R, L, 1), generator=gen), torch.full((R, L, 1), 12.0))
     return draft_log_probs_ref(logits, K)
 
 
@@ -26,6 +30,7 @@ def random_top_k(R, L, V, K, gen, ties=False):
         (2, 4, 3, 30, False),
         (3, 5, 40, 17, False),
         (1, 15, 50, 64, False),
+        (2, 15, 50, 64, "peaked"),  # 15 deep
         (2, 6, 7, 100, True),
         (1, 4, 300, 130, False),
         (4, 3, 9, 1, True),
