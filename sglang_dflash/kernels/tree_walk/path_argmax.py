@@ -47,9 +47,11 @@ MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little m
 # root 8.5 against 9.4 / 11.4 us, 6 deep 24.8 against 26.7 / 32.3, 15 deep 51.9 against 54.2 / 64.4 (fewer warps meet
 # sooner in the round's reductions; 224 registers, no spills).
 MAX_WARPS = 8
-# Rows per round (`greedy_walk`). On an H200 at R = 8, B = 64 (session 11): LA 1 / 2 / 4 walk 15 deep in 68.8 / 56.0 /
-# 51.6 us and stop at the root in 6.9 / 9.7 / 14.5; 2 is the best for walks of a few depths, the usual case.
-LOOKAHEAD = 2
+# Rows per round (`greedy_walk`). 4 wins from about 3 accepted depths and loses when the walk stops at the root; DDTree
+# accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 4. H200, build + accept at
+# R = 8, B = 64 (RESULTS, session 14), LA 4 against 2: stopping at the root 86.4 against 81.1 us, 6 deep 98.8 against
+# 101.4, 15 deep 121.4 against 125.8.
+LOOKAHEAD = 4
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
