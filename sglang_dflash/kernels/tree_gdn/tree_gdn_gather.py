@@ -104,10 +104,10 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> GatherTab
     int32 [R, N]: the nodes by depth, stable; items int32 [R, N // NC + D + 1, 2]: the solve's steps, each up to NC
     nodes of one depth as a range of `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps
     twice; step_nodes = NC). Parents precede children, so a row's set columns are its path in depth order. depth: at
-    least the trees' (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches over blocks of
-    mask rows (each node's depth, then each path node at its depth's slot; the first program also orders the nodes
-    and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer. Reference:
-    `naive.ancestor_table_ref`."""
+    least the trees' (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches
+    over blocks of mask rows (each node's depth, then each path node at its depth's slot; the first program also
+    orders the nodes and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer.
+    Reference: `naive.ancestor_table_ref`."""
     R, N, _ = ancestor_mask.shape
     D = max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
     if ancestor_mask.stride(2) != 1:
@@ -295,11 +295,10 @@ def tree_gdn_verify_gather(
     BV: V columns per program of the solve and the output (default 32, or V below). NC: nodes per gathered tile of
     the first and last launches. solve_warps: the solve's warps, by default 8 for steps of 32 nodes or more
     (`tables.step_nodes`; H200, R = 1 x 256 nodes, 32-node steps: 36.3 us at 8 warps, 37.6 at 4), else num_warps.
-    heads_per_program: V-heads of
-    one QK head per program of the first launch, which computes their shared dots once: 1, or HV // H once the
-    grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1: R = 1 35.8 / 47.2 against
-    29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 / 207.1 against 127.0 /
-    230.1)."""
+    heads_per_program: V-heads of one QK head per program of the first launch, which computes their shared dots
+    once: 1, or HV // H once the grid fills two waves by QK heads (H200, 129 / 257 nodes, HV // H = 3 against 1:
+    R = 1 35.8 / 47.2 against 29.5 / 43.6 us, fewer programs doing more each; R = 4 58.6 against 61.8; R = 8 117.9 /
+    207.1 against 127.0 / 230.1)."""
     R, N, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     BV = BV or min(32, V)
