@@ -90,24 +90,23 @@ def _ancestor_table_kernel(
 
 
 class GatherTables(NamedTuple):
-    """A step's trees as the ancestor-gather verify reads them (`ancestor_table`)."""
+    """A step's trees as the ancestor-gather verify reads them (`ancestor_table`). Parents precede children, so a
+    mask row's set columns are its root path in depth order."""
 
-    table: Tensor  # int32 [R, N, D]: each node's root path, root first, padded -1 (D: a power of two > the depth)
+    table: Tensor  # int32 [R, N, D]: each node's root path, root first, padded -1; D = next power of two > depth, >= 2
     order: Tensor  # int32 [R, N]: the nodes by depth, stable
-    items: Tensor  # int32 [R, N // step_nodes + D + 1, 2]: the solve's steps as ranges of `order`, then their count
+    # int32 [R, N // step_nodes + D + 1, 2]: the solve's steps, each up to step_nodes nodes of one depth as a range of
+    # `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps twice
+    items: Tensor
     step_nodes: int  # the most nodes of one solve step
 
 
 def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> GatherTables:
-    """bool [R, N, N] (row i: ancestors of i and i; rows may be padded, as `aligned_ancestor_mask`'s) -> (table int32
-    [R, N, D]: the root path of each node, root first, padded -1, D = next power of two > depth, at least 2; order
-    int32 [R, N]: the nodes by depth, stable; items int32 [R, N // NC + D + 1, 2]: the solve's steps, each up to NC
-    nodes of one depth as a range of `order`, depth 1 first, then empty ranges [N, N], and [r, -1] the number of steps
-    twice; step_nodes = NC). Parents precede children, so a row's set columns are its path in depth order. depth: at
-    least the trees' (as `ancestors`' max_depth; not checked, which would sync: deeper paths are cut). Two launches
-    over blocks of mask rows (each node's depth, then each path node at its depth's slot; the first program also
-    orders the nodes and cuts the steps), no host sync (CUDA-graph safe); made once per step, shared by every layer.
-    Reference: `naive.ancestor_table_ref`."""
+    """bool [R, N, N] (row i: ancestors of i and i; rows may be padded, as `aligned_ancestor_mask`'s) -> the
+    `GatherTables` of those trees, solve steps of up to NC nodes. depth: at least the trees' (as `ancestors`'
+    max_depth; not checked, which would sync: deeper paths are cut). Two launches over blocks of mask rows (each node's
+    depth, then each path node at its depth's slot; the first program also orders the nodes and cuts the steps), no
+    host sync (CUDA-graph safe); made once per step, shared by every layer. Reference: `naive.ancestor_table_ref`."""
     R, N, _ = ancestor_mask.shape
     D = max(2, triton.next_power_of_2(depth + 1))  # 2 for a lone root: one (empty) depth of steps
     if ancestor_mask.stride(2) != 1:
