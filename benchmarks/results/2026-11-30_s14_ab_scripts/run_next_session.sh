@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # For session 15's first GPU call (written in session 14, not run: its device time ran out). The blocked and the gather
-# tree-GDN verify built with wgmma (Triton's default on Hopper) and with mma.sync (DISABLE_MMA_V3=1), then the CUDA engine test, about 6 minutes:
+# tree-GDN verify built with wgmma (Triton's default on Hopper) and with mma.sync (DISABLE_MMA_V3=1), then the CUDA
+# engine test, about 6 minutes:
 #   run(command="bash benchmarks/results/2026-11-30_s14_ab_scripts/run_next_session.sh")
 set -u
 L=$OUT
