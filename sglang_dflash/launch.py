@@ -18,7 +18,7 @@ import sys
 PRESETS = {
     # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
     # beside it; DDTREE with 33 verify tokens (budget 32) by default: the root, then two whole 16-node blocks of the
-    # tree GDN verify on SM86 (`verify_blocks`; on an H200 65 nodes, root + one block, cost 21.8 us per layer against
+    # tree GDN verify on SM86 (`verify_blocks`; on an H200 65 nodes, root + one block, cost 19.5 us per layer against
     # 50.7 as two blocks). Override with --speculative-algorithm DFLASH, ...
     "a6000x2-qwen3.6-27b": [
         "--model-path", "Qwen/Qwen3.6-27B",

@@ -20,6 +20,7 @@ from sglang_dflash.kernels.tree_gdn.naive import ancestor_table_ref
 from sglang_dflash.kernels.tree_gdn.tree_gdn import (
     aligned_ancestor_mask,
     context_tables,
+    key_loop,
     tree_gdn_commit_triton,
     tree_gdn_verify_triton,
 )
@@ -121,6 +122,34 @@ def test_tree_gdn_verify_wide_tiles():
     with poisoned_outputs():
         o, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=64)
     assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    "N,BK,dtype", [(40, None, torch.float32), (70, None, torch.bfloat16), (23, 16, torch.float32), (40, 128, torch.bfloat16)]
+)
+def test_tree_gdn_verify_key_loop_steps(N, BK, dtype):
+    """The key loops at K = 128 in steps of BK columns: by default (`key_loop`) two steps of 64 for a block of 64
+    nodes (40 nodes) and for trees of several blocks (70 nodes), one of 128, eight of 16; against the float64
+    reference."""
+    gen = torch.Generator().manual_seed(N + (BK or 0))
+    R, H, HV, K, V = 2, 1, 2, 128, 16
+    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R, gen=gen, dtype=torch.float32)
+    for name in ("q", "k", "v", "a", "b"):
+        x[name] = x[name].to(dtype)
+    slots, parents = torch.arange(R), random_parents(R, N, gen, False)
+    ref_o, _ = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
+                                   dtype=torch.float64)  # fmt: skip
+    dev = {name: t.to(DEVICE) for name, t in x.items()}
+    with poisoned_outputs():
+        o, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16, BK=BK,
+                                      block_nodes=64)  # fmt: skip
+    assert rel_err(o.cpu(), ref_o.double()) <= (1e-5 if dtype == torch.float32 else 1e-2)
+
+
+def test_key_loop_rule():
+    """64 key columns unpipelined for 64-node blocks and trees of several blocks, Triton's default below."""
+    assert key_loop(64, 1) == key_loop(16, 3) == (64, 1)
+    assert key_loop(16, 1) == key_loop(32, 1) == (32, 3)
 
 
 def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():

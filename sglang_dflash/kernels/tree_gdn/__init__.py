@@ -27,9 +27,9 @@ WIDE_STEP_MIN_NODES = 160  # from here one request's gather solve takes 32-node 
 def uses_gather(num_nodes: int, max_depth: int) -> bool:
     """Whether `gather_tables` picks the ancestor-gather verify (on CUDA) for trees of num_nodes nodes no deeper than
     max_depth: not for chains (max_depth = num_nodes - 1), from GATHER_MIN_NODES nodes. H200, verify per layer
-    (HV = 24, K = V = 128, DDTree trees, depth bound 15), gather against blocked: N = 129 29.3 / 57.1 us, N = 257
-    43.5 / 155.0, R = 8 x 129 117.9 / 240.8; below, the blocked kernel: N = 65 22.0 / 20.7, R = 4 x 64 32.4 / 29.5,
-    R = 8 x 64 60.6 / 54.6."""
+    (HV = 24, K = V = 128, DDTree trees, depth bound 15), gather against blocked (session 15): N = 128 29.4 / 40.2 us,
+    N = 129 29.9 / 51.3, N = 257 39.5 / 140.7, R = 8 x 129 119.7 / 210.6; below, the blocked kernel: N = 65 22.3 /
+    18.4, R = 4 x 64 32.7 / 26.1, R = 8 x 64 62.7 / 48.5."""
     return max_depth < num_nodes - 1 and num_nodes >= GATHER_MIN_NODES
 
 

@@ -389,6 +389,8 @@ def tree_gdn_verify_triton(
     block_nodes: int | None = None,
     paired: bool | None = None,
     peel_root: bool | None = None,
+    BK: int | None = None,
+    num_stages: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -416,6 +418,8 @@ def tree_gdn_verify_triton(
     if ancestor_mask is None:
         ancestor_mask = aligned_ancestor_mask(ancestors(parents, max_depth), first=root)
     warps = num_warps or 4
+    default_bk, default_stages = key_loop(NB, blocks)
+    BK, num_stages = min(BK or default_bk, K), num_stages or default_stages
     q, k, v, scale, raw, G, o, u = _verify_io(q, k, v, scale)
     a, b = a.contiguous(), b.contiguous()
     if ancestor_mask.stride(2) != 1 or ancestor_mask.stride(0) != N * ancestor_mask.stride(1):
@@ -423,10 +427,19 @@ def tree_gdn_verify_triton(
     anc = ancestor_mask.view(torch.int8)[..., root:]  # the kernel reads the mask from its first non-root column
     _tree_gdn_fused_kernel[(V // BV, R * HV)](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
-        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=min(32, K), BLOCKS=blocks > 1,
-        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, num_warps=warps,
+        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
+        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, num_warps=warps, num_stages=num_stages,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
+
+
+def key_loop(NB: int, blocks: int) -> tuple[int, int]:
+    """(BK, num_stages) of the verify's key loops for blocks of NB nodes: 64 columns a step, not pipelined, for blocks
+    of 64 nodes and trees of several blocks; 32 columns, three stages (Triton's default), for one block of 16 or 32.
+    H200, verify, us, (64, 1) against (32, 3): R = 1 x 64 nodes 14.1 against 16.5, 65 nodes 18.4 / 20.7, R = 8 x 64
+    48.2 / 54.6 (depth 15: 58.8 / 68.5), a 100-node chain 101.8 / 113.9, 65 nodes in blocks of 16 (SM86's) 34.8 /
+    39.1; the 16-node chain 7.6 against 6.9."""
+    return (64, 1) if NB >= BLOCK_NODES or blocks > 1 else (32, 3)
 
 
 def _default_tile(device: torch.device, programs_at_32: int) -> int:
