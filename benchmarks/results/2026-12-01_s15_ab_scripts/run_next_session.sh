@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# For session 16's first GPU call (written in session 15, not run: its device time ran out). num_stages of every
+# hot-path kernel, one at a time (`stages_probe.py`), and the blocked against the gather GDN verify between 65 and
+# 100 nodes, then the tree-GDN kernel tests that call 6 did not reach (its 120 s timeout), about 6-8 minutes, no carry:
+#   run(command="bash benchmarks/results/2026-12-01_s15_ab_scripts/run_next_session.sh")
+set -u
+L=$OUT
+timeout 480 env PYTHONPATH=$PWD python3 benchmarks/results/2026-12-01_s15_ab_scripts/stages_probe.py > $L/stages_probe.log 2>&1; echo rc $?
+timeout 80 env PYTHONPATH=$PWD python3 -m pytest -q tests/test_tree_gdn_kernel.py -k ancestor_table > $L/tests.log 2>&1; echo rc $?
+echo "== summary"; tail -1 $L/tests.log; cut -c1-240 $L/stages_probe.log
