@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# For session 16's first GPU call (written in session 15, not run: its device time ran out). num_stages of every
-# hot-path kernel, one at a time (`stages_probe.py`), and the blocked against the gather GDN verify between 65 and
-# 100 nodes, then the tree-GDN kernel tests that call 6 did not reach (its 120 s timeout), about 6-8 minutes, no carry:
+# For session 16's first GPU call (written in session 15, not run: its device time ran out). `stages_probe.py`: the
+# blocked against the gather GDN verify below 100 nodes, DDTREE node counts 2^k against 2^k + 1, the blocked verify's
+# tiles, the greedy walk's rows per round, then num_stages of every hot-path kernel one at a time; then the tree-GDN
+# kernel tests that session 15's call 6 did not reach (its 120 s timeout). About 6-8 minutes, no carry:
 #   run(command="bash benchmarks/results/2026-12-01_s15_ab_scripts/run_next_session.sh")
 set -u
 L=$OUT

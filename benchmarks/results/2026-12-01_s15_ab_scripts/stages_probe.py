@@ -7,12 +7,14 @@ outputs should not change; the first output is compared). Also the blocked again
 and 100 nodes, where `uses_gather` has not been re-measured since the blocked kernel got faster, and the blocked
 verify's V tile and warps again under the new key loop (its spills changed: ptxas sm_90 at 64 nodes, 4 warps, BV 32
 104 B of stack, BV 64 616 B), and DDTREE node counts 2^k against 2^k + 1 (the root peeled off: 65 nodes took 18.4
-us against 14.1 at 64 in call 6; SGLang's default is 33 nodes, the engine's 65).
+us against 14.1 at 64 in call 6; SGLang's default is 33 nodes, the engine's 65), and the greedy walk's rows per round
+(lookahead 2 / 4 / 8 / 16; 8 and 16 never timed).
 
     PYTHONPATH=$PWD python3 benchmarks/results/2026-12-01_s15_ab_scripts/stages_probe.py
 """
 
 import contextlib
+import functools
 import sys
 import traceback
 from pathlib import Path
@@ -25,12 +27,14 @@ from bench_ddtree import MID_DEPTH, L, V, deep_draft, deep_target  # noqa: E402
 
 from benchmarks.kernels.bench_tree_gdn import verify_inputs  # noqa: E402
 from benchmarks.timing import graph_us  # noqa: E402
+from sglang_dflash import ddtree  # noqa: E402
 from sglang_dflash.ddtree import accept_greedy, build_ddtree  # noqa: E402
 from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention  # noqa: E402
 from sglang_dflash.kernels.tree_build.naive import ancestors  # noqa: E402
 from sglang_dflash.kernels.tree_gdn import gather_tables, solve_step_nodes  # noqa: E402
 from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_verify_triton, verify_blocks  # noqa: E402
 from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_gdn_verify_gather  # noqa: E402
+from sglang_dflash.kernels.tree_walk import greedy_walk  # noqa: E402
 
 _run = JITFunction.run
 
@@ -54,13 +58,16 @@ def launches(seen: list | None = None, force: tuple[str, int] | None = None):
         JITFunction.run = _run
 
 
-def ddtree_pipeline(R: int, B: int):
+def ddtree_pipeline(R: int, B: int, depth: int | None = MID_DEPTH):
+    """Build + greedy accept whose walk accepts `depth` draft nodes (None: the deepest path, 15; 0: stops at the
+    root), as bench_ddtree's."""
     gen = torch.Generator(device="cuda").manual_seed(R * 100 + B)
     draft = (torch.randn(R, L, V, generator=gen, device="cuda") * 4).to(torch.bfloat16)
     target = torch.randn(R, B + 1, V, generator=gen, device="cuda").to(torch.bfloat16)
     roots = torch.randint(0, V, (R,), generator=gen, device="cuda")
-    draft = deep_draft(draft, gen)
-    target = deep_target(build_ddtree(draft, roots, B), target, MID_DEPTH)
+    if depth != 0:
+        draft = deep_draft(draft, gen)
+        target = deep_target(build_ddtree(draft, roots, B), target, depth)
     return lambda: accept_greedy(build_ddtree(draft, roots, B, validate=False), target).accepted_nodes
 
 
@@ -155,7 +162,22 @@ def node_counts() -> None:
         print(f"N={N} depth {depth}: " + "  ".join(line), flush=True)
 
 
-for section in (gather_threshold, node_counts, blocked_tiles, stages_sweep):  # the longest last
+def lookahead() -> None:
+    """The greedy walk's rows per round (`LOOKAHEAD` = 4 since session 14, which measured 2 and 4 only)."""
+    print("build + greedy accept by the walk's rows per round, us (stops at the root / 6 deep / 15 deep):")
+    for R, B in [(8, 64), (8, 16), (2, 64)]:
+        line = []
+        for la in (2, 4, 8, 16):
+            ddtree.greedy_walk = functools.partial(greedy_walk, lookahead=la)
+            try:
+                ts = [graph_us(ddtree_pipeline(R, B, depth)) for depth in (0, MID_DEPTH, None)]
+                line.append(f"LA{la} " + " / ".join(f"{t:.1f}" for t in ts))
+            finally:
+                ddtree.greedy_walk = greedy_walk
+        print(f"R={R} B={B}: " + "  ".join(line), flush=True)
+
+
+for section in (gather_threshold, node_counts, blocked_tiles, lookahead, stages_sweep):  # the longest last
     print(f"\n== {section.__name__}", flush=True)
     try:
         section()
