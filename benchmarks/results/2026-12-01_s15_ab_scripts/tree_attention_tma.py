@@ -5,11 +5,14 @@ The package's `kernels/tree_attention/tree_attention.py` loads K/V tiles by poin
 else branches; RESULTS, session 15). Here, for the engine's contiguous per-request cache only (no slots, table or
 window):
 - the prefix splits read K/V through device-side tensor descriptors (`tl.make_tensor_descriptor`) made per program
-  over this request's rows up to the split's end, so rows past it come back as zeros, as the masked loads' did;
+  over this request's rows up to the split's end, so rows past it come back as zeros, as the masked loads' did; and
+  Q through one over a copy with each (request, KV head)'s rows packed ([R, HKV, N * G, DH], made per call), since
+  Triton's Hopper warp specialisation takes only TMA loads into the loop's dots;
 - the tree split is a second launch of the same kernel (TREE), so no program branches between the two kinds;
 - the loop may ask for warp specialisation (WS: `tl.range(..., warp_specialize=True)`);
 - the partials are merged by the package's merge kernel.
-Three launches where the package's takes two. `tree_attention_tma` has the package's signature for this case.
+Three launches (four with the Q copy) where the package's takes two. `tree_attention_tma` has the package's
+signature for this case.
 
     TRITON_INTERPRET=1 python3 benchmarks/results/2026-12-01_s15_ab_scripts/tree_attention_tma.py   # CPU check
 """
@@ -46,7 +49,12 @@ def _attention_kernel(
     live = rows < N * G
     node, head = rows // G, hkv * G + rows % G
     dd = tl.arange(0, DH)
-    qv = tl.load(q + ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :], mask=live[:, None], other=0.0)
+    if TMA:  # q packed by the wrapper as [R, HKV, N * G, DH]: this program's rows are one box
+        qd = tl.make_tensor_descriptor(q + rh.to(tl.int64) * N * G * DH, shape=[N * G, DH], strides=[DH, 1],
+                                       block_shape=[BM, DH])  # fmt: skip
+        qv = qd.load([pid_m * BM, 0])
+    else:
+        qv = tl.load(q + ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :], mask=live[:, None], other=0.0)
     if FP32_DOTS:
         qv = qv.to(tl.float32)
     m_i = tl.full([BM], float("-inf"), tl.float32)
@@ -106,10 +114,11 @@ def tree_attention_tma(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancesto
     m = torch.empty(parts, device=q.device, dtype=torch.float32)
     l = torch.empty(parts, device=q.device, dtype=torch.float32)
     q = q.contiguous()
+    q_rows = q.view(R, N, HKV, G, DH).transpose(1, 2).contiguous() if tma else q  # each (request, KV head)'s rows packed
     common = dict(HQ=HQ, HKV=HKV, DH=DH, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32)
     scale = DH**-0.5 if scale is None else scale
     _attention_kernel[(blocks, R * HKV, splits)](
-        q, k_cache.contiguous(), v_cache.contiguous(), prefix_lens, words, o_part, m, l, N, triton.cdiv(N, 64), T, chunk,
+        q_rows, k_cache.contiguous(), v_cache.contiguous(), prefix_lens, words, o_part, m, l, N, triton.cdiv(N, 64), T, chunk,
         scale, 0, BM=BM, TREE=False, TMA=tma, WS=ws, num_warps=num_warps, num_stages=num_stages, **common,
     )  # fmt: skip
     tree_BM = tree_BM or BM
