@@ -27,18 +27,23 @@ from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention, 
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
 
 
+def attention_inputs(R: int, N: int, gen: torch.Generator, dev: str = "cuda") -> tuple[tuple, torch.Tensor]:
+    """(tree_attention's arguments, the bool ancestor mask [R, N, N]) for R DDTree-shaped trees of N nodes over a
+    PREFIX-token cache: random bf16 q, cache and tree K/V drawn from gen, prefix lengths int64 (as SGLang's seq_lens),
+    and the mask packed into bit words as the engine passes it (once per step, for every layer)."""
+    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
+    q, k_tree, v_tree = rnd(R, N, HQ, DH), rnd(R, N, HKV, DH), rnd(R, N, HKV, DH)
+    k_cache, v_cache = rnd(R, PREFIX, HKV, DH), rnd(R, PREFIX, HKV, DH)
+    prefix_lens = torch.full((R,), PREFIX, device=dev)
+    tree = build_ddtree(
+        torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
+    )
+    return (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_bits(tree.ancestor_mask)), tree.ancestor_mask
+
+
 def sweep(dev: str = "cuda") -> None:
     """R = 1, N = 64 over the 4096-token prefix: ours by tile sizes, warps, pipeline stages and prefix splits."""
-    gen = torch.Generator(device=dev).manual_seed(1)
-    rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
-    N = 64
-    q, k_tree, v_tree = rnd(1, N, HQ, DH), rnd(1, N, HKV, DH), rnd(1, N, HKV, DH)
-    k_cache, v_cache = rnd(1, PREFIX, HKV, DH), rnd(1, PREFIX, HKV, DH)
-    lens = torch.full((1,), PREFIX, device=dev)
-    anc = build_ddtree(
-        torch.randn(1, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(1, dtype=torch.long, device=dev), N - 1
-    )
-    args = (q, k_cache, v_cache, lens, k_tree, v_tree, ancestor_bits(anc.ancestor_mask))
+    args, _ = attention_inputs(1, 64, torch.Generator(device=dev).manual_seed(1), dev)
     print_kernel_times(lambda: tree_attention(*args), reps=20, top=4, title="per-kernel CUDA time, R=1 N=64 (us):")
     for BM, BN, warps, stages, splits in [
         (64, 32, 8, 3, None), (64, 64, 8, 3, None), (64, 64, 8, 2, None), (128, 32, 8, 3, None), (128, 64, 8, 2, None),
@@ -60,16 +65,8 @@ def main() -> None:
     gen = torch.Generator(device=dev).manual_seed(0)
     rows = []
     for R, N in [(1, 16), (1, 64), (8, 64)]:
-        rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
-        q, k_tree, v_tree = rnd(R, N, HQ, DH), rnd(R, N, HKV, DH), rnd(R, N, HKV, DH)
-        k_cache, v_cache = rnd(R, PREFIX, HKV, DH), rnd(R, PREFIX, HKV, DH)
-        prefix_lens = torch.full((R,), PREFIX, device=dev)  # int64, as SGLang's seq_lens
-        tree = build_ddtree(
-            torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5, torch.zeros(R, dtype=torch.long, device=dev), N - 1
-        )
-        anc = tree.ancestor_mask
-        # The mask as the engine passes it: packed into bit words once per step, for every layer.
-        args = (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_bits(anc))
+        args, anc = attention_inputs(R, N, gen, dev)
+        q, k_cache, v_cache, prefix_lens, k_tree, v_tree, _ = args
         ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(),
                                  v_tree.double(), anc)  # fmt: skip
         row = dict(R=R, N=N)

@@ -13,9 +13,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from tree_attention_tma import tree_attention_tma  # noqa: E402
 
+from benchmarks.kernels.bench_tree_attention import attention_inputs  # noqa: E402
 from benchmarks.timing import graph_us  # noqa: E402
-from sglang_dflash.ddtree import build_ddtree  # noqa: E402
-from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention  # noqa: E402
+from sglang_dflash.kernels.tree_attention import tree_attention  # noqa: E402
 
 CONFIGS = {  # name: tree_attention_tma keyword arguments; the warp-specialised ones last (see below)
     "pointers 128x64 w8 s2 (3 launches)": dict(BM=128, BN=64, num_warps=8, num_stages=2, tma=False),
@@ -30,22 +30,11 @@ CONFIGS = {  # name: tree_attention_tma keyword arguments; the warp-specialised 
 CASES = [(1, 16), (1, 64), (1, 65), (8, 64)]
 
 
-def inputs(R: int, N: int):
-    gen = torch.Generator(device="cuda").manual_seed(R * 100 + N)
-    rnd = lambda *s: torch.randn(*s, generator=gen, device="cuda").bfloat16()  # noqa: E731
-    q, k_tree, v_tree = rnd(R, N, 12, 256), rnd(R, N, 2, 256), rnd(R, N, 2, 256)
-    k_cache, v_cache = rnd(R, 4096, 2, 256), rnd(R, 4096, 2, 256)
-    lens = torch.full((R,), 4096, device="cuda")
-    tree = build_ddtree(torch.randn(R, 15, 64, generator=gen, device="cuda") * 2.5,
-                        torch.zeros(R, dtype=torch.long, device="cuda"), N - 1)  # fmt: skip
-    return q, k_cache, v_cache, lens, k_tree, v_tree, ancestor_bits(tree.ancestor_mask)
-
-
 # Two passes: a warp-specialised build that Triton cannot lower may abort the process (an LLVM error, reported
 # elsewhere as uncatchable), so every other configuration is timed first.
 for ws in (False, True):
     for R, N in CASES:
-        args = inputs(R, N)
+        args, _ = attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))
         ref = tree_attention(*args).float()
         line = [] if ws else [f"package {graph_us(lambda: tree_attention(*args), reps=10):.1f}"]
         for name, kw in CONFIGS.items():

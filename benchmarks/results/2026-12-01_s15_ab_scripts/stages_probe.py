@@ -25,11 +25,12 @@ from triton.runtime.jit import JITFunction
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/: bench_ddtree's helpers
 from bench_ddtree import MID_DEPTH, L, V, deep_draft, deep_target  # noqa: E402
 
+from benchmarks.kernels.bench_tree_attention import attention_inputs  # noqa: E402
 from benchmarks.kernels.bench_tree_gdn import verify_inputs  # noqa: E402
 from benchmarks.timing import graph_us  # noqa: E402
 from sglang_dflash import ddtree  # noqa: E402
 from sglang_dflash.ddtree import accept_greedy, build_ddtree  # noqa: E402
-from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention  # noqa: E402
+from sglang_dflash.kernels.tree_attention import tree_attention  # noqa: E402
 from sglang_dflash.kernels.tree_build.naive import ancestors  # noqa: E402
 from sglang_dflash.kernels.tree_gdn import gather_tables, solve_step_nodes  # noqa: E402
 from sglang_dflash.kernels.tree_gdn.tree_gdn import aligned_ancestor_mask, tree_gdn_verify_triton, verify_blocks  # noqa: E402
@@ -72,15 +73,8 @@ def ddtree_pipeline(R: int, B: int, depth: int | None = MID_DEPTH):
 
 
 def attention_pipeline(R: int, N: int):
-    gen = torch.Generator(device="cuda").manual_seed(R * 100 + N)
-    rnd = lambda *s: torch.randn(*s, generator=gen, device="cuda").bfloat16()  # noqa: E731
-    q, k_tree, v_tree = rnd(R, N, 12, 256), rnd(R, N, 2, 256), rnd(R, N, 2, 256)
-    k_cache, v_cache = rnd(R, 4096, 2, 256), rnd(R, 4096, 2, 256)
-    lens = torch.full((R,), 4096, device="cuda")
-    tree = build_ddtree(torch.randn(R, 15, 64, generator=gen, device="cuda") * 2.5,
-                        torch.zeros(R, dtype=torch.long, device="cuda"), N - 1)  # fmt: skip
-    words = ancestor_bits(tree.ancestor_mask)
-    return lambda: tree_attention(q, k_cache, v_cache, lens, k_tree, v_tree, words)
+    args, _ = attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))
+    return lambda: tree_attention(*args)
 
 
 def gather_pipeline(R: int, N: int):

@@ -10,7 +10,7 @@ window):
   Triton's Hopper warp specialisation takes only TMA loads into the loop's dots;
 - the tree split is a second launch of the same kernel (TREE), so no program branches between the two kinds;
 - the loop may ask for warp specialisation (WS: `tl.range(..., warp_specialize=True)`);
-- the partials are merged by the package's merge kernel.
+- the partials are the package's (`partials`), merged by its merge kernel (`merge_partials`).
 Three launches (four with the Q copy) where the package's takes two. `tree_attention_tma` has the package's
 signature for this case.
 
@@ -26,10 +26,11 @@ import triton.language as tl
 from sglang_dflash.kernels import device as gpu
 from sglang_dflash.kernels.tree_attention.tree_attention import (
     _INTERPRET,
-    _merge_kernel,
     _online_update,
     ancestor_bits,
     default_splits,
+    merge_partials,
+    partials,
 )
 
 
@@ -109,10 +110,7 @@ def tree_attention_tma(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancesto
     if splits is None:
         splits = default_splits(T, blocks * R * HKV, gpu.multiprocessor_count(q.device), BN)
     chunk = triton.cdiv(triton.cdiv(T, splits), BN) * BN
-    parts = (splits + 1, R * HKV, N * G)
-    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.element_size() == 2 else torch.float32)
-    m = torch.empty(parts, device=q.device, dtype=torch.float32)
-    l = torch.empty(parts, device=q.device, dtype=torch.float32)
+    o_part, m, l = partials(q, HKV, splits + 1)
     q = q.contiguous()
     q_rows = q.view(R, N, HKV, G, DH).transpose(1, 2).contiguous() if tma else q  # each (request, KV head)'s rows packed
     common = dict(HQ=HQ, HKV=HKV, DH=DH, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32)
@@ -127,16 +125,7 @@ def tree_attention_tma(q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancesto
         scale, splits, BM=tree_BM, TREE=True, TMA=False, WS=False, num_warps=tree_warps or num_warps, num_stages=1,
         **common,
     )  # fmt: skip
-    out = torch.empty_like(q)
-    BR, BD = 16, min(64, DH)
-    grid = (triton.cdiv(N * G, BR), R * HKV, DH // BD)
-    unroll = min(8, splits + 1) if grid[0] * grid[1] * grid[2] <= 2 * gpu.multiprocessor_count(q.device) else 1
-    _merge_kernel[grid](
-        o_part, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, BD=BD,
-        UNROLL=unroll, num_warps=4,
-    )  # fmt: skip
-    return out
-
+    return merge_partials(o_part, m, l, q)
 
 if __name__ == "__main__":  # CPU check against the float64 reference (TRITON_INTERPRET=1)
     from sglang_dflash.ddtree import build_ddtree

@@ -212,12 +212,7 @@ def tree_attention(
     if splits is None:
         splits = default_splits(T, blocks * R * HKV, gpu.multiprocessor_count(q.device), BN)
     chunk = triton.cdiv(triton.cdiv(T, splits), BN) * BN
-    parts = (splits + 1, R * HKV, N * G)
-    # Partial outputs, normalised, in the inputs' dtype when it is 16-bit: half the bytes between the two kernels, and
-    # one more rounding of the size of the output's own.
-    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.element_size() == 2 else torch.float32)
-    m = torch.empty(parts, device=q.device, dtype=torch.float32)
-    l = torch.empty(parts, device=q.device, dtype=torch.float32)
+    o_part, m, l = partials(q, HKV, splits + 1)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), words,
@@ -228,14 +223,35 @@ def tree_attention(
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
+    return merge_partials(o_part, m, l, q)
+
+
+def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Buffers of NS partial results per query row of q [R, N, HQ, DH] (rows grouped by KV head): outputs
+    [NS, R * HKV, N * G, DH], normalised, in q's dtype when it is 16-bit (half the bytes between the two kernels, and
+    one more rounding of the size of the output's own), else fp32; maxima and sums [NS, R * HKV, N * G] fp32."""
+    R, N, HQ, DH = q.shape
+    parts = (NS, R * HKV, N * (HQ // HKV))
+    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.element_size() == 2 else torch.float32)
+    return (
+        o_part,
+        torch.empty(parts, device=q.device, dtype=torch.float32),
+        torch.empty(parts, device=q.device, dtype=torch.float32),
+    )
+
+
+def merge_partials(o_part: Tensor, m: Tensor, l: Tensor, q: Tensor) -> Tensor:
+    """The attention output [R, N, HQ, DH] (q's shape and dtype) from `partials`' buffers, filled (`_merge_kernel`)."""
+    R, N, HQ, DH = q.shape
+    NS, RHKV = m.shape[:2]
     out = torch.empty_like(q)
     BR, BD = 16, min(64, DH)
-    grid = (triton.cdiv(N * G, BR), R * HKV, DH // BD)
+    grid = (triton.cdiv(m.shape[2], BR), RHKV, DH // BD)
     # A small merge grid waits on its loads: 8 partials in flight per program (H200, N = 64 over 4096 keys: R = 1
     # 30.1 -> 28.2 us in all); a large one hides the latency by itself and keeps its registers (R = 8: 132.0 / 134.6).
-    unroll = min(8, splits + 1) if grid[0] * grid[1] * grid[2] <= 2 * gpu.multiprocessor_count(q.device) else 1
+    unroll = min(8, NS) if grid[0] * grid[1] * grid[2] <= 2 * gpu.multiprocessor_count(q.device) else 1
     _merge_kernel[grid](
-        o_part, m, l, out, N, splits + 1, S1=triton.next_power_of_2(splits + 1), HQ=HQ, HKV=HKV, DH=DH, BR=BR, BD=BD,
+        o_part, m, l, out, N, NS, S1=triton.next_power_of_2(NS), HQ=HQ, HKV=RHKV // R, DH=DH, BR=BR, BD=BD,
         UNROLL=unroll, num_warps=4,
     )  # fmt: skip
     return out
