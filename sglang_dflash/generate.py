@@ -28,7 +28,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--target", help="target checkpoint directory (Hugging Face Qwen3.5/3.6 format)")
     p.add_argument("--draft", help="DFlash drafter checkpoint directory (z-lab format); needed for dflash and ddtree")
     p.add_argument("--algo", choices=ALGOS, default="ddtree", help="decoding algorithm (default: ddtree)")
-    p.add_argument("--budget", type=int, default=32, help="DDTREE: draft nodes per step, root excluded (default: 32)")
+    p.add_argument(
+        "--budget",
+        type=int,
+        default=31,
+        help="DDTREE: draft nodes per step, root excluded (default: 31; 2^k - 1 verify whole blocks of the GDN kernels)",
+    )
     prompt = p.add_mutually_exclusive_group()
     prompt.add_argument("--prompt", help="prompt text (needs a tokenizer beside the target; default: a Python def)")
     prompt.add_argument("--prompt-ids", help="prompt as comma-separated token ids, e.g. 1,2,3")

@@ -17,15 +17,16 @@ import sys
 
 PRESETS = {
     # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
-    # beside it; DDTREE with 33 verify tokens (budget 32) by default: the root, then two whole 16-node blocks of the
-    # tree GDN verify on SM86 (`verify_blocks`; on an H200 65 nodes, root + one block, cost 19.5 us per layer against
-    # 50.7 as two blocks). Override with --speculative-algorithm DFLASH, ...
+    # beside it; DDTREE with 32 verify tokens (budget 31) by default: two whole 16-node blocks of the tree GDN verify
+    # on SM86 (`verify_blocks`). 2^k tokens beat 2^k + 1, whose root runs alone first (H200, session 16, per layer:
+    # GDN verify 11.8 / 15.5 us at 32 / 33 nodes, 13.7 / 15.7 with SM86's 16-node blocks; attention 23.3 / 22.9).
+    # Override with --speculative-algorithm DFLASH, ...
     "a6000x2-qwen3.6-27b": [
         "--model-path", "Qwen/Qwen3.6-27B",
         "--tp", "2",
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", "z-lab/Qwen3.6-27B-DFlash",
-        "--speculative-num-draft-tokens", "33",
+        "--speculative-num-draft-tokens", "32",
         "--mamba-scheduler-strategy", "extra_buffer",
         "--mem-fraction-static", "0.85",
         "--max-running-requests", "32",

@@ -137,7 +137,7 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 8, 33)
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert not r["disable_radix_cache"] and r["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
-    assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 33
+    assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 32
     assert r["create_worker"] == "DDTreeWorker" and probe[0]["dflash_default"]["create_worker"] == "DFlashWorker"
     eb = probe[0]["ddtree_extra_buffer"]
     assert not eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'", eb.get("error")

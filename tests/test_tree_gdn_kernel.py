@@ -14,6 +14,7 @@ from sglang_dflash.kernels.tree_gdn import (
     tree_gdn_commit_ref,
     tree_gdn_verify,
     tree_gdn_verify_ref,
+    uses_gather,
     verify_step_inputs,
 )
 from sglang_dflash.kernels.tree_gdn.naive import ancestor_table_ref
@@ -261,10 +262,20 @@ def test_tree_gdn_gather_matches_reference(R, N, H, HV, K, V, chain, dtype, NC, 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs CUDA: tree_gdn_verify takes the references on CPU")
 @pytest.mark.parametrize(
-    "R,N,gather", [(1, 129, True), (1, 160, True), (2, 100, True), (2, 160, True), (4, 65, False), (1, 65, False), (4, 16, False)]
+    "R,N,gather",
+    [
+        (1, 129, True),
+        (1, 160, True),
+        (2, 100, True),
+        (2, 160, True),
+        (1, 66, True),
+        (4, 65, False),
+        (1, 65, False),
+        (4, 16, False),
+    ],
 )
 def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
-    """DDTree-shaped trees (depth <= 15): gather_tables picks the ancestor-gather kernel from 100 nodes, the blocked
+    """DDTree-shaped trees (depth <= 15): gather_tables picks the ancestor-gather kernel from 66 nodes, the blocked
     one below, and one request's solve steps of 32 nodes from 160 (`solve_step_nodes`); tree_gdn_verify runs the
     chosen one, which matches the reference and commits."""
     gen = torch.Generator().manual_seed(N + R)
@@ -285,6 +296,13 @@ def test_tree_gdn_verify_runs_the_kernel_gather_tables_chooses(R, N, gather):
     tree_gdn_commit_ref(expected, slots, ref_ctx, accepted)
     tree_gdn_commit(dev["state_pool"], slots.to(DEVICE), ctx, accepted.to(DEVICE))
     assert rel_err(dev["state_pool"].cpu()[slots], expected[slots]) <= 1e-5
+
+
+def test_uses_gather_from_the_second_block():
+    """Trees, not chains, take the gather kernel from the first size whose blocked verify needs a second block after
+    the root on Hopper (65 nodes: the root and one block of 64)."""
+    assert not uses_gather(65, 15) and uses_gather(66, 15) and uses_gather(257, 15)
+    assert not uses_gather(66, 65) and not uses_gather(16, 15)
 
 
 def test_gather_tables_leave_cpu_trees_to_the_references():

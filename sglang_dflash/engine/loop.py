@@ -58,7 +58,7 @@ def generate(
     max_new_tokens: int,
     algo: str = "ar",
     drafter=None,
-    budget: int = 64,
+    budget: int = 63,
     temperature: float = 0.0,
     top_p: float = 1.0,
     top_k: int = -1,

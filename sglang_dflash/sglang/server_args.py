@@ -19,7 +19,7 @@ from .algorithm import ALGORITHMS
 logger = logging.getLogger(__name__)
 
 SUPPORTED_SGLANG = ("0.5.10", "0.5.10.post1", "0.5.11")  # whose internals the workers are written against
-DDTREE_DEFAULT_NODES = 33
+DDTREE_DEFAULT_NODES = 32  # budget 31: whole blocks of the tree GDN verify, no root pass (`verify_blocks`)
 DDTREE_TOPK = 8  # > 1 puts SGLang's attention backends in tree-mask mode; no other meaning for DDTREE
 
 

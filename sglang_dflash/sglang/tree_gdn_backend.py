@@ -206,8 +206,8 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
         fused = fused_nodes(device)
         logger.warning("sglang-dflash: %d verify nodes exceed the root plus the %d of one block of the tree GDN "
                        "verify on this GPU: it runs block by block, with cross-block terms (--speculative-num-draft-"
-                       "tokens %d keeps one block; fewer nodes also accept less, so measure both)",
-                       num_nodes, fused, fused + 1)  # fmt: skip
+                       "tokens %d is one whole block; fewer nodes also accept less, so measure both)",
+                       num_nodes, fused, fused)  # fmt: skip
     return _workspace
 
 
