@@ -75,8 +75,10 @@ def _tree_build_kernel(
     sn = s_node + r * LB
     b = tl.arange(0, BB)
 
-    # Depth 1 beam: the top tokens themselves.
-    tl.store(sc + b, tl.load(lp + b, mask=b < K, other=float("-inf")))
+    # Depth 1 beam: the top tokens themselves. Each depth's beam stays in registers for the next (a gather by the
+    # pairs' beam ranks); its entries are also stored for the global top B below, and no depth waits on memory.
+    beam = tl.load(lp + b, mask=b < K, other=float("-inf"))
+    tl.store(sc + b, beam)
     tl.store(sp + b, tl.full([BB], -1, tl.int32))
     tl.store(sr + b, b)
 
@@ -88,16 +90,18 @@ def _tree_build_kernel(
     # entries come out of the top-k with no table lookup; candidates past P (no prefix) sort after every pair.
     LAST: tl.constexpr = BB * BB + PP - 1
     low = (LAST - tl.where(pm, pi * BB + pj, BB * BB + p)).to(tl.int64)
+    tok_lp = tl.load(lp + K + pj, mask=pm & (L > 1), other=0.0)
     for d in range(1, L):
-        tl.debug_barrier()
-        prev = tl.load(sc + (d - 1) * BB + pi, mask=pm, other=float("-inf"))
-        cand = tl.where(pm, prev + tl.load(lp + d * K + pj, mask=pm, other=0.0), float("-inf"))
+        nxt_lp = tl.load(lp + (d + 1) * K + pj, mask=pm & (d + 1 < L), other=0.0)  # in flight during this depth
+        cand = tl.where(pm, tl.gather(beam, pi, 0) + tok_lp, float("-inf"))
         top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
         pair = LAST - (top & 0x7FFFFFFF).to(tl.int32)
         pair = tl.where(pair < BB * BB, pair, 0)  # no prefix: parent entry 0, token rank 0
-        tl.store(sc + d * BB + b, tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf")))
+        beam = tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf"))
+        tl.store(sc + d * BB + b, beam)
         tl.store(sp + d * BB + b, pair // BB + (d - 1) * BB)
         tl.store(sr + d * BB + b, pair % BB)
+        tok_lp = nxt_lp
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
@@ -132,15 +136,16 @@ def _tree_build_kernel(
         rr = r0 + rows
         tl.store(mrow + rr[:, None] * N + i[None, :], tl.zeros([RB, NN], tl.int8), mask=(rr[:, None] < N) & im[None, :])
     tl.store(next_token + row + i, tl.full([NN], N, tl.int64), mask=im)
+    # Every node's parent in registers (node n >= 1 is beam winner n - 1), for the walk by gathers.
+    par_all = tl.where((i >= 1) & im, tl.gather(par, tl.minimum(tl.maximum(i - 1, 0), BB - 1), 0), -1)
     tl.debug_barrier()
-    cur = i.to(tl.int64)
+    cur = i
     for _ in range(L + 1):
         live = im & (cur >= 0)
         tl.store(mrow + i * N + cur, tl.full([NN], 1, tl.int8), mask=live)
-        cur = tl.load(parents + row + cur, mask=live, other=-1)
+        cur = tl.where(live, tl.gather(par_all, tl.maximum(cur, 0), 0), -1)
 
     # First child: the smallest child index. Next sibling: the next node in (parent, index) order.
-    par_all = tl.load(parents + row + i, mask=im, other=-1)
     tl.atomic_min(next_token + row + par_all, i.to(tl.int64), mask=im & (par_all >= 0))
     key = tl.where(im & (par_all >= 0), par_all.to(tl.int32) * NN + i, NN * NN + i)
     key = tl.sort(key)
