@@ -106,6 +106,13 @@ def _tree_attention_kernel(
 
 
 @triton.jit
+def _split_weight(m, mx, l):
+    """A partial's weight in the merge: its sum l scaled from its max m to the row's max mx; 0 for a split that saw
+    no key (m = -inf)."""
+    return tl.where(m == float("-inf"), 0.0, tl.exp(m - mx)) * l
+
+
+@triton.jit
 def _merge_kernel(
     o_part, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
     BR: tl.constexpr, BD: tl.constexpr, UNROLL: tl.constexpr,
@@ -124,18 +131,17 @@ def _merge_kernel(
     have = (split[:, None] < NS) & live[None, :]
     ms = tl.load(m + part, mask=have, other=float("-inf"))
     mx = tl.max(ms, axis=0)
-    den = tl.sum(tl.where(ms == float("-inf"), 0.0, tl.exp(ms - mx[None, :])) * tl.load(l + part, mask=have, other=0.0), 0)
+    den = tl.sum(_split_weight(ms, mx[None, :], tl.load(l + part, mask=have, other=0.0)), axis=0)
     num = tl.zeros([BR, BD], tl.float32)
     for s0 in range(0, NS, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
         for j in tl.static_range(UNROLL):
             sp = s0 + j
             p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
             ok = live & (sp < NS)
-            # the split's weight from its own max and sum, the same value as in den (a masked sum over the
-            # splits per split instead took 2 us more of the whole attention on an H200: R = 1 x 16 / 64 nodes
-            # over 4096 keys 22.3 / 25.6 against 20.2 / 23.8 us, same outputs)
-            msp = tl.load(m + p, mask=ok, other=float("-inf"))
-            ws = tl.where(msp == float("-inf"), 0.0, tl.exp(msp - mx)) * tl.load(l + p, mask=ok, other=0.0)
+            # the split's weight from its own max and sum, as in den (a masked sum over the splits per split
+            # instead took 2 us more of the whole attention on an H200: R = 1 x 16 / 64 nodes over 4096 keys
+            # 22.3 / 25.6 against 20.2 / 23.8 us, same outputs)
+            ws = _split_weight(tl.load(m + p, mask=ok, other=float("-inf")), mx, tl.load(l + p, mask=ok, other=0.0))
             tile = tl.load(o_part + p[:, None] * DH + dd[None, :], mask=ok[:, None], other=0.0)
             num += ws[:, None] * tile.to(tl.float32)
     node, head = rows // G, hkv * G + rows % G
