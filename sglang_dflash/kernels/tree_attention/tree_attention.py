@@ -4,7 +4,10 @@ FlashAttention-style with the key range split so that one request still fills th
 is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split). Rows are
 (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes its normalised output, max and sum; the tree
-split masks keys with the ancestor mask.
+split masks keys with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
+(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix splits), one
+reciprocal a row for the output (H200, R = 1 x 16 / 64 nodes over 4096 tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x
+64 133.3 -> 111.7: the kernel issues about 20% fewer instructions a tile; benchmarks/RESULTS.md, session 17).
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
 dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
 interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
@@ -13,6 +16,7 @@ A second small kernel merges the partials straight into the [R, N, HQ, Dh] outpu
 
 from __future__ import annotations
 
+import math
 import os
 
 import torch
@@ -26,16 +30,18 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
-def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.constexpr):
+def _online_update(qv, kt, vt, valid, m_i, l_i, acc, qk_scale, FP32_DOTS: tl.constexpr):
+    """One key tile into the online softmax; maxima in base-2 units (scores times qk_scale = scale * log2 e), so that
+    each probability is one FMA and one ex2 (`tl.exp` adds a denormal guard of three instructions to each)."""
     if FP32_DOTS:  # three tf32 products: fp32 accuracy (plain tf32 is ~1e-3 off)
         s = tl.dot(qv, tl.trans(kt.to(tl.float32)), input_precision="tf32x3")
     else:
         s = tl.dot(qv, tl.trans(kt))
-    s = tl.where(valid, s * scale, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    s = tl.where(valid, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
-    p = tl.exp(s - m_safe[:, None])
-    alpha = tl.exp(m_i - m_safe)
+    p = tl.math.exp2(s * qk_scale - m_safe[:, None])
+    alpha = tl.math.exp2(m_i - m_safe)
     if FP32_DOTS:
         acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32), input_precision="tf32x3")
     else:
@@ -46,7 +52,7 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, scale, FP32_DOTS: tl.conste
 @triton.jit
 def _tree_attention_kernel(
     q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, o_out, m_out, l_out,
-    N, NW, T, CHUNK, scale, CACHE_ROWS, TABLE_STRIDE,
+    N, NW, T, CHUNK, qk_scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
 ):  # fmt: skip
@@ -78,30 +84,33 @@ def _tree_attention_kernel(
         first = tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1
         start = tl.where(tree, start, tl.maximum(start, first))
     k_src, v_src = tl.where(tree, k_tree, k_cache), tl.where(tree, v_tree, v_cache)
+    first_tok = tl.where(tree, r * N, row * T)
+    cols = tl.arange(0, BN)
     for n0 in range(start, stop, BN):
-        keys = n0 + tl.arange(0, BN)
+        keys = n0 + cols
         ok = keys < stop
         if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
             tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok & (not tree), other=0).to(tl.int64)
+            tok = tl.where(tree, r * N + keys, tok)
         else:
-            tok = row * T + keys
-        tok = tl.where(tree, r * N + keys, tok)
+            tok = first_tok + keys
         kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
         kt = tl.load(k_src + kv, mask=ok[:, None], other=0.0)
         vt = tl.load(v_src + kv, mask=ok[:, None], other=0.0)
-        seen = live[:, None] & ok[None, :]
+        # the ancestor bits of this tile's keys: one word per row (BN divides 64), all ones in a prefix split; a 2-D
+        # byte-mask load here made ptxas serialise the wgmma (C7515). Dead rows (>= N * G) are never stored.
+        word = tl.load(anc + (r * N + node) * NW + n0 // 64, mask=live & tree, other=-1) >> (n0 % 64)
+        seen = ok[None, :] & (((word[:, None] >> cols.to(tl.int64)[None, :]) & 1) != 0)
         if WINDOW > 0:
             seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
-        # the ancestor bits of this tile's keys: one word per row (BN divides 64); a 2-D byte-mask load here
-        # made ptxas serialise the wgmma (C7515)
-        word = tl.load(anc + (r * N + node) * NW + n0 // 64, mask=live & tree, other=0)
-        bit = ((word[:, None] >> (keys % 64).to(tl.int64)[None, :]) & 1) != 0
-        seen = seen & (bit | (not tree))
-        m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, scale, FP32_DOTS)
+        m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, qk_scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-    o_part = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # normalised: 16 bits suffice for 16-bit inputs
+    # normalised (16 bits suffice for 16-bit inputs), by one reciprocal a row: a division each took 5 instructions
+    o_part = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]
     tl.store(o_out + part[:, None] * DH + dd[None, :], o_part.to(o_out.dtype.element_ty), mask=live[:, None])
-    tl.store(m_out + part, m_i, mask=live)
+    # maxima back in natural-log units for the merge: its exponentials in base 2 made it slower on an H200 (R = 1 x 16
+    # nodes over 4096 keys, the whole attention 21.4 against 18.7 us), though it has fewer instructions
+    tl.store(m_out + part, m_i * 0.6931471805599453, mask=live)
     tl.store(l_out + part, l_i, mask=live)
 
 
@@ -227,7 +236,7 @@ def tree_attention(
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), words,
         q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l,
-        N, triton.cdiv(N, 64), T, chunk, DH**-0.5 if scale is None else scale,
+        N, triton.cdiv(N, 64), T, chunk, (DH**-0.5 if scale is None else scale) * math.log2(math.e),
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
