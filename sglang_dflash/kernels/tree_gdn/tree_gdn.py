@@ -7,7 +7,10 @@ and anc*(i) = ancestors of i and i itself:
     o_i = e^{G_i} S0 q_i + sum_{j in anc*(i)} e^{G_i - G_j} (k_j . q_i) u_j
 So (I + A) U = R with A_ij = beta_i e^{G_i - G_j} k_i.k_j on strict ancestors and
 R_i = beta_i (v_i - e^{G_i} S0 k_i). Nodes of one depth depend only on shallower ones, so the
-system is solved by forward substitution one level at a time, each u computed once from final ancestors.
+system is solved one level at a time: each step recomputes every row, U <- R - A U, and a row of level L is final
+from step L on (its ancestors are by then; the other rows' terms have exactly zero coefficients). Before that its
+value is a partial sum, at most 2^depth times the largest |R| (|A_ij| < 1: unit keys, beta < 1, decay <= 1), far
+from overflow. No row select, and the first step outside the loop (`_tree_gdn_fused_kernel`).
 In blocks of up to 32 nodes levels are pairs of depths (in larger ones the extra tiles spill registers): a node
 i at even depth d with ancestor p at depth d - 1 takes p's equation in,
     u_i = (R_i - A_ip R_p) - sum_{j in anc(p)} (A_ij - A_ip A_pj) u_j,
@@ -295,9 +298,15 @@ def _tree_gdn_fused_kernel(
         level = (depth + PAIRED) // (1 + PAIRED)  # rows of one level depend only on lower levels
         nA_hi = _tf32_head(nA)
         nA_lo = nA - nA_hi
-        U = Rm
-        for step in range(1, tl.max(level, axis=0) + 1):
-            U = tl.where((level == step)[:, None], _dot_split_a(nA_hi, nA_lo, U, Rm, PRECISION), U)
+        # Step 1 outside the loop: Triton then converts the loop-invariant A operands to the dot layout once, here (in
+        # the loop it converted them at every level, 64 shuffles and 64 selects a thread). No row select of the
+        # level (module docstring): it cost a layout conversion through shared memory and two barriers a level.
+        # Level loop at 64 nodes, SASS: 133 instructions a step, against 302 (BV 64: 235 / 422). H200, verify, us:
+        # R = 8 x 64 nodes 48.1 -> 43.6, 65 deep 79.0 -> 72.0, R = 1 x 65 deep 23.2 -> 21.5, but R = 1 x 64 14.2 ->
+        # 14.5 and the 16-node chain 6.9 -> 7.2 (benchmarks/RESULTS.md, session 17).
+        U = _dot_split_a(nA_hi, nA_lo, Rm, Rm, PRECISION)
+        for step in range(2, tl.max(level, axis=0) + 1):
+            U = _dot_split_a(nA_hi, nA_lo, U, Rm, PRECISION)
         W_hi = _tf32_head(W)
         out = _dot_split_a(W_hi, W - W_hi, U, out, PRECISION)
         otile = (row[:, None] * HV + hv) * V + vv[None, :]
