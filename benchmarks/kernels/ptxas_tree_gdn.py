@@ -63,19 +63,27 @@ def launches(sm: int, nodes: list[int], **config):
     return seen
 
 
-def ptxas_report(kernel, args: tuple, kwargs: dict, sm: int) -> tuple[int, str, str]:
-    """(shared bytes, ptxas's register / spill lines, its performance warnings) of one recorded launch, built for
-    sm_90a or sm_86 with Triton's own ptxas."""
-    ptxas = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
+def build(kernel, args: tuple, kwargs: dict, sm: int, sass: bool = False) -> tuple[object, list[str], str]:
+    """(Triton's compiled kernel, ptxas -v's lines, the SASS if asked: cuobjdump of the cubin) of one recorded launch,
+    built for sm_90a or sm_86 with the ptxas, cuobjdump shipped in Triton's wheel."""
+    tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     spec = kernel_spec(kernel, args, kwargs)
     built = triton.compile(ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"]),
                            target=GPUTarget("cuda", sm, 64 if sm == 90 else 32), options=spec["options"])  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "k.ptx"
+        path, cubin = Path(tmp) / "k.ptx", Path(tmp) / "k.cubin"
         path.write_text(built.asm["ptx"])
         arch = "sm_90a" if sm == 90 else "sm_86"
-        out = subprocess.run([ptxas, "-v", "--gpu-name", arch, str(path), "-o", os.devnull], capture_output=True, text=True)
-    lines = out.stderr.splitlines()
+        out = subprocess.run([f"{tools}/ptxas", "-v", "--gpu-name", arch, str(path), "-o", str(cubin)],
+                             capture_output=True, text=True)  # fmt: skip
+        text = subprocess.run([f"{tools}/cuobjdump", "-sass", str(cubin)], capture_output=True, text=True).stdout if sass else ""
+    return built, out.stderr.splitlines(), text
+
+
+def ptxas_report(kernel, args: tuple, kwargs: dict, sm: int) -> tuple[int, str, str]:
+    """(shared bytes, ptxas's register / spill lines, its performance warnings) of one recorded launch, built for
+    sm_90a or sm_86 with Triton's own ptxas."""
+    built, lines, _ = build(kernel, args, kwargs, sm)
     info = "; ".join(line.split(":", 1)[-1].strip() for line in lines if "registers" in line or "spill" in line)
     warnings = "; ".join(line.split(":", 1)[-1].strip() for line in lines if "Performance Loss" in line)
     return built.metadata.shared, info, warnings
