@@ -46,18 +46,19 @@ def recorded_launches(sm: int):
         yield seen
 
 
-def launches(sm: int, nodes: list[int], **config):
-    """(label, kernel, args, kwargs) of the verify launches, as the wrapper makes them on that GPU."""
-    e, bf16 = torch.empty, torch.bfloat16
+def launches(sm: int, nodes: list[int], requests: int = 1, **config):
+    """(label, kernel, args, kwargs) of the verify launches of `requests` trees, as the wrapper makes them on that
+    GPU: for each tree size, with the mask's rows N bytes apart, then padded (`aligned_ancestor_mask`)."""
+    e, bf16, R = torch.empty, torch.bfloat16, requests
     with recorded_launches(sm) as seen:
         for N in nodes:
             for padded in (False, True):
-                q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
-                mask = torch.zeros(1, N, N, dtype=torch.bool)
+                q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
+                mask = torch.zeros(R, N, N, dtype=torch.bool)
                 mask = tg.aligned_ancestor_mask(mask) if padded else mask
-                slots, parents = e(1, dtype=torch.long), e(1, N, dtype=torch.long)
+                slots, parents = e(R, dtype=torch.long), e(R, N, dtype=torch.long)
                 tg.tree_gdn_verify_triton(
-                    q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, parents, ancestor_mask=mask, **config
+                    q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), slots, parents, ancestor_mask=mask, **config
                 )
                 seen[-1] = (f"N={N} mask rows {'padded' if padded else N}",) + seen[-1]
     return seen

@@ -3,11 +3,12 @@
     python benchmarks/kernels/sass_loops.py attention|gdn [--sm 90|86] [--nodes 64] [--requests 1] [--dump FILE]
 
 The kernel as its wrapper launches it on an H200 (sm_90a) or an A6000 (sm_86), at Qwen3.6-27B's TP=2 shapes (the
-attention over a 4096-token prefix; the GDN verify with a depth bound of 15), compiled with the ptxas of Triton's
-wheel and disassembled with its cuobjdump. Prints ptxas's register and spill line, the instruction count, and each
-loop (a backward branch) with its size and most frequent opcodes. Where a kernel is throughput-bound its time
-follows these counts (benchmarks/RESULTS.md, session 17: the attention's key loop 964 -> 764 instructions, R = 8 x 64
-133 -> 111 us; the GDN verify's level step 302 -> 133); where it is latency-bound they do not.
+attention over a 4096-token prefix; the GDN verify with the ancestor mask's rows padded, as the engine passes it),
+compiled with the ptxas of Triton's wheel and disassembled with its cuobjdump. Prints ptxas's register and spill
+line, the instruction count, and each loop (a backward branch) with its size and most frequent opcodes. Where a
+kernel is throughput-bound its time follows these counts (benchmarks/RESULTS.md, session 17: the attention's key
+loop 964 -> 764 instructions, R = 8 x 64 133 -> 111 us; the GDN verify's level step 302 -> 133); where it is
+latency-bound they do not.
 """
 
 from __future__ import annotations
@@ -17,22 +18,8 @@ import collections
 import os
 import re
 
-import torch
 from ptxas_tree_attention import launch as attention_launch
-from ptxas_tree_gdn import HV, H, K, build, recorded_launches
-
-from sglang_dflash.kernels.tree_gdn import tree_gdn as tg
-
-
-def gdn_launch(sm: int, N: int, R: int):
-    """(kernel, args, kwargs) of the blocked GDN verify, as the wrapper makes it on that GPU."""
-    e, bf16 = torch.empty, torch.bfloat16
-    with recorded_launches(sm) as seen:
-        q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
-        mask = tg.aligned_ancestor_mask(torch.zeros(R, N, N, dtype=torch.bool))
-        tg.tree_gdn_verify_triton(q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), e(R, dtype=torch.long),
-                                  e(R, N, dtype=torch.long), ancestor_mask=mask, max_depth=15)  # fmt: skip
-    return seen[0]
+from ptxas_tree_gdn import build, launches
 
 
 def instructions(sass: str) -> list[tuple[int, str]]:
@@ -66,7 +53,7 @@ def main() -> None:
     if args.kernel == "attention":
         kernel, a, kw = attention_launch(args.sm, args.nodes)
     else:
-        kernel, a, kw = gdn_launch(args.sm, args.nodes, args.requests)
+        _, kernel, a, kw = launches(args.sm, [args.nodes], args.requests)[-1]  # the mask padded, as the engine passes it
     _, lines, sass = build(kernel, a, kw, args.sm, sass=True)
     listing = instructions(sass)
     if args.dump:
