@@ -77,6 +77,22 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
         assert torch.equal(tree_attention(*args, splits=splits, BM=16, BN=16), out)
 
 
+def test_tree_attention_fp16_partials_hold_sums_beyond_fp16_range():
+    """The partial outputs are not normalised: with fp16 inputs a split's sum of ~100 values near 2,000 is past
+    fp16's 65,504, so they must be kept wider; the output itself (about 2,000) is in range."""
+    gen = torch.Generator().manual_seed(3)
+    R, N, HQ, HKV, Dh, T = 1, 3, 2, 1, 16, 300
+    q = (torch.randn(R, N, HQ, Dh, generator=gen) * 0.01).half()  # nearly flat softmax: l ~ a split's length
+    k_cache, k_tree = (torch.randn(R, n, HKV, Dh, generator=gen).half() for n in (T, N))
+    v_cache, v_tree = ((2000 + 100 * torch.randn(R, n, HKV, Dh, generator=gen)).half() for n in (T, N))
+    prefix_lens = torch.tensor([T])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(), v_tree.double(), anc)
+    args = [t.to(DEVICE) for t in (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)]
+    out = tree_attention(*args, splits=2, BM=16, BN=16)
+    torch.testing.assert_close(out.cpu().double(), ref, rtol=2e-3, atol=0)
+
+
 def test_tree_attention_reads_cache_rows_through_slots():
     """A pool of cache rows read at `slots` (one negative, indexed from the end as torch does)
     equals the gathered cache, in the kernel and in the reference."""

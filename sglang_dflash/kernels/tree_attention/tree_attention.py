@@ -3,11 +3,11 @@
 FlashAttention-style with the key range split so that one request still fills the GPU: the grid
 is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split). Rows are
 (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
-Each program keeps an online softmax over its keys and writes its normalised output, max and sum; the tree
+Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; the tree
 split masks keys with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
-(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix splits), one
-reciprocal a row for the output (H200, R = 1 x 16 / 64 nodes over 4096 tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x
-64 133.3 -> 111.7: the kernel issues about 20% fewer instructions a tile; benchmarks/RESULTS.md, session 17).
+(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix splits) (H200,
+R = 1 x 16 / 64 nodes over 4096 tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: the kernel issues
+about 20% fewer instructions a tile; benchmarks/RESULTS.md, session 17); no normalisation: the merge divides once.
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
 dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
 interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
@@ -105,9 +105,9 @@ def _tree_attention_kernel(
             seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
         m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, qk_scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-    # normalised (16 bits suffice for 16-bit inputs), by one reciprocal a row: a division each took 5 instructions
-    o_part = acc * (1.0 / tl.where(l_i > 0, l_i, 1.0))[:, None]
-    tl.store(o_out + part[:, None] * DH + dd[None, :], o_part.to(o_out.dtype.element_ty), mask=live[:, None])
+    # not normalised: the merge divides once by the weighted sum of the l's (bf16 or fp32, `partials`: magnitudes
+    # up to l times those of v)
+    tl.store(o_out + part[:, None] * DH + dd[None, :], acc.to(o_out.dtype.element_ty), mask=live[:, None])
     # maxima back in natural-log units for the merge: its exponentials in base 2 made it slower on an H200 (R = 1 x 16
     # nodes over 4096 keys, the whole attention 21.4 against 18.7 us), though it has fewer instructions
     tl.store(m_out + part, m_i * 0.6931471805599453, mask=live)
@@ -115,10 +115,10 @@ def _tree_attention_kernel(
 
 
 @triton.jit
-def _split_weight(m, mx, l):
-    """A partial's weight in the merge: its sum l scaled from its max m to the row's max mx; 0 for a split that saw
-    no key (m = -inf)."""
-    return tl.where(m == float("-inf"), 0.0, tl.exp(m - mx)) * l
+def _split_weight(m, mx):
+    """A partial's weight in the merge: e^(m - mx), its max m against the row's max mx; 0 for a split that saw no key
+    (m = -inf)."""
+    return tl.where(m == float("-inf"), 0.0, tl.exp(m - mx))
 
 
 @triton.jit
@@ -126,8 +126,8 @@ def _merge_kernel(
     o_part, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
     BR: tl.constexpr, BD: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
-    """NS = S + 1 normalised partials [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power of two),
-    per (BR rows, request x KV head, BD columns); the tree split always has a key (the node), so every row has a
+    """NS = S + 1 partials (outputs not normalised) [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a
+    power of two), per (BR rows, request x KV head, BD columns); the tree split always has a key (the node), so every row has a
     finite maximum."""
     blk, rh, dblk = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
@@ -140,7 +140,7 @@ def _merge_kernel(
     have = (split[:, None] < NS) & live[None, :]
     ms = tl.load(m + part, mask=have, other=float("-inf"))
     mx = tl.max(ms, axis=0)
-    den = tl.sum(_split_weight(ms, mx[None, :], tl.load(l + part, mask=have, other=0.0)), axis=0)
+    den = tl.sum(_split_weight(ms, mx[None, :]) * tl.load(l + part, mask=have, other=0.0), axis=0)
     num = tl.zeros([BR, BD], tl.float32)
     for s0 in range(0, NS, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
         for j in tl.static_range(UNROLL):
@@ -150,7 +150,7 @@ def _merge_kernel(
             # the split's weight from its own max and sum, as in den (a masked sum over the splits per split
             # instead took 2 us more of the whole attention on an H200: R = 1 x 16 / 64 nodes over 4096 keys
             # 22.3 / 25.6 against 20.2 / 23.8 us, same outputs)
-            ws = _split_weight(tl.load(m + p, mask=ok, other=float("-inf")), mx, tl.load(l + p, mask=ok, other=0.0))
+            ws = _split_weight(tl.load(m + p, mask=ok, other=float("-inf")), mx)
             tile = tl.load(o_part + p[:, None] * DH + dd[None, :], mask=ok[:, None], other=0.0)
             num += ws[:, None] * tile.to(tl.float32)
     node, head = rows // G, hkv * G + rows % G
@@ -247,11 +247,12 @@ def tree_attention(
 
 def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor]:
     """Buffers of NS partial results per query row of q [R, N, HQ, DH] (rows grouped by KV head): outputs
-    [NS, R * HKV, N * G, DH], normalised, in q's dtype when it is 16-bit (half the bytes between the two kernels, and
-    one more rounding of the size of the output's own), else fp32; maxima and sums [NS, R * HKV, N * G] fp32."""
+    [NS, R * HKV, N * G, DH], not normalised, in bf16 for bf16 q (half the bytes between the two kernels, and one more
+    rounding of the size of the output's own), else fp32 (a sum of up to a split's length of values overflows fp16);
+    maxima and sums [NS, R * HKV, N * G] fp32."""
     R, N, HQ, DH = q.shape
     parts = (NS, R * HKV, N * (HQ // HKV))
-    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.element_size() == 2 else torch.float32)
+    o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.dtype == torch.bfloat16 else torch.float32)
     return (
         o_part,
         torch.empty(parts, device=q.device, dtype=torch.float32),
