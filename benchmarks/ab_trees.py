@@ -9,7 +9,8 @@ sys.modules), so every tree's kernel runs in the same run on the same inputs. Ea
 the first tree's (max relative difference; the walk: equal to the torch reference) and times each tree's call in a
 CUDA graph (benchmarks/timing.py). What:
   gdn        tree_gdn_verify_triton at Qwen3.6-27B TP=2 shapes (HV 24, H 8, K = V = 128, bf16), DDTree-shaped,
-             deeper (`deep`) and chain trees, N around the block sizes (16/17, 33, 64/65, 129), R = 1 and 8
+             deeper (`deep`) and chain trees, N around the block sizes (16/17, 33, 64/65, 129), R = 1 and 8; and
+             tree_gdn_verify_gather (DDTree-shaped, depth bound 15) at R = 1 x 129 and 256, R = 8 x 80
   walk       greedy_walk at R = 8 and 1, B = 64, vocabulary 248,320: random target logits (the walk stops at the
              root), `mid` and `deep` (the draft's first-child chain to depth 6 / 15) and `sibling` (second children wherever
              there are two); lookahead 1, 2, 4 and 8 where a tree's greedy_walk has it
@@ -47,12 +48,15 @@ def load_tree(path: str) -> types.SimpleNamespace:
         from sglang_dflash.kernels import tree_attention as attention
         from sglang_dflash.kernels import vocab
         from sglang_dflash.kernels.tree_build import tree_build
+        from sglang_dflash.kernels.tree_gdn import gather_tables
         from sglang_dflash.kernels.tree_gdn import tree_gdn as gdn
+        from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import tree_gdn_verify_gather
         from sglang_dflash.kernels.tree_walk import greedy_walk
     finally:
         sys.path.pop(0)
     return types.SimpleNamespace(gdn=gdn, greedy_walk=greedy_walk, attention=attention, build_ddtree=build_ddtree,
-                                 walk_tree_ref=walk_tree_ref, vocab=vocab, tree_build=tree_build)  # fmt: skip
+                                 walk_tree_ref=walk_tree_ref, vocab=vocab, tree_build=tree_build,
+                                 gather_tables=gather_tables, tree_gdn_verify_gather=tree_gdn_verify_gather)  # fmt: skip
 
 
 def rel(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -104,6 +108,15 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
             ref, _ = first.gdn.tree_gdn_verify_triton(*args, **kw)
             calls = {n: (lambda t=t: t.gdn.tree_gdn_verify_triton(*args, **kw)) for n, t in trees.items()}
             case(label, calls, lambda out: f"d {rel(out[0], ref):.0e}")
+        heads = (2, 1, 16, 16) if smoke else (24, 8, 128, 128)
+        for R, N in [(1, 70)] if smoke else [(1, 129), (1, 256), (8, 80)]:  # the ancestor-gather kernel (`uses_gather`)
+            args, mask, _ = verify_inputs(R, N, "ddtree", dev, heads)
+            tables = first.gather_tables(mask, 15) if dev == "cuda" else None
+            if tables is None:  # (no tables on the CPU)
+                continue
+            ref, _ = first.tree_gdn_verify_gather(*args[:-1], tables=tables)
+            calls = {n: (lambda t=t: t.tree_gdn_verify_gather(*args[:-1], tables=tables)) for n, t in trees.items()}
+            case(f"R={R} N={N} ddtree, gather", calls, lambda out: f"d {rel(out[0], ref):.0e}")
     elif what == "walk":
         V, L = (300, 4) if smoke else (248_320, 15)
         for R, B in [(2, 8)] if smoke else [(8, 64), (1, 64)]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import torch
 
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter (CPU tests): no 16-bit dots, programs in turn
 HOPPER_SHARED = 232_448  # H100/H200 opt-in shared memory per block; A6000 (SM86) has 101,376
 
 

@@ -17,7 +17,6 @@ A second small kernel merges the partials straight into the [R, N, HQ, Dh] outpu
 from __future__ import annotations
 
 import math
-import os
 
 import torch
 import triton
@@ -25,8 +24,6 @@ import triton.language as tl
 from torch import Tensor
 
 from .. import device as gpu
-
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
@@ -238,7 +235,7 @@ def tree_attention(
         q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l,
         N, triton.cdiv(N, 64), T, chunk, (DH**-0.5 if scale is None else scale) * math.log2(math.e),
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
-        HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=_INTERPRET or q.dtype == torch.float32,
+        HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=gpu.INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip

@@ -27,8 +27,8 @@ the cross-block code. ROOT (`verify_blocks`: when it saves padded rows, e.g. 2^k
 budgets of 2^k give) peels node 0 off first, by fp32 FMA in registers: every other node descends from it,
 so the blocks start from the root's state e^{g_0} S0 + u_0 k_0^T instead of S0 (formed chunk by chunk as S0 is
 read, never stored), and 65 nodes are the root plus one block of 64, not two.
-16-bit q and k are exact in tf32, so their products are single tf32 dots on
-the raw values, normalised after.
+16-bit q and k enter the dots raw (exact products: 16-bit dots in blocks of 64, tf32 in smaller ones), normalised
+after.
 Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
 K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
 (`aligned_ancestor_mask`): with rows 16 bytes apart, and the first column read aligned, Triton may assume them
@@ -37,7 +37,7 @@ commit:
 S <- e^{G_l} S0 + sum over the accepted path of e^{G_l - G_j} u_j k_j^T (l its last node), a
 rank-(path length) update of each request's slot, in place; one launch can commit several layers
 (pool [layers, S, HV, V, K]), which is how the engine commits a step.
-All arithmetic fp32, dots as three tf32 products (tf32x3); q, k, v, a, b may be bf16.
+All arithmetic fp32 (fp32 sums; fp32 operands' dots as three tf32 products, tf32x3); q, k, v, a, b may be bf16.
 """
 
 from __future__ import annotations
@@ -122,6 +122,32 @@ def _dot_tf32_exact_a(a, b, acc):
 
 
 @triton.jit
+def _dot16(a, b, acc, NATIVE: tl.constexpr):
+    """acc + a @ b for 16-bit a and b (products exact in fp32, fp32 sums): a 16-bit dot; without NATIVE (Triton's
+    interpreter cannot run them) the same as an fp32 one."""
+    if NATIVE:
+        return tl.dot(a, b, acc)
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision="ieee")
+
+
+@triton.jit
+def _dot_raw_a(a, b, acc, NATIVE: tl.constexpr):
+    """acc + a @ b for 16-bit a and fp32 b, at fp32 accuracy. bf16 a: b split into three bf16 parts (24 significant
+    bits, as fp32's, and fp32's range), three bf16 dots, smallest part first: half the shared-memory bytes of tf32
+    operands, at bf16 tensor-core rate (benchmarks/RESULTS.md, session 18: faster in the blocked verify's blocks of
+    64, slower in the gather verify). fp16 a (fp16 parts of b could overflow): `_dot_tf32_exact_a`."""
+    if a.dtype == tl.bfloat16:
+        b1 = b.to(tl.bfloat16)
+        r1 = b - b1.to(tl.float32)
+        b2 = r1.to(tl.bfloat16)
+        b3 = (r1 - b2.to(tl.float32)).to(tl.bfloat16)
+        return _dot16(a, b1, _dot16(a, b2, _dot16(a, b3, acc, NATIVE), NATIVE), NATIVE)
+    else:
+        return _dot_tf32_exact_a(a.to(tl.float32), b, acc)
+
+
+@triton.jit
 def _dot_split_a(a_hi, a_lo, b, acc, PRECISION: tl.constexpr):
     """acc + a @ b with a = a_hi + a_lo split once by the caller (`_tf32_head`, e.g. before a loop): for tf32x3, three
     tf32 products, smallest first, accumulated in place; otherwise one product at PRECISION."""
@@ -163,7 +189,9 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, base, row, ni, ok, Gi, beta, 
         rkj = 1.0 / tl.sqrt(kssj + 1e-6)
         am = tl.load(tree + ni[:, None] * ANC + nj[None, :], mask=ok[:, None] & okj[None, :], other=0) != 0
         Gj = tl.load(G + rowj * HV + hv, mask=okj, other=0.0)
-        decay = tl.where(am, tl.exp(tl.where(am, Gi[:, None] - Gj[None, :], 0.0)), 0.0) * rkj[None, :]
+        decay = (
+            tl.where(am, tl.math.exp2(tl.where(am, (Gi[:, None] - Gj[None, :]) * 1.4426950408889634, 0.0)), 0.0) * rkj[None, :]
+        )
         uj = tl.load(u_out + (rowj[:, None] * HV + hv) * V + vv[None, :], mask=okj[:, None], other=0.0)
         Rm -= tl.dot((beta * rk)[:, None] * decay * KK, uj, input_precision=PRECISION)
         out += tl.dot(rq[:, None] * decay * QK, uj, input_precision=PRECISION)
@@ -203,16 +231,17 @@ def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr, PAIRED: tl.constexpr,
-    ROOT: tl.constexpr,
+    ROOT: tl.constexpr, DOTS16: tl.constexpr, NATIVE16: tl.constexpr,
 ):  # fmt: skip
     """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
     A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
     level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U (with ROOT,
     e^{G - g_0} S_root q + W U).
-    RAW_DOTS (16-bit q, k, exact in tf32): q.k and k.k as single tf32 dots on the raw values (exact
-    products, fp32 sums); S0 products as two tf32 dots. Otherwise tf32x3 (PRECISION). BLOCKS (N - ROOT > NB)
-    compiles the cross-block code in: then every program stores G and its tile of u, which its later blocks
-    read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
+    RAW_DOTS (16-bit q, k): q.k and k.k as dots on the raw values (exact products, fp32 sums), with DOTS16 16-bit dots
+    and the S0 products by `_dot_raw_a`, else tf32 dots and `_dot_tf32_exact_a`; otherwise tf32x3 (PRECISION).
+    NATIVE16: 16-bit dots run as such (not under the interpreter).
+    BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program stores G and its tile of u, which its
+    later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
@@ -244,15 +273,21 @@ def _tree_gdn_fused_kernel(
         for k0 in range(0, K, BK):
             kc = k0 + tl.arange(0, BK)
             rows = row[:, None] * QK_STRIDE + h * K + kc[None, :]
-            kf = tl.load(k + rows, mask=ok[:, None], other=0.0).to(tl.float32)
-            qf = tl.load(q + rows, mask=ok[:, None], other=0.0).to(tl.float32)
+            kr = tl.load(k + rows, mask=ok[:, None], other=0.0)
+            qr = tl.load(q + rows, mask=ok[:, None], other=0.0)
+            kf, qf = kr.to(tl.float32), qr.to(tl.float32)
             S0c = tl.load(state + kc[:, None], mask=slot >= 0, other=0.0)
             if ROOT:  # the root's state e^{g_0} S0 + u_0 k_0^T (k_0 unit): every other node starts from it
                 k0c = tl.load(k + (base - 1) * QK_STRIDE + h * K + kc).to(tl.float32) * rk0
                 S0c = eg0 * S0c + k0c[:, None] * u0[None, :]
             kss += tl.sum(kf * kf, axis=1)
             qss += tl.sum(qf * qf, axis=1)
-            if RAW_DOTS:
+            if RAW_DOTS and DOTS16:
+                KK = _dot16(kr, tl.trans(kr), KK, NATIVE16)
+                QK = _dot16(qr, tl.trans(kr), QK, NATIVE16)
+                KS = _dot_raw_a(kr, S0c, KS, NATIVE16)
+                QS = _dot_raw_a(qr, S0c, QS, NATIVE16)
+            elif RAW_DOTS:
                 KK = tl.dot(kf, tl.trans(kf), KK, input_precision="tf32")
                 QK = tl.dot(qf, tl.trans(kf), QK, input_precision="tf32")
                 KS = _dot_tf32_exact_a(kf, S0c, KS)
@@ -274,11 +309,13 @@ def _tree_gdn_fused_kernel(
                 G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
         tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
         depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
-        decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+        G2 = G * 1.4426950408889634  # log2 e: e^x = 2^(x log2 e); ex2.approx.ftz, without tl.exp's denormal guard
+        decay = tl.where(am, tl.math.exp2(tl.where(am, G2[:, None] - G2[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
         rk = 1.0 / tl.sqrt(kss + 1e-6)
         rq = scale / tl.sqrt(qss + 1e-6)
-        W = decay * QK * rq[:, None] * rk[None, :]  # o's in-tree weights e^{G_i - G_j} q_i.k_j
-        nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK * rk[None, :])  # -A
+        decay = decay * rk[None, :]  # and the keys' norms: e^{G_i - G_j} / |k_j|
+        W = decay * QK * rq[:, None]  # o's in-tree weights e^{G_i - G_j} q_i.k_j
+        nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK)  # -A
         if ROOT:  # decay from the state the block starts from: the root's
             eG = tl.exp(G - g0)
         else:
@@ -414,7 +451,8 @@ def tree_gdn_verify_triton(
     H200, a 16-node chain 7.3 us against 8.7), one depth per product in blocks of 64, where the pairing's extra
     64 x 64 tiles spill registers (16.9 against 18.3 us at 64 nodes, depth 4; 81.4 against 83.4 at R = 8, depth
     15). ancestor_mask may have padded rows (`aligned_ancestor_mask`; the mask derived here when none is passed is
-    aligned).
+    aligned). 16-bit q and k: in blocks of 64 the key loop's dots are 16-bit (`_dot_raw_a`; H200, us: R = 1 x 64
+    nodes 12.9 -> 12.4, R = 8 x 65 59.1 -> 51.7, same run), in smaller ones tf32 (the 16-node chain 7.0 against 7.1).
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
@@ -437,7 +475,8 @@ def tree_gdn_verify_triton(
     _tree_gdn_fused_kernel[(V // BV, R * HV)](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
-        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, num_warps=warps, num_stages=num_stages,
+        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, DOTS16=NB >= BLOCK_NODES,
+        NATIVE16=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
 

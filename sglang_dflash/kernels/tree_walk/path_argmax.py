@@ -22,15 +22,13 @@ leads to its next node, then moves to the child carrying it. All P make the same
 together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
-(P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET (programs run one after another) P is 1.
+(P = 1, no barrier, from R >= SMs). Under TRITONgpu.INTERPRET (programs run one after another) P is 1.
 
 Argmax ties go to the smallest index (as torch.argmax). NaN logits are skipped (an all-NaN or
 all -inf row gives index 0), where torch.argmax returns the first NaN.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 import triton
@@ -52,7 +50,6 @@ MAX_WARPS = 8
 # R = 8, B = 64 (RESULTS, session 14), LA 4 against 2: stopping at the root 86.4 against 81.1 us, 6 deep 98.8 against
 # 101.4, 15 deep 121.4 against 125.8.
 LOOKAHEAD = 4
-_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @triton.jit
@@ -185,7 +182,7 @@ def greedy_walk(
     if block & (block - 1) or chunk % block:
         raise ValueError(f"block must be a power of two and chunk a multiple of it, got {block}, {chunk}")
     S = triton.cdiv(V, chunk)
-    P = 1 if _INTERPRET else min(S, programs or max(1, sms // R))
+    P = 1 if gpu.INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
     keys = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int64)  # per round and row
