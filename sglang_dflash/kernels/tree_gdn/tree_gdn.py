@@ -27,8 +27,8 @@ the cross-block code. ROOT (`verify_blocks`: when it saves padded rows, e.g. 2^k
 budgets of 2^k give) peels node 0 off first, by fp32 FMA in registers: every other node descends from it,
 so the blocks start from the root's state e^{g_0} S0 + u_0 k_0^T instead of S0 (formed chunk by chunk as S0 is
 read, never stored), and 65 nodes are the root plus one block of 64, not two.
-16-bit q and k enter the dots raw (exact products: 16-bit dots in blocks of 64, tf32 in smaller ones), normalised
-after.
+16-bit q and k enter the dots raw (exact products: 16-bit dots in blocks of 32 or 64, tf32 in blocks of 16),
+normalised after.
 Writes o and u (per node, fp32, N * HV * V floats per request: at most 2 states for N <= 256 at
 K = 128) and G; nothing is written to the pool. The ancestor mask's rows may be padded
 (`aligned_ancestor_mask`): with rows 16 bytes apart, and the first column read aligned, Triton may assume them
@@ -136,7 +136,7 @@ def _dot_raw_a(a, b, acc, NATIVE: tl.constexpr):
     """acc + a @ b for 16-bit a and fp32 b, at fp32 accuracy. bf16 a: b split into three bf16 parts (24 significant
     bits, as fp32's, and fp32's range), three bf16 dots, smallest part first: half the shared-memory bytes of tf32
     operands, at bf16 tensor-core rate (benchmarks/RESULTS.md, session 18: faster in the blocked verify's blocks of
-    64, slower in the gather verify). fp16 a (fp16 parts of b could overflow): `_dot_tf32_exact_a`."""
+    32 and 64, slower in the gather verify and in blocks of 16). fp16 a (fp16 parts of b could overflow): `_dot_tf32_exact_a`."""
     if a.dtype == tl.bfloat16:
         b1 = b.to(tl.bfloat16)
         r1 = b - b1.to(tl.float32)
@@ -231,15 +231,16 @@ def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr, PAIRED: tl.constexpr,
-    ROOT: tl.constexpr, DOTS16: tl.constexpr, NATIVE16: tl.constexpr,
+    ROOT: tl.constexpr, WIDE: tl.constexpr, NATIVE16: tl.constexpr,
 ):  # fmt: skip
     """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
     A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
     level-by-level solve of (I + A) U = R straight on this tile's right-hand side, o = e^G S0 q + W U (with ROOT,
     e^{G - g_0} S_root q + W U).
-    RAW_DOTS (16-bit q, k): q.k and k.k as dots on the raw values (exact products, fp32 sums), with DOTS16 16-bit dots
+    RAW_DOTS (16-bit q, k): q.k and k.k as dots on the raw values (exact products, fp32 sums), with WIDE 16-bit dots
     and the S0 products by `_dot_raw_a`, else tf32 dots and `_dot_tf32_exact_a`; otherwise tf32x3 (PRECISION).
-    NATIVE16: 16-bit dots run as such (not under the interpreter).
+    WIDE (blocks of 32 or 64, `tree_gdn_verify_triton`): those 16-bit dots and the decay in base 2. NATIVE16: 16-bit dots
+    run as such (not under the interpreter).
     BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program stores G and its tile of u, which its
     later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
@@ -282,7 +283,7 @@ def _tree_gdn_fused_kernel(
                 S0c = eg0 * S0c + k0c[:, None] * u0[None, :]
             kss += tl.sum(kf * kf, axis=1)
             qss += tl.sum(qf * qf, axis=1)
-            if RAW_DOTS and DOTS16:
+            if RAW_DOTS and WIDE:
                 KK = _dot16(kr, tl.trans(kr), KK, NATIVE16)
                 QK = _dot16(qr, tl.trans(kr), QK, NATIVE16)
                 KS = _dot_raw_a(kr, S0c, KS, NATIVE16)
@@ -309,13 +310,17 @@ def _tree_gdn_fused_kernel(
                 G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
         tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
         depth = tl.sum(am.to(tl.int32), axis=1) - 1  # ancestors inside the block
-        G2 = G * 1.4426950408889634  # log2 e: e^x = 2^(x log2 e); ex2.approx.ftz, without tl.exp's denormal guard
-        decay = tl.where(am, tl.math.exp2(tl.where(am, G2[:, None] - G2[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
         rk = 1.0 / tl.sqrt(kss + 1e-6)
         rq = scale / tl.sqrt(qss + 1e-6)
-        decay = decay * rk[None, :]  # and the keys' norms: e^{G_i - G_j} / |k_j|
-        W = decay * QK * rq[:, None]  # o's in-tree weights e^{G_i - G_j} q_i.k_j
-        nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK)  # -A
+        if WIDE:  # e^x as 2^(x log2 e) (ex2.approx.ftz, without tl.exp's denormal guard), the keys' norms folded in
+            G2 = G * 1.4426950408889634
+            decay = tl.where(am, tl.math.exp2(tl.where(am, G2[:, None] - G2[None, :], 0.0)), 0.0) * rk[None, :]
+            W = decay * QK * rq[:, None]  # o's in-tree weights e^{G_i - G_j} q_i.k_j
+            nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK)  # -A
+        else:  # (the form above made the 16-node chain slower: 6.8 -> 7.0 us on an H200)
+            decay = tl.where(am, tl.exp(tl.where(am, G[:, None] - G[None, :], 0.0)), 0.0)  # G_i - G_j <= 0
+            W = decay * QK * rq[:, None] * rk[None, :]
+            nA = tl.where(i[:, None] == i[None, :], 0.0, -(beta * rk)[:, None] * decay * KK * rk[None, :])
         if ROOT:  # decay from the state the block starts from: the root's
             eG = tl.exp(G - g0)
         else:
@@ -451,8 +456,9 @@ def tree_gdn_verify_triton(
     H200, a 16-node chain 7.3 us against 8.7), one depth per product in blocks of 64, where the pairing's extra
     64 x 64 tiles spill registers (16.9 against 18.3 us at 64 nodes, depth 4; 81.4 against 83.4 at R = 8, depth
     15). ancestor_mask may have padded rows (`aligned_ancestor_mask`; the mask derived here when none is passed is
-    aligned). 16-bit q and k: in blocks of 64 the key loop's dots are 16-bit (`_dot_raw_a`; H200, us: R = 1 x 64
-    nodes 12.9 -> 12.4, R = 8 x 65 59.1 -> 51.7, same run), in smaller ones tf32 (the 16-node chain 7.0 against 7.1).
+    aligned). Blocks of 32 and 64 compute the decay in base 2 and, for 16-bit q and k, the key loop's dots in 16 bits
+    (`_dot_raw_a`). H200, verify, us, same run: R = 1 x 33 nodes 15.2 -> 14.1, 64 14.4 -> 12.4, R = 8 x 65 58.1 ->
+    51.5; in blocks of 16 both were slower (the 16-node chain 6.8 -> 7.1), so those (SM86's too) keep the tf32 form.
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
@@ -475,7 +481,7 @@ def tree_gdn_verify_triton(
     _tree_gdn_fused_kernel[(V // BV, R * HV)](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
-        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, DOTS16=NB >= BLOCK_NODES,
+        PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, WIDE=NB >= 32,
         NATIVE16=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
