@@ -12,7 +12,7 @@ N x depth x (K + V) FMAs. Three launches:
      the gates (recomputed from the inputs for the gathered ancestors: no dependence between programs),
      G along the path (a cumulative sum of g: G_j of an ancestor is a prefix of G_i's sum), c_ij and
      e^{G_i - G_j} (q_i . k_j); per node beta, 1/|k|, scale/|q|, G; and R_i into u (S0 k_i by
-     tf32 tensor-core dots, as the blocked kernel's).
+     tf32 tensor-core dots, as the blocked kernel's in blocks of 16).
   2. `_solve_kernel`, grid (V tile of BV, request x V-head): one step per range of same-depth nodes (a barrier,
      then a gathered load of the ancestors' final u), u_i; the next step's nodes, paths and coefficients are loaded
      before the barrier. The program reads back the u it stored.
@@ -133,7 +133,8 @@ def ancestor_table(ancestor_mask: Tensor, depth: int, NC: int = 16) -> GatherTab
 def _s0_rows(x, rows, ok, state, slot, NC: tl.constexpr, BV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr,
              RAW_DOTS: tl.constexpr):  # fmt: skip
     """[NC, BV]: the rows of x at offsets `rows` [NC] (raw: not normalised) times the S0 tile at `state` ([K, BV]
-    read transposed), by tf32 tensor-core dots as the blocked kernel's (exact-a for 16-bit x, else tf32x3)."""
+    read transposed), by tf32 tensor-core dots (`_dot_tf32_exact_a` for 16-bit x, else tf32x3; the blocked kernel's
+    bf16 split was slower here: benchmarks/RESULTS.md, session 18)."""
     acc = tl.zeros([NC, BV], tl.float32)
     for k0 in range(0, K, BK):
         kc = k0 + tl.arange(0, BK)
