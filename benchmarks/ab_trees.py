@@ -35,7 +35,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.bench_ddtree import MID_DEPTH, deep_draft, deep_target  # noqa: E402
-from benchmarks.kernels.bench_tree_gdn import verify_inputs  # noqa: E402
+from benchmarks.kernels import bench_tree_gdn  # noqa: E402
+from benchmarks.kernels.bench_tree_gdn import DDTREE_DEPTH, verify_inputs  # noqa: E402
 
 
 def load_tree(path: str) -> types.SimpleNamespace:
@@ -63,9 +64,15 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30))
 
 
+def gdn_heads(smoke: bool) -> tuple[tuple[int, int, int, int], str]:
+    """((HV, H, K, V), device) of the GDN cases: Qwen3.6-27B's TP=2 shapes on the GPU, tiny ones for --smoke."""
+    g = bench_tree_gdn
+    return ((2, 1, 16, 16), "cpu") if smoke else ((g.HV, g.H, g.K, g.V), "cuda")
+
+
 def gdn_cases(smoke: bool):
     """(label, args, kwargs) of tree_gdn_verify_triton (`bench_tree_gdn.verify_inputs`)."""
-    heads, dev = ((2, 1, 16, 16), "cpu") if smoke else ((24, 8, 128, 128), "cuda")
+    heads, dev = gdn_heads(smoke)
     shapes = [(1, 5, "ddtree"), (1, 17, "chain")] if smoke else [
         (1, 16, "chain"), (1, 17, "ddtree"), (1, 33, "ddtree"), (1, 64, "ddtree"), (1, 65, "ddtree"), (1, 65, "deep"),
         (1, 129, "ddtree"), (8, 17, "ddtree"), (8, 64, "ddtree"), (8, 65, "ddtree"), (8, 65, "deep"),
@@ -108,12 +115,10 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
             ref, _ = first.gdn.tree_gdn_verify_triton(*args, **kw)
             calls = {n: (lambda t=t: t.gdn.tree_gdn_verify_triton(*args, **kw)) for n, t in trees.items()}
             case(label, calls, lambda out: f"d {rel(out[0], ref):.0e}")
-        heads = (2, 1, 16, 16) if smoke else (24, 8, 128, 128)
-        for R, N in [(1, 70)] if smoke else [(1, 129), (1, 256), (8, 80)]:  # the ancestor-gather kernel (`uses_gather`)
-            args, mask, _ = verify_inputs(R, N, "ddtree", dev, heads)
-            tables = first.gather_tables(mask, 15) if dev == "cuda" else None
-            if tables is None:  # (no tables on the CPU)
-                continue
+        # the ancestor-gather kernel (`uses_gather`; its tables are made on the GPU only)
+        for R, N in [] if smoke else [(1, 129), (1, 256), (8, 80)]:
+            args, mask, _ = verify_inputs(R, N, "ddtree", dev, gdn_heads(smoke)[0])
+            tables = first.gather_tables(mask, DDTREE_DEPTH)
             ref, _ = first.tree_gdn_verify_gather(*args[:-1], tables=tables)
             calls = {n: (lambda t=t: t.tree_gdn_verify_gather(*args[:-1], tables=tables)) for n, t in trees.items()}
             case(f"R={R} N={N} ddtree, gather", calls, lambda out: f"d {rel(out[0], ref):.0e}")
