@@ -10,34 +10,14 @@ extra iterations: key loop 780 x 2, level loop 259 x 5 at depth 6); BK 32 260 B,
 about 5,710.
 """
 
+import os
 import sys
 
-import torch
-
-from benchmarks.kernels.bench_tree_gdn import verify_inputs
-from benchmarks.timing import graph_us
-from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_verify_triton
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gdn_tiles import once, sweep  # noqa: E402
 
 if sys.argv[1:2] == ["once"]:
-    R, N = int(sys.argv[2]), int(sys.argv[3])
-    args, mask, depth = verify_inputs(R, N, "ddtree")
-    for _ in range(4):
-        tree_gdn_verify_triton(*args, ancestor_mask=mask, max_depth=depth)
-    torch.cuda.synchronize()
-    sys.exit(print("done", R, N))
+    sys.exit(once(int(sys.argv[2]), int(sys.argv[3])))
 configs = [(None, None), (64, 2), (32, 1), (32, 2), (16, 1), (16, 2)]
 cases = [(1, 33, "ddtree"), (1, 64, "ddtree"), (1, 65, "ddtree"), (8, 64, "ddtree"), (8, 65, "ddtree"), (8, 65, "deep")]
-print(f"{'case':24s}" + "".join(f"{'default' if bk is None else f'BK{bk} s{st}':>10s}" for bk, st in configs))
-for R, N, kind in cases:
-    args, mask, depth = verify_inputs(R, N, kind)
-    ref, _ = tree_gdn_verify_triton(*args, ancestor_mask=mask, max_depth=depth)
-    cells = []
-    for bk, st in configs:
-        try:
-            f = lambda: tree_gdn_verify_triton(*args, ancestor_mask=mask, max_depth=depth, BK=bk, num_stages=st)  # noqa: E731
-            o, _ = f()
-            d = float((o.float() - ref.float()).norm() / ref.float().norm())
-            cells.append(f"{graph_us(f, reps=10):8.1f}{'!' if d > 1e-3 else ' '} ")
-        except Exception as e:  # noqa: BLE001  (out of resources: reported, not fatal)
-            cells.append(f"{type(e).__name__[:8]:>10s}")
-    print(f"{f'R={R} N={N} {kind} d{depth}':24s}" + "".join(cells), flush=True)
+sweep(cases, [("default" if bk is None else f"BK{bk} s{st}", dict(BK=bk, num_stages=st)) for bk, st in configs])
