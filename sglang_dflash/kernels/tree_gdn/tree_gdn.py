@@ -456,9 +456,11 @@ def tree_gdn_verify_triton(
     H200, a 16-node chain 7.3 us against 8.7), one depth per product in blocks of 64, where the pairing's extra
     64 x 64 tiles spill registers (16.9 against 18.3 us at 64 nodes, depth 4; 81.4 against 83.4 at R = 8, depth
     15). ancestor_mask may have padded rows (`aligned_ancestor_mask`; the mask derived here when none is passed is
-    aligned). Blocks of 32 and 64 compute the decay in base 2 and, for 16-bit q and k, the key loop's dots in 16 bits
-    (`_dot_raw_a`). H200, verify, us, same run: R = 1 x 33 nodes 15.2 -> 14.1, 64 14.4 -> 12.4, R = 8 x 65 58.1 ->
-    51.5; in blocks of 16 both were slower (the 16-node chain 6.8 -> 7.1), so those (SM86's too) keep the tf32 form.
+    aligned). Blocks of 32 and 64 compute their own decay in base 2 and, for 16-bit q and k, the key loop's dots in
+    16 bits (`_dot_raw_a`). H200, verify, us, same run: R = 1 x 33 nodes 15.2 -> 14.1, 64 14.4 -> 12.4, R = 8 x 65
+    58.1 -> 51.5; in blocks of 16 both were slower (the 16-node chain 6.8 -> 7.1), so those (SM86's too) keep tl.exp
+    and tf32 dots. The cross-block terms (`_earlier_blocks`) take the base-2 decay in blocks of every size (two blocks
+    of 64 on an H200, R = 1 x 129, base 2 in and across blocks: 48.6 -> 47.1; not timed on SM86).
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
