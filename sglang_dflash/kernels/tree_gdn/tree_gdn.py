@@ -89,8 +89,17 @@ class TreeGDNTritonContext:
 
 
 @triton.jit
-def _softplus(x):
-    return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))
+def _softplus(x, NATIVE: tl.constexpr):
+    """log(1 + e^x); NATIVE (compiled, not interpreted): by ex2.approx and lg2.approx (one MUFU instruction each,
+    relative error about 2^-22; tl.log is a polynomial of about 20 instructions, evaluated for 16 nodes a thread in the
+    blocked verify's column layout). With the gates after the key loop, H200, verify, us: R = 1 x 64 12.4 -> 11.8,
+    R = 8 x 64 41.0 -> 37.6 (benchmarks/RESULTS.md, session 19)."""
+    if NATIVE:
+        y = 1.0 + tl.math.exp2(x * 1.4426950408889634)
+        lg2 = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
+        return tl.where(x > 20.0, x, lg2 * 0.6931471805599453)
+    else:
+        return tl.where(x > 20.0, x, tl.log(1.0 + tl.exp(x)))
 
 
 @triton.jit
@@ -99,11 +108,11 @@ def _l2norm_rows(x):
 
 
 @triton.jit
-def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr):
-    """(g, beta) [NB] of the nodes at token indices row (ok = real nodes)."""
+def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr, NATIVE: tl.constexpr):
+    """(g, beta) [NB] of the nodes at token indices row (ok = real nodes); NATIVE: `_softplus`'s."""
     av = tl.load(a + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
     bv = tl.load(b + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
-    g = -tl.exp(tl.load(A_log + hv).to(tl.float32)) * _softplus(av + tl.load(dt_bias + hv).to(tl.float32))
+    g = -tl.exp(tl.load(A_log + hv).to(tl.float32)) * _softplus(av + tl.load(dt_bias + hv).to(tl.float32), NATIVE)
     return tl.where(ok, g, 0.0), tl.where(ok, 1.0 / (1.0 + tl.exp(-bv)), 0.0)
 
 
@@ -200,10 +209,11 @@ def _earlier_blocks(Rm, out, q, k, u_out, G, tree, base, row, ni, ok, Gi, beta, 
 
 @triton.jit
 def _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, row, hv, h, vv, iv, scale, QK_STRIDE, V_STRIDE,
-          HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr):  # fmt: skip
+          HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BV: tl.constexpr, BK: tl.constexpr,
+          NATIVE: tl.constexpr):  # fmt: skip
     """Node 0 (token row `row`) alone by fp32 FMA: stores its o, u (and G = g, by the first V tile); returns
     (g, 1 / |k|, u [BV]), from which its descendants' state e^g S0 + u k^T is formed."""
-    g, beta = _gates(a, b, A_log, dt_bias, row, True, hv, HV)
+    g, beta = _gates(a, b, A_log, dt_bias, row, True, hv, HV, NATIVE)
     ks, qs = tl.zeros([BV], tl.float32), tl.zeros([BV], tl.float32)
     kss, qss, qk = 0.0, 0.0, 0.0
     for k0 in range(0, K, BK):
@@ -231,7 +241,7 @@ def _tree_gdn_fused_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr, PAIRED: tl.constexpr,
-    ROOT: tl.constexpr, WIDE: tl.constexpr, NATIVE16: tl.constexpr,
+    ROOT: tl.constexpr, WIDE: tl.constexpr, NATIVE: tl.constexpr,
 ):  # fmt: skip
     """A whole tree per (V tile, request x V-head), one launch, blocks of NB nodes in node order: per block G,
     A and W, the terms of its earlier-block ancestors (`_earlier_blocks`, none for a tree of one block), the
@@ -239,8 +249,8 @@ def _tree_gdn_fused_kernel(
     e^{G - g_0} S_root q + W U).
     RAW_DOTS (16-bit q, k): q.k and k.k as dots on the raw values (exact products, fp32 sums), with WIDE 16-bit dots
     and the S0 products by `_dot_raw_a`, else tf32 dots and `_dot_tf32_exact_a`; otherwise tf32x3 (PRECISION).
-    WIDE (blocks of 32 or 64, `tree_gdn_verify_triton`): those 16-bit dots and the decay in base 2. NATIVE16: 16-bit dots
-    run as such (not under the interpreter).
+    WIDE (blocks of 32 or 64, `tree_gdn_verify_triton`): those 16-bit dots and the decay in base 2. NATIVE: compiled,
+    not interpreted (16-bit dots, inline PTX).
     BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program stores G and its tile of u, which its
     later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
@@ -258,14 +268,13 @@ def _tree_gdn_fused_kernel(
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
     if ROOT:
         g0, rk0, u0 = _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, base - 1, hv, h, vv, iv, scale,
-                            QK_STRIDE, V_STRIDE, HV, K, V, BV, BK)  # fmt: skip
+                            QK_STRIDE, V_STRIDE, HV, K, V, BV, BK, NATIVE)  # fmt: skip
         eg0 = tl.exp(g0)
     N -= ROOT
     for b0 in range(0, N, NB):
         ni = b0 + i
         ok = ni < N
         row = base + ni
-        g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV)
         # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
         # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
         KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
@@ -284,10 +293,10 @@ def _tree_gdn_fused_kernel(
             kss += tl.sum(kf * kf, axis=1)
             qss += tl.sum(qf * qf, axis=1)
             if RAW_DOTS and WIDE:
-                KK = _dot16(kr, tl.trans(kr), KK, NATIVE16)
-                QK = _dot16(qr, tl.trans(kr), QK, NATIVE16)
-                KS = _dot_raw_a(kr, S0c, KS, NATIVE16)
-                QS = _dot_raw_a(qr, S0c, QS, NATIVE16)
+                KK = _dot16(kr, tl.trans(kr), KK, NATIVE)
+                QK = _dot16(qr, tl.trans(kr), QK, NATIVE)
+                KS = _dot_raw_a(kr, S0c, KS, NATIVE)
+                QS = _dot_raw_a(qr, S0c, QS, NATIVE)
             elif RAW_DOTS:
                 KK = tl.dot(kf, tl.trans(kf), KK, input_precision="tf32")
                 QK = tl.dot(qf, tl.trans(kf), QK, input_precision="tf32")
@@ -298,6 +307,7 @@ def _tree_gdn_fused_kernel(
                 QK = tl.dot(qf, tl.trans(kf), QK, input_precision=PRECISION)
                 KS = tl.dot(kf, S0c, KS, input_precision=PRECISION)
                 QS = tl.dot(qf, S0c, QS, input_precision=PRECISION)
+        g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV, NATIVE)  # after the key loop: its loads are issued first
         am = tl.load(tree + ni[:, None] * ANC + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
         G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
         if ROOT:
@@ -305,7 +315,7 @@ def _tree_gdn_fused_kernel(
         if BLOCKS:
             for c0 in range(0, b0, NB):  # path sums over ancestors in earlier blocks
                 nj = c0 + i
-                gj, _ = _gates(a, b, A_log, dt_bias, base + nj, nj < N, hv, HV)
+                gj, _ = _gates(a, b, A_log, dt_bias, base + nj, nj < N, hv, HV, NATIVE)
                 amj = tl.load(tree + ni[:, None] * ANC + nj[None, :], mask=ok[:, None] & (nj < N)[None, :], other=0) != 0
                 G += tl.sum(tl.where(amj, gj[None, :], 0.0), axis=1)
         tl.store(G_out + row * HV + hv, G, mask=ok & ((iv == 0) | BLOCKS))
@@ -484,7 +494,7 @@ def tree_gdn_verify_triton(
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
         PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, WIDE=NB >= 32,
-        NATIVE16=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
+        NATIVE=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
 

@@ -151,7 +151,7 @@ def _s0_rows(x, rows, ok, state, slot, NC: tl.constexpr, BV: tl.constexpr, K: tl
 def _coeffs_kernel(
     q, k, v, a, b, A_log, dt_bias, pool, slots, table, G_out, gs, ck, cq, u_out, N, scale, QK_STRIDE, V_STRIDE,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, D: tl.constexpr, NC: tl.constexpr,
-    BK: tl.constexpr, BVR: tl.constexpr, RAW_DOTS: tl.constexpr, HVB: tl.constexpr,
+    BK: tl.constexpr, BVR: tl.constexpr, RAW_DOTS: tl.constexpr, HVB: tl.constexpr, NATIVE: tl.constexpr,
 ):  # fmt: skip
     c, rh = tl.program_id(0), tl.program_id(1)
     r, hb = (rh // (HV // HVB)).to(tl.int64), rh % (HV // HVB)  # V-heads hb * HVB .. + HVB, all of QK head h
@@ -182,10 +182,10 @@ def _coeffs_kernel(
     rkj = 1.0 / tl.sqrt(kssj + 1e-6)
     slot = tl.load(slots + r).to(tl.int64)
     for hv in range(hb * HVB, (hb + 1) * HVB):
-        g, _ = _gates(a, b, A_log, dt_bias, r * N + path, on, hv, HV)  # [NC, D], 0 past the path
+        g, _ = _gates(a, b, A_log, dt_bias, r * N + path, on, hv, HV, NATIVE)  # [NC, D], 0 past the path
         Gp = tl.cumsum(g, axis=1)  # G of each path node (prefix sums); the last live slot is node i's own
         Gi = tl.sum(tl.where(s[None, :] == depth[:, None], Gp, 0.0), axis=1)
-        _, beta = _gates(a, b, A_log, dt_bias, r * N + ni, ok, hv, HV)
+        _, beta = _gates(a, b, A_log, dt_bias, r * N + ni, ok, hv, HV, NATIVE)
         w = tl.where(on, tl.exp(tl.where(on, Gi[:, None] - Gp, 0.0)) * rkj, 0.0)  # G_i - G_j <= 0
         at = ((r * HV + hv) * N + ni[:, None]) * D + s[None, :]
         tl.store(ck + at, tl.where(strict, (beta * rk)[:, None] * w * kk, 0.0), mask=ok[:, None])
@@ -321,8 +321,8 @@ def tree_gdn_verify_gather(
         raise ValueError(f"heads_per_program must divide HV // H = {HV // H}, got {heads_per_program}")
     _coeffs_kernel[(chunks, R * HV // heads_per_program)](
         q, k, v, a.contiguous(), b.contiguous(), A_log, dt_bias, state_pool, slots, table, G, gs, ck, cq, u, N, scale,
-        q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, HVB=heads_per_program, num_warps=num_warps,
-        **common,
+        q.stride(1), v.stride(1), V=V, NC=NC, BVR=min(V, 64), RAW_DOTS=raw, HVB=heads_per_program,
+        NATIVE=not gpu.INTERPRET, num_warps=num_warps, **common,
     )  # fmt: skip
     _solve_kernel[(V // BV, R * HV)](
         table, order, items, ck, u, N, T, HV=HV, V=V, D=D, NC=step_nodes, BV=BV, num_warps=solve_warps
