@@ -79,14 +79,15 @@ def production_calls(kernels):
         kernels.tree_attention.tree_attention(q, kv_pool, kv_pool, lens, kv_block, kv_block, mask, slots=slots,
                                               window=window, positions=e(1, 16, dtype=long), table=table)  # fmt: skip
 
-    def gdn_step(N):
-        q, v, g = e(1, N, H, K, dtype=bf16), e(1, N, HV, K, dtype=bf16), e(1, N, HV, dtype=bf16)
-        anc = gdn.aligned_ancestor_mask(e(1, N, N, dtype=torch.bool))  # as the engine and the server pass it
+    def gdn_step(N, R=1):  # R = 8 x 16 nodes: the verify capped at 168 registers (`register_cap`)
+        q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
+        anc = gdn.aligned_ancestor_mask(e(R, N, N, dtype=torch.bool))  # as the engine and the server pass it
+        slots = e(R, dtype=long)
         _, ctx = gdn.tree_gdn_verify_triton(
-            q, q, v, g, g, e(HV), e(HV), e(2, HV, K, K), slots, e(1, N, dtype=long), ancestor_mask=anc, max_depth=DEPTHS
+            q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), slots, e(R, N, dtype=long), ancestor_mask=anc, max_depth=DEPTHS
         )
-        gdn.tree_gdn_commit_triton(e(2, HV, K, K), slots, ctx, accepted)
-        gdn.tree_gdn_commit_triton(e(48, 2, HV, K, K), slots, gdn.context_tables([ctx] * 48), accepted)
+        gdn.tree_gdn_commit_triton(e(R + 1, HV, K, K), slots, ctx, e(R, DEPTHS + 1, dtype=long))
+        gdn.tree_gdn_commit_triton(e(48, R + 1, HV, K, K), slots, gdn.context_tables([ctx] * 48), e(R, DEPTHS + 1, dtype=long))
 
     def gdn_gather(N, R=1):  # the ancestor-gather verify over DDTree's 15 depths, and its tables (steps as the server's)
         q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
@@ -103,6 +104,7 @@ def production_calls(kernels):
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
     calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step, gdn_gather) for N in NODES]
     calls += [("R8-N129", partial(gdn_gather, 129, 8))]  # the first launch by groups of V-heads
+    calls += [("R8-N16", partial(gdn_step, 16, 8))]  # DFLASH's chains at batch 8: the verify's register cap
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 

@@ -2,9 +2,12 @@
 see conftest.py): random trees, chains, one node, H != HV, R > 1, non-power-of-two N, bf16
 inputs; outputs poisoned first; the pool untouched by verify; commit equal to the reference."""
 
+from unittest import mock
+
 import pytest
 import torch
 from tree_helpers import DEVICE, accepted_paths, gdn_inputs, poisoned_outputs, random_parents
+from triton.runtime.jit import KernelInterface
 
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import (
@@ -22,6 +25,7 @@ from sglang_dflash.kernels.tree_gdn.tree_gdn import (
     aligned_ancestor_mask,
     context_tables,
     key_loop,
+    register_cap,
     tree_gdn_commit_triton,
     tree_gdn_verify_triton,
 )
@@ -176,6 +180,32 @@ def test_key_loop_rule():
     """64 key columns unpipelined for 64-node blocks and trees of several blocks, Triton's default below."""
     assert key_loop(64, 1) == key_loop(16, 3) == (64, 1)
     assert key_loop(16, 1) == key_loop(32, 1) == (32, 3)
+
+
+def test_register_cap_rule():
+    """168 registers (three 4-warp programs an SM, not two; 128 at 8 warps) for one block of up to 32 nodes where that
+    takes a wave of programs off, none otherwise. CPU tensors plan as on an H200 (132 SMs: 264 programs a wave at
+    two an SM, 396 at three)."""
+    cpu = torch.device("cpu")
+    assert register_cap(16, 1, 4, 384, cpu) == register_cap(32, 1, 4, 768, cpu) == 168
+    assert register_cap(16, 1, 8, 384, cpu) == 128
+    assert register_cap(16, 1, 4, 264, cpu) is None  # one wave already
+    assert register_cap(16, 1, 4, 500, cpu) is None  # two waves either way
+    assert register_cap(64, 1, 4, 384, cpu) is None and register_cap(16, 2, 4, 384, cpu) is None  # they would spill
+
+
+def test_verify_launches_with_the_register_cap():
+    """The verify's launch carries `register_cap`'s choice (Triton's maxnreg) at Qwen3.6-27B's TP=2 shapes: none for
+    one 16-node chain (96 programs), 168 for eight (384 programs of 64 V columns); an explicit cap wins, 0 is none."""
+    e, bf16, HV, H, K, N = torch.empty, torch.bfloat16, 24, 8, 128, 16
+    seen = []
+    with mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append(kw)):
+        for R, cap in ((1, None), (8, None), (8, 200), (8, 0)):
+            q, v, g = e(R, N, H, K, dtype=bf16), e(R, N, HV, K, dtype=bf16), e(R, N, HV, dtype=bf16)
+            parents = (torch.arange(N) - 1).expand(R, N)
+            tree_gdn_verify_triton(q, q, v, g, g, e(HV), e(HV), e(R, HV, K, K), torch.arange(R), parents,
+                                   max_registers=cap)  # fmt: skip
+    assert [kw["maxnreg"] for kw in seen] == [None, 168, 200, None]
 
 
 def test_tree_gdn_commit_of_stacked_layers_equals_each_layer():

@@ -452,6 +452,7 @@ def tree_gdn_verify_triton(
     peel_root: bool | None = None,
     BK: int | None = None,
     num_stages: int | None = None,
+    max_registers: int | None = None,
 ) -> tuple[Tensor, TreeGDNTritonContext]:
     """Outputs o [R, N, HV, V] (v's dtype) of every node of R trees, state_pool untouched.
 
@@ -471,6 +472,7 @@ def tree_gdn_verify_triton(
     58.1 -> 51.5; in blocks of 16 both were slower (the 16-node chain 6.8 -> 7.1), so those (SM86's too) keep tl.exp
     and tf32 dots. The cross-block terms (`_earlier_blocks`) take the base-2 decay in blocks of every size (two blocks
     of 64 on an H200, R = 1 x 129, base 2 in and across blocks: 48.6 -> 47.1; not timed on SM86).
+    max_registers: ptxas's register cap a thread (Triton's maxnreg), 0 for none, by default `register_cap`'s.
     q, k, v may be views into one projection (rows of packed heads): they are read in place.
     """
     R, N, H, K = q.shape
@@ -490,13 +492,31 @@ def tree_gdn_verify_triton(
     if ancestor_mask.stride(2) != 1 or ancestor_mask.stride(0) != N * ancestor_mask.stride(1):
         ancestor_mask = ancestor_mask.contiguous()
     anc = ancestor_mask.view(torch.int8)[..., root:]  # the kernel reads the mask from its first non-root column
-    _tree_gdn_fused_kernel[(V // BV, R * HV)](
+    grid = (V // BV, R * HV)
+    _tree_gdn_fused_kernel[grid](
         q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
         H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
         PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, WIDE=NB >= 32,
         NATIVE=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
+        maxnreg=register_cap(NB, blocks, warps, grid[0] * grid[1], q.device) if max_registers is None else max_registers or None,
     )  # fmt: skip
     return o, TreeGDNTritonContext(u=u, G=G, k=k)
+
+
+def register_cap(NB: int, blocks: int, warps: int, programs: int, device: torch.device) -> int | None:
+    """ptxas's register cap for the verify of trees of `blocks` blocks of NB nodes, `programs` programs of `warps` warps:
+    for one block of up to 32 (and a root), the most that lets one more program share an SM (65,536 registers), where
+    that takes a wave of programs off; None (ptxas's choice) otherwise. At 4 warps that is 168: blocks of 16 then
+    build without spills (uncapped: 213 registers on sm_90a, 194 on sm_86), blocks of 32 with 140-184 bytes a thread.
+    H200, verify, us, uncapped -> 168 (benchmarks/RESULTS.md, session 19): R = 8 x 16-node chains 17.9 -> 13.1, R = 32
+    56.2 -> 47.4, R = 8 x 17 nodes 23.0 -> 16.1, R = 8 x 33 34.9 -> 25.8, R = 16 x 33 57.7 -> 52.5 (but R = 16 x 32
+    38.2 -> 39.5). Not for blocks of 64 (1,244 bytes of spills at R = 8 x 64: 37.6 -> 54.4) nor SM86's blocks of 16
+    with cross-block terms (52 bytes at 64 nodes, untimed)."""
+    sms, threads = gpu.multiprocessor_count(device), 32 * warps
+    per_sm = 65536 // (threads * 256)  # programs an SM holds at ptxas's most, 255 registers
+    if NB > 32 or blocks > 1 or triton.cdiv(programs, (per_sm + 1) * sms) >= triton.cdiv(programs, per_sm * sms):
+        return None
+    return 65536 // ((per_sm + 1) * threads) // 8 * 8
 
 
 def key_loop(NB: int, blocks: int) -> tuple[int, int]:
