@@ -216,19 +216,22 @@ def test_greedy_walk_chain_to_max_depth(lookahead):
     assert check_greedy_walk(tree, logits, block=1024, chunk=1024, lookahead=lookahead).tolist() == [L, 7, 0]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("lookahead", [1, 2])
-def test_greedy_walk_single_node_and_degenerate_rows(lookahead):
-    """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped)."""
+def test_greedy_walk_single_node_and_degenerate_rows(lookahead, dtype):
+    """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped), in fp32 and in bf16 (whose rows
+    the GPU reduces in bf16)."""
     gen = torch.Generator().manual_seed(1)
     tree = chain_tree(torch.zeros(2, 0, dtype=torch.long), torch.tensor([3, 4]))
-    check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen), block=64, chunk=64, lookahead=lookahead)
+    check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen).to(dtype), block=64, chunk=64, lookahead=lookahead)
     tree = chain_tree(torch.tensor([[5, 6], [7, 8]]), torch.tensor([1, 2]))
     logits = torch.full((2, 3, 300), -math.inf)
     logits[0, 0, 5] = 1.0  # request 0 accepts node 1, whose row is all -inf: bonus 0
-    check_greedy_walk(tree, logits, block=64, chunk=128, lookahead=lookahead)
+    check_greedy_walk(tree, logits.to(dtype), block=64, chunk=128, lookahead=lookahead)
     logits[1, 0] = torch.randn(300, generator=gen)
     logits[1, 0, [3, 70, 299]] = math.nan
     logits[1, 0, 9] = 5.0  # not the child's token 7: the walk stops at the root
+    logits = logits.to(dtype)
     clean = logits.nan_to_num(nan=-math.inf)
     with poisoned_outputs():
         got = greedy_walk(
