@@ -119,25 +119,27 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
 @pytest.mark.parametrize("N,gather", [(23, False), (65, False), (40, True)])
 def test_tree_gdn_16bit_keys_keep_fp32_accuracy(N, gather, dtype):
     """16-bit q and k with fp32 v (fp32 outputs), blocked and gather kernels: q.k, k.k as 16-bit dots and the S0
-    products as three bf16 dots (bf16) or two tf32 ones (fp16) keep fp32 accuracy (one bf16 part alone fails this)."""
-    gen = torch.Generator().manual_seed(N)
-    R, H, HV, K, V = 2, 1, 2, 32, 16
-    x = gdn_inputs(R, N, H, HV, K, V, pool_size=R, gen=gen, dtype=torch.float32)
-    x["state_pool"] = x["state_pool"] * 10  # the S0 terms dominate
-    x["q"], x["k"] = x["q"].to(dtype), x["k"].to(dtype)
-    slots, parents = torch.arange(R), random_parents(R, N, gen, False)
-    ref_o, _ = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
-                                   dtype=torch.float64)  # fmt: skip
-    dev = {name: t.to(DEVICE) for name, t in x.items()}
-    with poisoned_outputs():
-        if gather:
-            mask = ancestors(parents, N - 1)
-            tables = ancestor_table(mask.to(DEVICE), int(mask.sum(-1).max()) - 1, 16)
-            o, _ = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=16)
-        else:
-            o, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
-    assert o.dtype == torch.float32
-    assert rel_err(o.cpu(), ref_o.double()) <= 1e-5
+    products as three bf16 dots (bf16) or two tf32 ones (fp16) keep fp32 accuracy, over three seeds (two bf16 parts
+    reach 1.06e-5 on some of them, one part fails far more: benchmarks/RESULTS.md, session 19)."""
+    for seed in range(3):
+        gen = torch.Generator().manual_seed(N * 7 + seed)
+        R, H, HV, K, V = 2, 1, 2, 32, 16
+        x = gdn_inputs(R, N, H, HV, K, V, pool_size=R, gen=gen, dtype=torch.float32)
+        x["state_pool"] = x["state_pool"] * 10  # the S0 terms dominate
+        x["q"], x["k"] = x["q"].to(dtype), x["k"].to(dtype)
+        slots, parents = torch.arange(R), random_parents(R, N, gen, False)
+        ref_o, _ = tree_gdn_verify_ref(**{**x, "state_pool": x["state_pool"].double()}, slots=slots, parents=parents,
+                                       dtype=torch.float64)  # fmt: skip
+        dev = {name: t.to(DEVICE) for name, t in x.items()}
+        with poisoned_outputs():
+            if gather:
+                mask = ancestors(parents, N - 1)
+                tables = ancestor_table(mask.to(DEVICE), int(mask.sum(-1).max()) - 1, 16)
+                o, _ = tree_gdn_verify_gather(**dev, slots=slots.to(DEVICE), tables=tables, NC=16)
+            else:
+                o, _ = tree_gdn_verify_triton(**dev, slots=slots.to(DEVICE), parents=parents.to(DEVICE), BV=16)
+        assert o.dtype == torch.float32
+        assert rel_err(o.cpu(), ref_o.double()) <= 1e-5, f"seed {seed}"
 
 
 def test_tree_gdn_verify_wide_tiles():
