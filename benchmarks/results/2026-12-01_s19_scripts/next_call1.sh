@@ -13,8 +13,9 @@
 #  - vocab_atomic_slots.patch (ab/vocabat, on top of vocab_exp2): the row top-k's compaction takes each candidate's
 #    slot from an atomic counter (zeroed by the chunk statistics) instead of two cumsum scans a tile. Untested idea:
 #    the static count hardly changes (597 -> 626 instructions a tile, warp-aggregated atomics), the scans' barriers go.
-# Then bench_ddtree at R = 8, B = 64 for HEAD and ab/both (walkpre + vocab), and the GPU tests with all three patches
-# (bf16 NaN rows included: test_greedy_walk_single_node_and_degenerate_rows).
+# Then bench_ddtree at R = 8, B = 64 for HEAD and ab/both (walkpre + vocab), gdn_paired.py (HEAD's GDN verify in
+# blocks of 64 with levels of two depths: R = 1 x 64 is 0.9 us over its target), and the GPU tests with all three
+# patches (bf16 NaN rows included: test_greedy_walk_single_node_and_degenerate_rows).
 # First, on the CPU machine:
 #   D=benchmarks/results/2026-12-01_s19_scripts; rm -rf ab && mkdir -p ab/main && git archive HEAD sglang_dflash | tar -x -C ab/main \
 #     && rm -rf ab/main/sglang_dflash/assets/tiny-pair && for t in walk walkpre vocab vocabat both; do cp -r ab/main ab/$t; done \
@@ -26,11 +27,12 @@ set -u
 L=$OUT
 export PYTHONPATH=$PWD
 D=benchmarks/results/2026-12-01_s19_scripts
-timeout 200 python3 benchmarks/ab_trees.py walk main=ab/main walk=ab/walk walkpre=ab/walkpre --out $L > $L/ab_walk.log 2>&1; echo walk rc $?
-timeout 120 python3 benchmarks/ab_trees.py build main=ab/main vocab=ab/vocab vocabat=ab/vocabat --out $L > $L/ab_build.log 2>&1; echo build rc $?
+timeout 170 python3 benchmarks/ab_trees.py walk main=ab/main walk=ab/walk walkpre=ab/walkpre --out $L > $L/ab_walk.log 2>&1; echo walk rc $?
+timeout 100 python3 benchmarks/ab_trees.py build main=ab/main vocab=ab/vocab vocabat=ab/vocabat --out $L > $L/ab_build.log 2>&1; echo build rc $?
 mkdir -p $L/head $L/both
-PYTHONPATH=$PWD/ab/main:$PWD timeout 60 python3 benchmarks/bench_ddtree.py --requests 8 --budgets 64 --out $L/head > $L/ddtree_head.log 2>&1; echo head rc $?
-PYTHONPATH=$PWD/ab/both:$PWD timeout 60 python3 benchmarks/bench_ddtree.py --requests 8 --budgets 64 --out $L/both > $L/ddtree_both.log 2>&1; echo both rc $?
+PYTHONPATH=$PWD/ab/main:$PWD timeout 50 python3 benchmarks/bench_ddtree.py --requests 8 --budgets 64 --out $L/head > $L/ddtree_head.log 2>&1; echo head rc $?
+PYTHONPATH=$PWD/ab/both:$PWD timeout 50 python3 benchmarks/bench_ddtree.py --requests 8 --budgets 64 --out $L/both > $L/ddtree_both.log 2>&1; echo both rc $?
+timeout 50 python3 $D/gdn_paired.py > $L/gdn_paired.log 2>&1; echo paired rc $?
 git apply $D/walk_native_prefetch.patch $D/vocab_exp2.patch $D/vocab_atomic_slots.patch; echo patch rc $?
-timeout 120 python3 -m pytest -q tests/test_triton_tree_kernels.py tests/test_ddtree.py > $L/tests_build_walk.log 2>&1; echo tests rc $?
-echo "== summary"; tail -10 $L/ab_walk.log | cut -c1-250; tail -6 $L/ab_build.log | cut -c1-220; tail -4 $L/ddtree_head.log; tail -4 $L/ddtree_both.log; tail -2 $L/tests_build_walk.log
+timeout 110 python3 -m pytest -q tests/test_triton_tree_kernels.py tests/test_ddtree.py > $L/tests_build_walk.log 2>&1; echo tests rc $?
+echo "== summary"; tail -10 $L/ab_walk.log | cut -c1-250; tail -6 $L/ab_build.log | cut -c1-220; tail -4 $L/ddtree_head.log; tail -4 $L/ddtree_both.log; cat $L/gdn_paired.log; tail -2 $L/tests_build_walk.log
