@@ -219,8 +219,7 @@ def test_greedy_walk_chain_to_max_depth(lookahead):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("lookahead", [1, 2])
 def test_greedy_walk_single_node_and_degenerate_rows(lookahead, dtype):
-    """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped), in fp32 and in bf16 (whose rows
-    the GPU reduces in bf16)."""
+    """N = 1 (L = 0); rows all -inf (index 0, as torch) and with NaNs (skipped), in fp32 and in bf16."""
     gen = torch.Generator().manual_seed(1)
     tree = chain_tree(torch.zeros(2, 0, dtype=torch.long), torch.tensor([3, 4]))
     check_greedy_walk(tree, torch.randn(2, 1, 300, generator=gen).to(dtype), block=64, chunk=64, lookahead=lookahead)

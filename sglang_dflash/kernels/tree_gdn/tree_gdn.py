@@ -508,9 +508,9 @@ def register_cap(NB: int, blocks: int, warps: int, programs: int, device: torch.
     for one block of up to 32 (and a root), the most that lets one more program share an SM (65,536 registers), where
     that takes a wave of programs off; None (ptxas's choice) otherwise. At 4 warps that is 168: blocks of 16 then
     build without spills (uncapped: 213 registers on sm_90a, 194 on sm_86), blocks of 32 with 140-184 bytes a thread.
-    H200, verify, us, uncapped -> 168 (benchmarks/RESULTS.md, session 19): R = 8 x 16-node chains 17.9 -> 13.1, R = 32
-    56.2 -> 47.4, R = 8 x 17 nodes 23.0 -> 16.1, R = 8 x 33 34.9 -> 25.8, R = 16 x 33 57.7 -> 52.5 (but R = 16 x 32
-    38.2 -> 39.5). Not for blocks of 64 (1,244 bytes of spills at R = 8 x 64: 37.6 -> 54.4) nor SM86's blocks of 16
+    H200, verify, us, uncapped -> 168 (benchmarks/RESULTS.md, session 19, call 5): R = 8 x 16-node chains 17.9 -> 13.0,
+    R = 32 56.3 -> 47.4, R = 8 x 17 nodes 23.0 -> 16.1, R = 8 x 33 34.9 -> 25.9, R = 16 x 33 57.5 -> 52.4 (but R = 16 x
+    32 38.2 -> 39.4). Not for blocks of 64 (1,244 bytes of spills at R = 8 x 64: 37.6 -> 54.4) nor SM86's blocks of 16
     with cross-block terms (52 bytes at 64 nodes, untimed)."""
     sms, threads = gpu.multiprocessor_count(device), 32 * warps
     per_sm = 65536 // (threads * 256)  # programs an SM holds at ptxas's most, 255 registers

@@ -22,7 +22,7 @@ leads to its next node, then moves to the child carrying it. All P make the same
 together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
-(P = 1, no barrier, from R >= SMs). Under TRITONgpu.INTERPRET (programs run one after another) P is 1.
+(P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET=1 (programs run one after another) P is 1.
 
 Argmax ties go to the smallest index (as torch.argmax). NaN logits are skipped (an all-NaN or
 all -inf row gives index 0), where torch.argmax returns the first NaN.
