@@ -76,6 +76,7 @@ def _walk_kernel(
     LP: tl.constexpr,
     BLOCK: tl.constexpr,
     LA: tl.constexpr,
+    NATIVE: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
@@ -110,11 +111,15 @@ def _walk_kernel(
                 off = s * CW + o + tl.arange(0, BLOCK)
                 ok = (off < V) & (o + tl.arange(0, BLOCK) < CW)
                 x = tl.load(rows[:, None] + off[None, :], mask=live[:, None] & ok[None, :], other=float("-inf"))
-                x = x.to(tl.float32)
-                x = tl.where(x == x, x, float("-inf"))  # NaN never wins
-                m = tl.max(x, axis=1)
+                if NATIVE:  # in the logits' dtype; the max is maxNum's (max.f32: NaN never wins, all NaN gives NaN)
+                    m = tl.max(x, axis=1)
+                else:  # (numpy's maximum, the interpreter's, propagates NaN)
+                    x = x.to(tl.float32)
+                    x = tl.where(x == x, x, float("-inf"))
+                    m = tl.max(x, axis=1)
                 at = tl.min(tl.where(x == m[:, None], off[None, :], V), axis=1).to(tl.int32)
-                upd = m > best_m  # strict: the first maximum wins
+                m = m.to(tl.float32)
+                upd = m > best_m  # strict: the first maximum wins; a NaN maximum never updates
                 best_m = tl.where(upd, m, best_m)
                 best_i = tl.where(upd, at, best_i)
             tl.store(keys + ((rnd * LA + t) * R + r) * S + s, _token_key(best_m, best_i.to(tl.int64)), mask=live)
@@ -212,6 +217,7 @@ def greedy_walk(
         LP=triton.next_power_of_2(L + 1),
         BLOCK=block,
         LA=lookahead,
+        NATIVE=not gpu.INTERPRET,
         num_warps=max(1, min(MAX_WARPS, lookahead * block // 512)),
     )
     return accept_len, accepted_nodes, bonus
