@@ -181,6 +181,7 @@ def walk_ends(tree: DraftTree, gen) -> list[int]:
         (4, 4, 1000, 24, torch.float32, 64, 256, False),  # 4 chunks, the last one partial
         (4, 6, 4099, 40, torch.bfloat16, 512, 1024, False),  # 5 chunks, the last one of 3 entries
         (4, 5, 1000, 20, torch.float32, 128, 384, True),  # ties inside and across chunks
+        (4, 5, 1000, 20, torch.bfloat16, 128, 384, True),  # the same in bf16: on the GPU, read as int32 pairs
         (3, 3, 700, 12, torch.bfloat16, None, None, False),  # the default tiling (6 chunks)
     ],
 )
@@ -214,6 +215,19 @@ def test_greedy_walk_chain_to_max_depth(lookahead):
     tree = chain_tree(torch.randint(0, V, (R, L), generator=gen), torch.randint(0, V, (R,), generator=gen))
     logits = forced_logits(tree, V, [L, 7, 0], gen).to(torch.bfloat16)
     assert check_greedy_walk(tree, logits, block=1024, chunk=1024, lookahead=lookahead).tolist() == [L, 7, 0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_greedy_walk_signed_zero_maximum(dtype):
+    """A row whose maximum is zero, -0 first and +0 later (one block, one pair, and across blocks): its argmax is the
+    first of them, as torch's (-0 == +0), whichever zero a packed max returns."""
+    tree = chain_tree(torch.tensor([[20, 7], [41, 7], [21, 7]]), torch.tensor([1, 2, 3]))
+    logits = -1.0 - torch.rand(3, 3, 256, generator=torch.Generator().manual_seed(0))
+    logits[0, 0, [20, 100]] = torch.tensor([-0.0, 0.0])  # across blocks of 64
+    logits[1, 0, [40, 41]] = torch.tensor([-0.0, 0.0])  # one int32 pair: the walk must stop (argmax 40, not 41)
+    logits[2, 0, [21, 22, 200]] = torch.tensor([-0.0, 0.0, 0.0])
+    accept_len = check_greedy_walk(tree, logits.to(dtype), block=64, chunk=256)
+    assert accept_len.tolist() == [1, 0, 1]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

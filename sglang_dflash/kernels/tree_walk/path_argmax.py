@@ -21,10 +21,16 @@ of each row (the target tokens, in one load) and follows the chain for as long a
 leads to its next node, then moves to the child carrying it. All P make the same decisions, so they stop
 together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
+bf16 rows (spans of several blocks, even strides) are read as int32 words of two bf16: each block's row maxima by
+max.bf16x2, no conversion and no index; after the span, the block that first held the maximum is read once more
+(from L2) for the first index equal to it. On an H200 at R = 8, B = 64, 8 rows a round: 38.1 against 40.6 us when the
+walk goes 15 deep, 16.9 against 19.3 when it stops at the root (RESULTS, session 20). The interpreter keeps the
+converting loop (no inline PTX there): the pairs run in the GPU tests.
+
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
 (P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET=1 (programs run one after another) P is 1.
 
-Argmax ties go to the smallest index (as torch.argmax). NaN logits are skipped (an all-NaN or
+Argmax ties go to the smallest index (as torch.argmax; -0 and +0 tie). NaN logits are skipped (an all-NaN or
 all -inf row gives index 0), where torch.argmax returns the first NaN.
 """
 
@@ -45,11 +51,18 @@ MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little m
 # root 8.5 against 9.4 / 11.4 us, 6 deep 24.8 against 26.7 / 32.3, 15 deep 51.9 against 54.2 / 64.4 (fewer warps meet
 # sooner in the round's reductions; 224 registers, no spills).
 MAX_WARPS = 8
-# Rows per round (`greedy_walk`). 4 wins from about 3 accepted depths and loses when the walk stops at the root; DDTree
-# accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 4. H200, build + accept at
-# R = 8, B = 64 (RESULTS, session 14), LA 4 against 2: stopping at the root 86.4 against 81.1 us, 6 deep 98.8 against
-# 101.4, 15 deep 121.4 against 125.8.
-LOOKAHEAD = 4
+# Rows per round (`greedy_walk`). More rows a round win when the walk goes deep and lose when it stops at the root;
+# DDTree accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 8. H200, the walk alone
+# at R = 8, B = 64 (RESULTS, session 20, bf16 rows read as pairs), LA 8 against 4: stopping at the root 16.9 against
+# 10.7 us, 6 deep 17.0 against 18.8, 15 deep 38.1 against 42.2 (session 14, before the pairs: 4 against 2 won from
+# about 3 depths).
+LOOKAHEAD = 8
+
+
+@triton.jit
+def _max_bf16x2(a, b):
+    """Per 16-bit half, the larger bf16 of two int32 words of bf16 pairs (max.bf16x2: maxNum, a NaN never wins)."""
+    return tl.inline_asm_elementwise("max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
 
 
 @triton.jit
@@ -77,6 +90,7 @@ def _walk_kernel(
     BLOCK: tl.constexpr,
     LA: tl.constexpr,
     NATIVE: tl.constexpr,
+    PAIRS: tl.constexpr,
 ):
     r = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
@@ -104,24 +118,43 @@ def _walk_kernel(
             chain = tl.where((t == u) & (d + u <= L), node, chain)
         live = chain >= 0
         rows = logits + r * stride_r + tl.maximum(chain, 0) * stride_n
+        words = logits.to(tl.pointer_type(tl.int32)) + (r * stride_r + tl.maximum(chain, 0) * stride_n) // 2
         for s in range(p, S, P):
             best_m = tl.full([LA], float("-inf"), tl.float32)
             best_i = tl.full([LA], 0, tl.int32) + s * CW  # an all -inf (or NaN) span: its first index
-            for o in range(0, CW, BLOCK):
-                off = s * CW + o + tl.arange(0, BLOCK)
-                ok = (off < V) & (o + tl.arange(0, BLOCK) < CW)
-                x = tl.load(rows[:, None] + off[None, :], mask=live[:, None] & ok[None, :], other=float("-inf"))
-                if NATIVE:  # in the logits' dtype; the max is maxNum's (max.f32: NaN never wins, all NaN gives NaN)
-                    m = tl.max(x, axis=1)
-                else:  # (numpy's maximum, the interpreter's, propagates NaN)
-                    x = x.to(tl.float32)
-                    x = tl.where(x == x, x, float("-inf"))
-                    m = tl.max(x, axis=1)
-                at = tl.min(tl.where(x == m[:, None], off[None, :], V), axis=1).to(tl.int32)
-                m = m.to(tl.float32)
-                upd = m > best_m  # strict: the first maximum wins; a NaN maximum never updates
-                best_m = tl.where(upd, m, best_m)
-                best_i = tl.where(upd, at, best_i)
+            if PAIRS:  # each block's maxima by max.bf16x2 on int32 words of bf16 pairs (no conversions, no index pass),
+                # then the first index of the span's maximum in the one block that holds it, read again (from L2)
+                best_o = tl.full([LA], -1, tl.int32)
+                for o in range(0, CW, BLOCK):
+                    w_off = (s * CW + o) // 2 + tl.arange(0, BLOCK // 2)
+                    ok = (w_off < V // 2) & (o // 2 + tl.arange(0, BLOCK // 2) < CW // 2)
+                    w = tl.load(words[:, None] + w_off[None, :], mask=live[:, None] & ok[None, :], other=-8323200)
+                    wm = tl.reduce(w, 1, _max_bf16x2)  # (other: two bf16 -inf, 0xFF80FF80)
+                    m = tl.maximum((wm << 16).to(tl.float32, bitcast=True), (wm & -65536).to(tl.float32, bitcast=True))
+                    upd = m > best_m  # strict: the first block holding the maximum; a NaN maximum never updates
+                    best_m = tl.where(upd, m, best_m)
+                    best_o = tl.where(upd, o, best_o)
+                start = tl.multiple_of(s * CW + tl.maximum(best_o, 0), BLOCK)  # (so that its loads are vectors)
+                off = start[:, None] + tl.arange(0, BLOCK)[None, :]
+                x = tl.load(rows[:, None] + off, mask=(live & (best_o >= 0))[:, None] & (off < V), other=float("-inf"))
+                at = tl.min(tl.where(x.to(tl.float32) == best_m[:, None], off, V), axis=1).to(tl.int32)
+                best_i = tl.where(best_o >= 0, at, best_i)
+            else:
+                for o in range(0, CW, BLOCK):
+                    off = s * CW + o + tl.arange(0, BLOCK)
+                    ok = (off < V) & (o + tl.arange(0, BLOCK) < CW)
+                    x = tl.load(rows[:, None] + off[None, :], mask=live[:, None] & ok[None, :], other=float("-inf"))
+                    if NATIVE:  # in the logits' dtype; the max is maxNum's (max.f32: NaN never wins, all NaN gives NaN)
+                        m = tl.max(x, axis=1)
+                    else:  # (numpy's maximum, the interpreter's, propagates NaN)
+                        x = x.to(tl.float32)
+                        x = tl.where(x == x, x, float("-inf"))
+                        m = tl.max(x, axis=1)
+                    at = tl.min(tl.where(x == m[:, None], off[None, :], V), axis=1).to(tl.int32)
+                    m = m.to(tl.float32)
+                    upd = m > best_m  # strict: the first maximum wins; a NaN maximum never updates
+                    best_m = tl.where(upd, m, best_m)
+                    best_i = tl.where(upd, at, best_i)
             tl.store(keys + ((rnd * LA + t) * R + r) * S + s, _token_key(best_m, best_i.to(tl.int64)), mask=live)
         if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
@@ -187,6 +220,9 @@ def greedy_walk(
     if block & (block - 1) or chunk % block:
         raise ValueError(f"block must be a power of two and chunk a multiple of it, got {block}, {chunk}")
     S = triton.cdiv(V, chunk)
+    # bf16 rows read as int32 pairs (`_walk_kernel`) where spans have several blocks (else the index pass is no saving)
+    pairs = not gpu.INTERPRET and x.dtype == torch.bfloat16 and chunk > block and V % 2 == 0
+    pairs = pairs and x.stride(0) % 2 == 0 and x.stride(1) % 2 == 0 and x.data_ptr() % 4 == 0
     P = 1 if gpu.INTERPRET else min(S, programs or max(1, sms // R))
     if P > 1 and R * P > sms:
         raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
@@ -218,6 +254,7 @@ def greedy_walk(
         BLOCK=block,
         LA=lookahead,
         NATIVE=not gpu.INTERPRET,
+        PAIRS=pairs,
         num_warps=max(1, min(MAX_WARPS, lookahead * block // 512)),
     )
     return accept_len, accepted_nodes, bonus
