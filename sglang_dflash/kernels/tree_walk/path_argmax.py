@@ -23,8 +23,9 @@ together: at a node without that child, or at depth L. Program (r, 0) writes the
 
 bf16 rows (spans of several blocks, even strides) are read as int32 words of two bf16: each block's row maxima by
 max.bf16x2, no conversion and no index; after the span, the block that first held the maximum is read once more
-(from L2) for the first index equal to it. On an H200 at R = 8, B = 64, 8 rows a round: 38.1 against 40.6 us when the
-walk goes 15 deep, 16.9 against 19.3 when it stops at the root (RESULTS, session 20). The interpreter keeps the
+(from L2), again as words, for the first index equal to it (both halves compared as floats). On an H200 at R = 8,
+B = 64, 8 rows a round: 35.6 against 40.6 us when the walk goes 15 deep, 17.3 against 19.3 when it stops at the root
+(RESULTS, sessions 20 and 21). The interpreter keeps the
 converting loop (no inline PTX there): the pairs run in the GPU tests.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
@@ -49,12 +50,13 @@ MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
 # Warps per program. On an H200 (session 13, R = 8, B = 64, LA 2), 8 warps against 16 / 32: a walk that stops at the
 # root 8.5 against 9.4 / 11.4 us, 6 deep 24.8 against 26.7 / 32.3, 15 deep 51.9 against 54.2 / 64.4 (fewer warps meet
-# sooner in the round's reductions; 224 registers, no spills).
+# sooner in the round's reductions; 224 registers, no spills). Session 21, bf16 rows read as pairs, LA 8: 16 warps
+# 18.9 / 18.8 / 39.2 against 8 warps 17.3 / 17.2 / 35.6 (root / 6 / 15 deep).
 MAX_WARPS = 8
 # Rows per round (`greedy_walk`). More rows a round win when the walk goes deep and lose when it stops at the root;
 # DDTree accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 8. H200, the walk alone
-# at R = 8, B = 64 (RESULTS, session 20, bf16 rows read as pairs), LA 8 against 4: stopping at the root 16.9 against
-# 10.7 us, 6 deep 17.0 against 18.8, 15 deep 38.1 against 42.2 (session 14, before the pairs: 4 against 2 won from
+# at R = 8, B = 64 (RESULTS, session 21, bf16 rows read as pairs), LA 8 against 4: stopping at the root 17.3 against
+# 10.8 us, 6 deep 17.2 against 18.4, 15 deep 35.6 against 39.1 (session 14, before the pairs: 4 against 2 won from
 # about 3 depths).
 LOOKAHEAD = 8
 
@@ -134,10 +136,12 @@ def _walk_kernel(
                     upd = m > best_m  # strict: the first block holding the maximum; a NaN maximum never updates
                     best_m = tl.where(upd, m, best_m)
                     best_o = tl.where(upd, o, best_o)
-                start = tl.multiple_of(s * CW + tl.maximum(best_o, 0), BLOCK)  # (so that its loads are vectors)
-                off = start[:, None] + tl.arange(0, BLOCK)[None, :]
-                x = tl.load(rows[:, None] + off, mask=(live & (best_o >= 0))[:, None] & (off < V), other=float("-inf"))
-                at = tl.min(tl.where(x.to(tl.float32) == best_m[:, None], off, V), axis=1).to(tl.int32)
+                start = tl.multiple_of((s * CW + tl.maximum(best_o, 0)) // 2, BLOCK // 2)  # (so that loads are vectors)
+                w_off = start[:, None] + tl.arange(0, BLOCK // 2)[None, :]
+                w = tl.load(words[:, None] + w_off, mask=(live & (best_o >= 0))[:, None] & (w_off < V // 2), other=-8323200)
+                lo = (w << 16).to(tl.float32, bitcast=True) == best_m[:, None]  # (float compares: -0 == +0)
+                hi = (w & -65536).to(tl.float32, bitcast=True) == best_m[:, None]
+                at = tl.min(tl.where(lo, 2 * w_off, tl.where(hi, 2 * w_off + 1, V)), axis=1).to(tl.int32)
                 best_i = tl.where(best_o >= 0, at, best_i)
             else:
                 for o in range(0, CW, BLOCK):
