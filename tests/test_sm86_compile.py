@@ -35,8 +35,9 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface, mangle_type
 
 SM86 = GPUTarget("cuda", 86, 32)
+SM90 = GPUTarget("cuda", 90, 32)
 SM86_SHARED_BYTES = 101376  # 99 KB per block (cudaDevAttrMaxSharedMemoryPerBlockOptin)
-SM90_ONLY_PTX = ("wgmma", "cp.async.bulk", "setmaxnreg", "stmatrix")
+SM90_ONLY_PTX = ("wgmma", "cp.async.bulk", "setmaxnreg", "stmatrix", "griddepcontrol")
 VOCAB, DEPTHS, BUDGETS = 248320, 15, (16, 64, 256)
 NODES = (16,) + tuple(b + 1 for b in BUDGETS)  # a DFLASH chain, then DDTree trees
 HV, H, K = 24, 8, 128  # GDN: V heads, QK heads, head dim (= V head dim)
@@ -146,14 +147,16 @@ def fresh_package_without_interpreter():
         sys.modules.update(saved)
 
 
-def record_launches():
-    """{test id: (kernel, spec)} for every distinct build; ids are kernel-shape[-2 for a second build]."""
+def record_launches(pdl: bool = False):
+    """{test id: (kernel, spec)} for every distinct build; ids are kernel-shape[-2 for a second build]. pdl: as on a
+    GPU where `device.pdl` holds (SM90), not on an A6000."""
     seen = []
     record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
     with (
         fresh_package_without_interpreter() as kernels,
         record,
         mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
+        mock.patch.object(kernels.device, "pdl", lambda device: pdl),
     ):  # the wrappers choose as on an A6000
         for name in ("tree_build", "tree_walk", "vocab", "layer_table", "tree_gdn.tree_gdn_gather"):
             importlib.import_module(f"sglang_dflash.kernels.{name}")
@@ -172,16 +175,29 @@ def record_launches():
 
 
 LAUNCHES = record_launches()
+# The kernels launched with programmatic dependent launch where it is on (one build each, for sm_90).
+PDL_LAUNCHES = {}
+for _id, (_kernel, _spec) in record_launches(pdl=True).items():
+    if _spec["options"].get("launch_pdl") and not any(k is _kernel for k, _ in PDL_LAUNCHES.values()):
+        PDL_LAUNCHES[_id] = (_kernel, _spec)
 
 
 def build(test_id):
-    kernel, spec = LAUNCHES[test_id]
+    pdl = test_id.startswith("pdl:")
+    kernel, spec = PDL_LAUNCHES[test_id[4:]] if pdl else LAUNCHES[test_id]
     source = ASTSource(kernel, spec["signature"], spec["constexprs"], spec["attrs"])
     try:
-        compiled = triton.compile(source, target=SM86, options=spec["options"] | {"ptx_options": "--opt-level 0"})
+        compiled = triton.compile(
+            source, target=SM90 if pdl else SM86, options=spec["options"] | {"ptx_options": "--opt-level 0"}
+        )
     except Exception as e:  # reported by the test of this id
         return test_id, dict(error=f"{type(e).__name__}: {e}")
     ptx = compiled.asm["ptx"]
+    if pdl:
+        return test_id, dict(
+            launch_pdl=compiled.metadata.launch_pdl,
+            ops=[op for op in ("griddepcontrol.wait", "griddepcontrol.launch_dependents") if op in ptx],
+        )
     return test_id, dict(
         shared=compiled.metadata.shared,
         ptx_target=next(line.split()[1] for line in ptx.splitlines() if line.startswith(".target")),
@@ -210,9 +226,46 @@ def test_builds_for_sm86(builds, test_id):
     assert shared <= SM86_SHARED_BYTES, f"needs {shared} bytes of shared memory, SM86 has {SM86_SHARED_BYTES} per block"
 
 
+def test_pdl_only_where_supported(monkeypatch):
+    """Programmatic dependent launch: on SM90+ CUDA devices unless SGLANG_DFLASH_PDL=0 turned it off; never on an
+    A6000 (SM86: no griddepcontrol), on CPU tensors or under the interpreter."""
+    from sglang_dflash.kernels import device as gpu
+
+    cuda = torch.device("cuda", 0)
+    monkeypatch.setattr(gpu, "INTERPRET", False)
+    monkeypatch.setattr(gpu, "PDL", True)
+    for capability, expected in (((9, 0), True), ((10, 0), True), ((8, 6), False)):
+        monkeypatch.setattr(gpu, "_cuda_capability", lambda index, c=capability: c)
+        assert gpu.pdl(cuda) is expected, capability
+    assert gpu.pdl(torch.device("cpu")) is False
+    monkeypatch.setattr(gpu, "PDL", False)
+    assert gpu.pdl(cuda) is False
+    monkeypatch.setattr(gpu, "PDL", True)
+    monkeypatch.setattr(gpu, "INTERPRET", True)
+    assert gpu.pdl(cuda) is False
+
+
+def test_pdl_launches_wait_at_start(builds):
+    """Where PDL is on, the build + accept kernels launch with it (`launch_pdl`), each with its PDL constexpr set, so
+    that it waits for the previous kernel before touching memory (`device.pdl_start`): its sm_90 build holds the
+    wait, and lets the next kernel in."""
+    assert {k.__name__ for k, _ in PDL_LAUNCHES.values()} >= {
+        "_chunk_stats_kernel", "_row_topk_kernel", "_tree_build_kernel", "_walk_kernel", "_tree_walk_kernel",
+        "_chunk_argmax_kernel", "_row_argmax_kernel",
+    }  # fmt: skip
+    for test_id, (kernel, spec) in PDL_LAUNCHES.items():
+        assert spec["constexprs"].get("PDL") is True, f"{kernel.__name__} launches with PDL but its PDL constexpr is off"
+        result = builds["pdl:" + test_id]
+        assert "error" not in result, result.get("error")
+        assert result["launch_pdl"] is True
+        assert result["ops"] == ["griddepcontrol.wait", "griddepcontrol.launch_dependents"], (kernel.__name__, result)
+    for test_id, (kernel, spec) in LAUNCHES.items():  # as on an A6000: no PDL anywhere
+        assert not spec["options"].get("launch_pdl") and not spec["constexprs"].get("PDL"), test_id
+
+
 if __name__ == "__main__":  # the child process of `builds`
     assert not triton.knobs.runtime.interpret
     with ProcessPoolExecutor(min(8, os.cpu_count() or 1)) as pool:  # at most 8 builds at once, for memory
-        results = dict(pool.map(build, reversed(LAUNCHES)))
+        results = dict(pool.map(build, [*reversed(LAUNCHES), *("pdl:" + t for t in PDL_LAUNCHES)]))
     with open(sys.argv[1], "w") as f:
         json.dump(results, f, indent=1)

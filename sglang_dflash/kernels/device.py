@@ -6,9 +6,13 @@ import functools
 import os
 
 import torch
+import triton
+import triton.language as tl
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter (CPU tests): no 16-bit dots, programs in turn
 HOPPER_SHARED = 232_448  # H100/H200 opt-in shared memory per block; A6000 (SM86) has 101,376
+# Programmatic dependent launch (`pdl`); SGLANG_DFLASH_PDL=0 turns it off.
+PDL = os.environ.get("SGLANG_DFLASH_PDL", "1") != "0"
 
 
 def shared_memory_per_block(device: torch.device) -> int:
@@ -41,3 +45,27 @@ def _cuda_shared_memory(index: int) -> int:
     import triton
 
     return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
+
+
+def pdl(device: torch.device) -> bool:
+    """Whether kernels on `device` launch with programmatic dependent launch: a kernel's programs are placed while
+    the previous kernel in the stream finishes (its launch latency hidden), and wait for it at `pdl_start`. SM90 and
+    newer (griddepcontrol), not under the interpreter, and not with `PDL` off. A kernel launched so must call
+    `pdl_start` before its first memory access: a fresh buffer may be one the previous kernel still reads."""
+    return PDL and not INTERPRET and device.type == "cuda" and _cuda_capability(_index(device)) >= (9, 0)
+
+
+@functools.cache
+def _cuda_capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+@triton.jit
+def pdl_start(PDL: tl.constexpr):
+    """A kernel's first step under programmatic dependent launch (PDL, from `pdl`): wait until the previous kernel in
+    the stream has finished and its writes are visible, then let the next kernel be placed (once every program of
+    this one has got here or exited, so all of them are resident: a barrier among them stays safe); its programs
+    wait in turn. Nothing without PDL."""
+    if PDL:
+        tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)
+        tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [], dtype=tl.int32, is_pure=False, pack=1)

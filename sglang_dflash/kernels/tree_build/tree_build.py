@@ -19,6 +19,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
 from .naive import merge_pattern
 
 MAX_TRITON_BUDGET = 512  # the global sort holds L * next_pow2(B) keys in one program
@@ -64,7 +65,9 @@ def _tree_build_kernel(
     LB: tl.constexpr,
     NN: tl.constexpr,
     RB: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    gpu.pdl_start(PDL)
     r = tl.program_id(0).to(tl.int64)
     N: tl.constexpr = B + 1
     lp = logp + r * L * K
@@ -218,6 +221,8 @@ def tree_build(
         LB=LB,
         NN=NN,
         RB=max(1, 4096 // NN),
+        PDL=gpu.pdl(device),
         num_warps=num_warps or (4 if BB < 64 else 8),
+        launch_pdl=gpu.pdl(device),
     )
     return out

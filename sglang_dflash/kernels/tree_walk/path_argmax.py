@@ -93,7 +93,9 @@ def _walk_kernel(
     LA: tl.constexpr,
     NATIVE: tl.constexpr,
     PAIRS: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    gpu.pdl_start(PDL)
     r = tl.program_id(0).to(tl.int64)
     p = tl.program_id(1)
     i = tl.arange(0, NN)
@@ -259,6 +261,8 @@ def greedy_walk(
         LA=lookahead,
         NATIVE=not gpu.INTERPRET,
         PAIRS=pairs,
+        PDL=gpu.pdl(device),
         num_warps=max(1, min(MAX_WARPS, lookahead * block // 512)),
+        launch_pdl=gpu.pdl(device),
     )
     return accept_len, accepted_nodes, bonus

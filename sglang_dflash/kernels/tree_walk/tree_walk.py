@@ -11,6 +11,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
+
 
 @triton.jit
 def _tree_walk_kernel(
@@ -26,7 +28,9 @@ def _tree_walk_kernel(
     L: tl.constexpr,
     NN: tl.constexpr,
     LP: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    gpu.pdl_start(PDL)
     r = tl.program_id(0).to(tl.int64)
     i = tl.arange(0, NN)
     im = i < N
@@ -75,6 +79,8 @@ def tree_walk(
         L=max_depth,
         NN=NN,
         LP=triton.next_power_of_2(max_depth + 1),
+        PDL=gpu.pdl(device),
         num_warps=4 if NN <= 256 else 8,
+        launch_pdl=gpu.pdl(device),
     )
     return accept_len, accepted_nodes, bonus

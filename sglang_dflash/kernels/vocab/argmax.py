@@ -13,11 +13,14 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
+
 CHUNK = 8192
 
 
 @triton.jit
-def _chunk_argmax_kernel(x, vals, idxs, V, C, CHUNK: tl.constexpr):
+def _chunk_argmax_kernel(x, vals, idxs, V, C, CHUNK: tl.constexpr, PDL: tl.constexpr):
+    gpu.pdl_start(PDL)
     m, c = tl.program_id(0).to(tl.int64), tl.program_id(1)
     o = c * CHUNK + tl.arange(0, CHUNK)
     v = tl.load(x + m * V + o, mask=o < V, other=float("-inf")).to(tl.float32)
@@ -27,7 +30,8 @@ def _chunk_argmax_kernel(x, vals, idxs, V, C, CHUNK: tl.constexpr):
 
 
 @triton.jit
-def _row_argmax_kernel(vals, idxs, out, C, CC: tl.constexpr):
+def _row_argmax_kernel(vals, idxs, out, C, CC: tl.constexpr, PDL: tl.constexpr):
+    gpu.pdl_start(PDL)
     m = tl.program_id(0).to(tl.int64)
     c = tl.arange(0, CC)
     v = tl.load(vals + m * C + c, mask=c < C, other=float("-inf"))
@@ -44,6 +48,7 @@ def argmax(logits: Tensor) -> Tensor:
     vals = torch.empty(M, C, device=x.device, dtype=torch.float32)
     idxs = torch.empty(M, C, device=x.device, dtype=torch.int32)
     out = torch.empty(M, device=x.device, dtype=torch.long)
-    _chunk_argmax_kernel[(M, C)](x, vals, idxs, V, C, CHUNK=CHUNK, num_warps=8)
-    _row_argmax_kernel[(M,)](vals, idxs, out, C, CC=triton.next_power_of_2(C), num_warps=1)
+    pdl = gpu.pdl(x.device)
+    _chunk_argmax_kernel[(M, C)](x, vals, idxs, V, C, CHUNK=CHUNK, PDL=pdl, num_warps=8, launch_pdl=pdl)
+    _row_argmax_kernel[(M,)](vals, idxs, out, C, CC=triton.next_power_of_2(C), PDL=pdl, num_warps=1, launch_pdl=pdl)
     return out.view(logits.shape[:-1])

@@ -23,6 +23,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
+from .. import device as gpu
 from ..tree_build.tree_build import _ordered, _unordered
 from .naive import LOGP_FLOOR
 
@@ -40,7 +41,8 @@ def _token_key(v, o):
 
 
 @triton.jit
-def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexpr):
+def _chunk_stats_kernel(x, cmax, csum, V, C, CHUNK: tl.constexpr, G: tl.constexpr, PDL: tl.constexpr):
+    gpu.pdl_start(PDL)
     m, g = tl.program_id(0).to(tl.int64), tl.program_id(1)
     c = g * G + tl.arange(0, G)
     o = c[:, None] * CHUNK + tl.arange(0, CHUNK)[None, :]
@@ -86,7 +88,9 @@ def _row_topk_kernel(
     KC: tl.constexpr,
     G: tl.constexpr,
     CAP: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    gpu.pdl_start(PDL)
     m = tl.program_id(0).to(tl.int64)
     PAD: tl.constexpr = -9187343239835811840
     c = tl.arange(0, CC)
@@ -150,7 +154,8 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
     f32 = dict(device=device, dtype=torch.float32)
     cmax, csum, lse = torch.empty(M, C, **f32), torch.empty(M, C, **f32), torch.empty(M, **f32)
     G = max(1, GROUP // CHUNK)
-    _chunk_stats_kernel[(M, triton.cdiv(C, G))](x, cmax, csum, V, C, CHUNK=CHUNK, G=G, num_warps=8)
+    pdl = gpu.pdl(device)
+    _chunk_stats_kernel[(M, triton.cdiv(C, G))](x, cmax, csum, V, C, CHUNK=CHUNK, G=G, PDL=pdl, num_warps=8, launch_pdl=pdl)
     KC = max(2, triton.next_power_of_2(k))
     CAP = CAP_BLOCKS * KC
     logp = torch.empty(M, k, **f32)
@@ -173,7 +178,9 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
         KC=KC,
         G=min(KC, max(1, TILE // CHUNK)),
         CAP=CAP,
+        PDL=pdl,
         num_warps=16,
+        launch_pdl=pdl,
     )
     out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
     return (*out, lse.view(logits.shape[:-1])) if with_lse else out
