@@ -18,15 +18,17 @@ index) of its spans of those rows, packed as one int64 key (order-preserving flo
 index: the larger key is the larger value, then the smaller index), in keys [rounds * LA, R, S]; the P
 programs of request r meet at a barrier (an arrival counter, spun on); each then takes the largest span key
 of each row (the target tokens, in one load) and follows the chain for as long as the target's token
-leads to its next node, then moves to the child carrying it. All P make the same decisions, so they stop
-together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
+leads to its next node, then moves to the child carrying it (every row of the round at once: one reduction for
+the children, a cumsum for the steps taken). All P make the same decisions, so they stop together: at a node
+without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
 
 bf16 rows (spans of several blocks, even strides) are read as int32 words of two bf16: each block's row maxima by
 max.bf16x2, no conversion and no index; after the span, the block that first held the maximum is read once more
-(from L2), again as words, for the first index equal to it (both halves compared as floats). On an H200 at R = 8,
-B = 64, 8 rows a round: 35.6 against 40.6 us when the walk goes 15 deep, 17.3 against 19.3 when it stops at the root
-(RESULTS, sessions 20 and 21). The interpreter keeps the
-converting loop (no inline PTX there): the pairs run in the GPU tests.
+(from L2), again as words, for the first index equal to it (both halves compared as floats). The next block's loads
+are issued before this one's reduction (two blocks in registers). On an H200 at R = 8, B = 64, 8 rows a round:
+32.6 us when the walk goes 15 deep, 15.6 when it stops at the root (RESULTS, session 22; 40.6 and 19.3 with a bf16
+loop before the pairs, session 20). The interpreter keeps the converting loop (no inline PTX there): the pairs run
+in the GPU tests.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
 (P = 1, no barrier, from R >= SMs). Under TRITON_INTERPRET=1 (programs run one after another) P is 1.
@@ -55,8 +57,8 @@ MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little m
 MAX_WARPS = 8
 # Rows per round (`greedy_walk`). More rows a round win when the walk goes deep and lose when it stops at the root;
 # DDTree accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 8. H200, the walk alone
-# at R = 8, B = 64 (RESULTS, session 21, bf16 rows read as pairs), LA 8 against 4: stopping at the root 17.3 against
-# 10.8 us, 6 deep 17.2 against 18.4, 15 deep 35.6 against 39.1 (session 14, before the pairs: 4 against 2 won from
+# at R = 8, B = 64 (RESULTS, session 22, bf16 rows read as pairs), LA 8 against 4: stopping at the root 15.6 against
+# 10.8 us, 6 deep 15.5 against 18.2, 15 deep 32.6 against 39.0 (session 14, before the pairs: 4 against 2 won from
 # about 3 depths).
 LOOKAHEAD = 8
 
@@ -65,6 +67,15 @@ LOOKAHEAD = 8
 def _max_bf16x2(a, b):
     """Per 16-bit half, the larger bf16 of two int32 words of bf16 pairs (max.bf16x2: maxNum, a NaN never wins)."""
     return tl.inline_asm_elementwise("max.bf16x2 $0, $1, $2;", "=r,r,r", [a, b], dtype=tl.int32, is_pure=True, pack=1)
+
+
+@triton.jit
+def _load_pairs(words, start, o, CW, V, live, BLOCK: tl.constexpr):
+    """int32 words [LA, BLOCK // 2] of bf16 pairs, entries start + o .. start + o + BLOCK of the live rows; two bf16
+    -inf (0xFF80FF80) past the span (o >= CW: nothing read) or the row."""
+    w_off = (start + o) // 2 + tl.arange(0, BLOCK // 2)
+    ok = (w_off < V // 2) & (o // 2 + tl.arange(0, BLOCK // 2) < CW // 2)
+    return tl.load(words[:, None] + w_off[None, :], mask=live[:, None] & ok[None, :], other=-8323200)
 
 
 @triton.jit
@@ -129,15 +140,15 @@ def _walk_kernel(
             if PAIRS:  # each block's maxima by max.bf16x2 on int32 words of bf16 pairs (no conversions, no index pass),
                 # then the first index of the span's maximum in the one block that holds it, read again (from L2)
                 best_o = tl.full([LA], -1, tl.int32)
+                w = _load_pairs(words, s * CW, 0, CW, V, live, BLOCK)
                 for o in range(0, CW, BLOCK):
-                    w_off = (s * CW + o) // 2 + tl.arange(0, BLOCK // 2)
-                    ok = (w_off < V // 2) & (o // 2 + tl.arange(0, BLOCK // 2) < CW // 2)
-                    w = tl.load(words[:, None] + w_off[None, :], mask=live[:, None] & ok[None, :], other=-8323200)
-                    wm = tl.reduce(w, 1, _max_bf16x2)  # (other: two bf16 -inf, 0xFF80FF80)
+                    w_next = _load_pairs(words, s * CW, o + BLOCK, CW, V, live, BLOCK)  # in flight while w is reduced
+                    wm = tl.reduce(w, 1, _max_bf16x2)
                     m = tl.maximum((wm << 16).to(tl.float32, bitcast=True), (wm & -65536).to(tl.float32, bitcast=True))
                     upd = m > best_m  # strict: the first block holding the maximum; a NaN maximum never updates
                     best_m = tl.where(upd, m, best_m)
                     best_o = tl.where(upd, o, best_o)
+                    w = w_next
                 start = tl.multiple_of((s * CW + tl.maximum(best_o, 0)) // 2, BLOCK // 2)  # (so that loads are vectors)
                 w_off = start[:, None] + tl.arange(0, BLOCK // 2)[None, :]
                 w = tl.load(words[:, None] + w_off, mask=(live & (best_o >= 0))[:, None] & (w_off < V // 2), other=-8323200)
@@ -176,17 +187,23 @@ def _walk_kernel(
             cache_modifier=".cg",
         )  # fmt: skip; other: below every key
         toks = tl.where(live, 2147483647 - (tl.max(span_keys, axis=1) & 0x7FFFFFFF), -1)
-        # follow the chain for as long as the target's token leads to its next node (all P decide alike)
-        on = d >= 0
-        for u in tl.static_range(LA):
-            node_u = tl.sum(tl.where(t == u, chain, 0), axis=0)
-            token = tl.where(on, tl.sum(tl.where(t == u, toks, 0), axis=0), token)
-            path = tl.where(on & (j == d), node_u, path)
-            child = tl.min(tl.where(im & (par == node_u) & (tok == token), i, NN), axis=0).to(tl.int64)
-            go = tl.where(on, (child < NN) & (d < L), go)
-            cur = tl.where(on, child, cur)
-            d = tl.where(on, d + 1, d)
-            on = on & go & (child == tl.max(tl.where(t == u + 1, chain, -1), axis=0))
+        # Follow the chain for as long as the target's token leads to its next node (all P decide alike), every row
+        # at once: child[u], the child of chain[u] carrying toks[u]; step u is taken iff every step before it went on
+        # down the chain (a child, above depth L, and it is chain[u + 1]).
+        hit = im[None, :] & (par[None, :] == chain[:, None]) & (tok[None, :] == toks[:, None]) & live[:, None]
+        child = tl.min(tl.where(hit, i[None, :], NN), axis=1)
+        down = (child < NN) & (d + t < L)
+        stay = down & (child == tl.max(tl.where(t[None, :] == t[:, None] + 1, chain[None, :], -1), axis=1))
+        off = 1 - stay.to(tl.int32)
+        taken = (tl.cumsum(off, axis=0) - off) == 0  # steps 0 .. k, k the first that leaves the chain (or the last)
+        steps = tl.sum(taken.to(tl.int32), axis=0)
+        at = tl.max(tl.where((j[:, None] == d + t[None, :]) & taken[None, :], chain[None, :], -1), axis=1)
+        path = tl.where((j >= d) & (j < d + steps), at, path)
+        last = t == steps - 1
+        token = tl.sum(tl.where(last, toks, 0), axis=0)
+        cur = tl.sum(tl.where(last, child, 0), axis=0).to(tl.int64)
+        go = tl.sum(tl.where(last, down.to(tl.int32), 0), axis=0) > 0
+        d += steps
         rnd += 1
     if p == 0:
         tl.store(accepted_nodes + r * (L + 1) + j, path, mask=j < L + 1)
