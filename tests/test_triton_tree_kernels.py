@@ -197,6 +197,42 @@ def test_greedy_walk_forced_paths(R, L, V, B, dtype, block, chunk, ties, lookahe
     assert accept_len.max() == L and len(set(accept_len.tolist())) > 1
 
 
+def test_greedy_walk_calls_in_turn():
+    """Walks one after another share the barrier's counters (kept between calls, P a round: on the GPU, where P > 1):
+    different request counts and programs per request, interleaved, then a CUDA graph replayed; each equals the
+    reference, and each counter stays a multiple of its P."""
+    from sglang_dflash.kernels.tree_walk import path_argmax
+
+    gen = torch.Generator().manual_seed(9)
+    L, V, B = 5, 1000, 20
+    cases = []
+    for R, programs, lookahead in ((3, 2, 1), (1, 3, 2), (3, 3, 4), (2, 2, 2), (3, None, 4), (1, 5, 1)):
+        tree = deep_tree(R, L, V, B, gen)
+        cases.append(
+            (
+                tree,
+                forced_logits(tree, V, walk_ends(tree, gen), gen).bfloat16(),
+                dict(block=64, chunk=128, programs=programs, lookahead=lookahead),
+            )
+        )
+    for tree, logits, tiling in cases + cases[::-1]:
+        check_greedy_walk(tree, logits, **tiling)
+    for (_, P), counters in path_argmax._COUNTERS.items():
+        assert bool((counters % P == 0).all()), P
+    if DEVICE == "cuda":
+        tree, logits, tiling = cases[2]
+        args = (tree.token_ids.cuda(), tree.parents.cuda(), logits.cuda(), tree.max_depth)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            got = greedy_walk(*args, **tiling)
+        for _ in range(3):
+            graph.replay()
+            check_greedy_walk(*cases[0][:2], **cases[0][2])  # eager calls between the replays
+        torch.cuda.synchronize()
+        for a, b in zip(got, greedy_reference(tree, logits)):
+            assert torch.equal(a.cpu(), b)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_greedy_walk_random_logits(dtype):
     """Random trees and logits (a slice: read in place): most walks stop at the root."""

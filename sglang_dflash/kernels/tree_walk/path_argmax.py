@@ -16,7 +16,8 @@ draft's own continuation: siblings are in descending score order, so a node's fi
 likely one), loaded together as one [LA, BLOCK] tile. Per round every program stores the (max, first
 index) of its spans of those rows, packed as one int64 key (order-preserving float bits, then the reversed
 index: the larger key is the larger value, then the smaller index), in keys [rounds * LA, R, S]; the P
-programs of request r meet at a barrier (an arrival counter, spun on); each then takes the largest span key
+programs of request r meet at a barrier (an arrival counter, spun on, kept from call to call: no memset before the
+launch); each then takes the largest span key
 of each row (the target tokens, in one load) and follows the chain for as long as the target's token
 leads to its next node, then moves to the child carrying it (every row of the round at once: one reduction for
 the children, a cumsum for the steps taken). All P make the same decisions, so they stop together: at a node
@@ -121,6 +122,7 @@ def _walk_kernel(
     token = r * 0 - 1
     d = tl.full([], 0, tl.int32)
     rnd = tl.full([], 0, tl.int32)
+    origin = tl.full([], 0, tl.int64)  # the barrier counter's value when this call began
     go = d == 0
     while go:
         # the round's rows: the current node and its first-child chain (-1 past a leaf or below depth L: rows the
@@ -175,13 +177,17 @@ def _walk_kernel(
             tl.store(keys + ((rnd * LA + t) * R + r) * S + s, _token_key(best_m, best_i.to(tl.int64)), mask=live)
         if P > 1:  # the request's P programs meet: stores, then a release add, then acquire reads
             tl.debug_barrier()
-            seen = tl.atomic_add(arrived + r, 1, sem="release") + 1
-            while seen < P * (rnd + 1):
+            ticket = tl.atomic_add(arrived + r, 1, sem="release")
+            # the counter runs on from call to call, P a round: this call's origin is the multiple of P below its
+            # first ticket (no program arrives twice before all have arrived once)
+            origin = tl.where(rnd == 0, ticket - ticket % P, origin)
+            seen = ticket + 1
+            while seen - origin < P * (rnd + 1):
                 seen = tl.atomic_add(arrived + r, 0, sem="acquire")
         tl.debug_barrier()
-        base = ((rnd * LA + t) * R + r) * S
+        row_keys = ((rnd * LA + t) * R + r) * S
         span_keys = tl.load(
-            keys + base[:, None] + c[None, :],
+            keys + row_keys[:, None] + c[None, :],
             mask=live[:, None] & (c < S)[None, :],
             other=-9223372036854775807,
             cache_modifier=".cg",
@@ -209,6 +215,28 @@ def _walk_kernel(
         tl.store(accepted_nodes + r * (L + 1) + j, path, mask=j < L + 1)
         tl.store(accept_len + r, (d - 1).to(tl.int64))
         tl.store(bonus + r, token)
+
+
+# The barrier's arrival counters, per (CUDA device index, programs per request P): int64 [SMs] (R * P <= SMs), kept
+# from call to call and never reset (each call adds P a round to its requests' counters, int64: no wrap), so that no
+# memset kernel runs before the walk. Never freed: captured graphs hold their address.
+_COUNTERS: dict[tuple[int, int], Tensor] = {}
+
+
+def _barrier_counters(device: torch.device, P: int) -> Tensor:
+    """Arrival counters for `_walk_kernel`'s barrier (P > 1), each a multiple of P between calls. Walks on one device
+    must not overlap (they run on one stream), as they share them. Made once, outside CUDA-graph capture; while a
+    graph is captured before they exist, fresh zeroed ones are captured with the call (a memset)."""
+    if device.type != "cuda":  # CPU tensors: a launch recorded, not run (tests/test_sm86_compile.py)
+        return torch.zeros(gpu.multiprocessor_count(device), device=device, dtype=torch.int64)
+    key = (device.index if device.index is not None else torch.cuda.current_device(), P)
+    if key not in _COUNTERS:
+        counters = torch.zeros(gpu.multiprocessor_count(device), device=device, dtype=torch.int64)
+        if torch.cuda.is_current_stream_capturing():
+            return counters
+        torch.cuda.synchronize(device)  # zeroed before any stream uses them
+        _COUNTERS[key] = counters
+    return _COUNTERS[key]
 
 
 def greedy_walk(
@@ -258,7 +286,7 @@ def greedy_walk(
         token_ids.contiguous(),
         parents.contiguous(),
         keys,
-        torch.zeros(R, device=device, dtype=torch.int32),
+        _barrier_counters(device, P) if P > 1 else keys,
         accept_len,
         accepted_nodes,
         bonus,
