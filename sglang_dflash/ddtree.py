@@ -227,8 +227,8 @@ def accept_greedy(tree: DraftTree, target_logits: Tensor) -> Acceptance:
 
     On the GPU, two equal ways, chosen by size (H200, benchmarks/RESULTS.md, issue 2): for R * N >=
     PATH_WALK_ROWS, `kernels.tree_walk.greedy_walk` reads only the rows on the accepted path (at most
-    L + 1 per request, in one launch, `LOOKAHEAD` = 8 rows a round: 21 / 27 / 47 us at R = 8, N = 65 when the walk
-    stops at the root / goes 6 / 15 deep, against 95 us for all 520 rows, session 20); below, the argmax of every row
+    L + 1 per request, in one launch, `LOOKAHEAD` = 8 rows a round: 17 / 24 / 41 us at R = 8, N = 65 when the walk
+    stops at the root / goes 6 / 15 deep, against 95 us for all 520 rows, session 22); below, the argmax of every row
     (16 us at R = 1, N = 65, whatever the depth) and `walk_tree`. No host sync either way."""
     _check_target_logits(tree, target_logits)
     if not target_logits.is_cuda:
