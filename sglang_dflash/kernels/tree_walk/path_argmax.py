@@ -17,11 +17,11 @@ likely one), loaded together as one [LA, BLOCK] tile. Per round every program st
 index) of its spans of those rows, packed as one int64 key (order-preserving float bits, then the reversed
 index: the larger key is the larger value, then the smaller index), in keys [rounds * LA, R, S]; the P
 programs of request r meet at a barrier (an arrival counter, spun on, kept from call to call: no memset before the
-launch); each then takes the largest span key
-of each row (the target tokens, in one load) and follows the chain for as long as the target's token
-leads to its next node, then moves to the child carrying it (every row of the round at once: one reduction for
-the children, a cumsum for the steps taken). All P make the same decisions, so they stop together: at a node
-without that child, or at depth L. Program (r, 0) writes the path and the bonus token.
+launch); each then takes the largest span key of each row (the target tokens, in one load) and follows the chain
+for as long as the target's token leads to its next node, then moves to the child carrying it (every row of the
+round at once: one reduction for the children, a cumsum for the steps taken). All P make the same decisions, so
+they stop together: at a node without that child, or at depth L. Program (r, 0) writes the path and the bonus
+token.
 
 bf16 rows (spans of several blocks, even strides) are read as int32 words of two bf16: each block's row maxima by
 max.bf16x2, no conversion and no index; after the span, the block that first held the maximum is read once more
@@ -253,7 +253,8 @@ def greedy_walk(
     """(accept_len [R], accepted_nodes [R, max_depth + 1], bonus_tokens [R]), see the module
     docstring. lookahead: rows per round (a power of two), the current node's and its first-child chain's.
     block / chunk (a multiple of block: the span width) / programs (per request, at most the span count) override
-    the tiling (tests)."""
+    the tiling (tests). Walks on one device run one at a time (one stream, as the engine and the server run them):
+    they share the barrier's counters (`_barrier_counters`)."""
     R, N, V = target_logits.shape
     L = max_depth
     device = target_logits.device
