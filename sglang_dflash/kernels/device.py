@@ -42,8 +42,6 @@ def _cuda_multiprocessors(index: int) -> int:
 
 @functools.cache
 def _cuda_shared_memory(index: int) -> int:
-    import triton
-
     return triton.runtime.driver.active.utils.get_device_properties(index)["max_shared_mem"]
 
 
@@ -53,6 +51,13 @@ def pdl(device: torch.device) -> bool:
     newer (griddepcontrol), not under the interpreter, and not with `PDL` off. A kernel launched so must call
     `pdl_start` before its first memory access: a fresh buffer may be one the previous kernel still reads."""
     return PDL and not INTERPRET and device.type == "cuda" and _cuda_capability(_index(device)) >= (9, 0)
+
+
+def pdl_launch(device: torch.device) -> dict[str, bool]:
+    """A kernel's launch arguments for `pdl`: its PDL constexpr (the wait in `pdl_start`) and Triton's `launch_pdl`
+    option, always together (a kernel launched with PDL that did not wait could read what the previous one writes)."""
+    on = pdl(device)
+    return dict(PDL=on, launch_pdl=on)
 
 
 @functools.cache

@@ -221,8 +221,7 @@ def tree_build(
         LB=LB,
         NN=NN,
         RB=max(1, 4096 // NN),
-        PDL=gpu.pdl(device),
         num_warps=num_warps or (4 if BB < 64 else 8),
-        launch_pdl=gpu.pdl(device),
+        **gpu.pdl_launch(device),
     )
     return out

@@ -227,12 +227,11 @@ def _barrier_counters(device: torch.device, P: int) -> Tensor:
     """Arrival counters for `_walk_kernel`'s barrier (P > 1), each a multiple of P between calls. Walks on one device
     must not overlap (they run on one stream), as they share them. Made once, outside CUDA-graph capture; while a
     graph is captured before they exist, fresh zeroed ones are captured with the call (a memset)."""
-    if device.type != "cuda":  # CPU tensors: a launch recorded, not run (tests/test_sm86_compile.py)
-        return torch.zeros(gpu.multiprocessor_count(device), device=device, dtype=torch.int64)
-    key = (device.index if device.index is not None else torch.cuda.current_device(), P)
+    cuda = device.type == "cuda"
+    key = (device.index if device.index is not None else torch.cuda.current_device(), P) if cuda else None
     if key not in _COUNTERS:
         counters = torch.zeros(gpu.multiprocessor_count(device), device=device, dtype=torch.int64)
-        if torch.cuda.is_current_stream_capturing():
+        if not cuda or torch.cuda.is_current_stream_capturing():  # (CPU tensors: a launch recorded, not run)
             return counters
         torch.cuda.synchronize(device)  # zeroed before any stream uses them
         _COUNTERS[key] = counters
@@ -307,8 +306,7 @@ def greedy_walk(
         LA=lookahead,
         NATIVE=not gpu.INTERPRET,
         PAIRS=pairs,
-        PDL=gpu.pdl(device),
         num_warps=max(1, min(MAX_WARPS, lookahead * block // 512)),
-        launch_pdl=gpu.pdl(device),
+        **gpu.pdl_launch(device),
     )
     return accept_len, accepted_nodes, bonus

@@ -79,8 +79,7 @@ def tree_walk(
         L=max_depth,
         NN=NN,
         LP=triton.next_power_of_2(max_depth + 1),
-        PDL=gpu.pdl(device),
         num_warps=4 if NN <= 256 else 8,
-        launch_pdl=gpu.pdl(device),
+        **gpu.pdl_launch(device),
     )
     return accept_len, accepted_nodes, bonus

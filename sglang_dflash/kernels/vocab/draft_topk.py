@@ -154,8 +154,8 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
     f32 = dict(device=device, dtype=torch.float32)
     cmax, csum, lse = torch.empty(M, C, **f32), torch.empty(M, C, **f32), torch.empty(M, **f32)
     G = max(1, GROUP // CHUNK)
-    pdl = gpu.pdl(device)
-    _chunk_stats_kernel[(M, triton.cdiv(C, G))](x, cmax, csum, V, C, CHUNK=CHUNK, G=G, PDL=pdl, num_warps=8, launch_pdl=pdl)
+    pdl = gpu.pdl_launch(device)
+    _chunk_stats_kernel[(M, triton.cdiv(C, G))](x, cmax, csum, V, C, CHUNK=CHUNK, G=G, num_warps=8, **pdl)
     KC = max(2, triton.next_power_of_2(k))
     CAP = CAP_BLOCKS * KC
     logp = torch.empty(M, k, **f32)
@@ -178,9 +178,8 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
         KC=KC,
         G=min(KC, max(1, TILE // CHUNK)),
         CAP=CAP,
-        PDL=pdl,
         num_warps=16,
-        launch_pdl=pdl,
+        **pdl,
     )
     out = logp.view(*logits.shape[:-1], k), ids.view(*logits.shape[:-1], k)
     return (*out, lse.view(logits.shape[:-1])) if with_lse else out
