@@ -4,7 +4,8 @@ Per row of x [M, V] (M = R * L draft depths), two launches:
   1. `_chunk_stats_kernel`, grid (M, chunk groups): max and sum(exp(x - max)) of every CHUNK-wide
      chunk (the one full read of x).
   2. `_row_topk_kernel`, grid (M,): the logsumexp from those; the K chunks with the largest maxima,
-     ranked (ties: smaller chunk first) and tau, the K-th of those maxima. Every element of the
+     ranked (ties: smaller chunk first) and tau, the K-th of those maxima (int32 keys for bf16 / fp16
+     logits, whose maxima leave the low 16 / 13 ordered fp32 bits equal for the chunk index; int64 for fp32). Every element of the
      row's top K is >= tau and lies in a selected chunk (K elements, the chunk maxima, have keys at
      least the K-th chunk maximum's; a chunk not selected has max <= tau and, if == tau, a larger
      index than every selected chunk whose max is tau). So the elements >= tau of the K selected
@@ -88,6 +89,7 @@ def _row_topk_kernel(
     KC: tl.constexpr,
     G: tl.constexpr,
     CAP: tl.constexpr,
+    LOW: tl.constexpr,
     PDL: tl.constexpr,
 ):
     gpu.pdl_start(PDL)
@@ -100,10 +102,17 @@ def _row_topk_kernel(
     row_max = tl.max(mx, axis=0)
     row_lse = row_max + tl.log(tl.sum(tl.where(mx == float("-inf"), 0.0, s * tl.exp(mx - row_max)), axis=0))
     tl.store(lse + m, row_lse)
-    top = tl.topk((_ordered(mx).to(tl.int64) << 32) | tl.where(cm, CC - 1 - c, 0).to(tl.int64), KC)
     t = tl.arange(0, KC)
-    tl.store(sel + m * KC + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
-    tau = _unordered((tl.max(tl.where(t == K - 1, top, PAD), axis=0) >> 32).to(tl.int32))
+    if LOW > 0:  # 16-bit logits: a chunk maximum's LOW low bits are equal (ordered: all 0, or all 1 below zero), so
+        # the chunk index takes their place and the keys are int32
+        top = tl.topk((_ordered(mx) & -(1 << LOW)) | tl.where(cm, CC - 1 - c, 0), KC)
+        tl.store(sel + m * KC + t, (CC - 1) - (top & (CC - 1)), mask=t < K)
+        kth = tl.max(tl.where(t == K - 1, top, -2147483648), axis=0) & -(1 << LOW)
+        tau = _unordered(kth | tl.where(kth < 0, (1 << LOW) - 1, 0))
+    else:
+        top = tl.topk((_ordered(mx).to(tl.int64) << 32) | tl.where(cm, CC - 1 - c, 0).to(tl.int64), KC)
+        tl.store(sel + m * KC + t, (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32), mask=t < K)
+        tau = _unordered((tl.max(tl.where(t == K - 1, top, PAD), axis=0) >> 32).to(tl.int32))
     tl.debug_barrier()
 
     # Compact the elements >= tau of the selected chunks, G chunks at a time (NaN compares false).
@@ -160,6 +169,8 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
     CAP = CAP_BLOCKS * KC
     logp = torch.empty(M, k, **f32)
     ids = torch.empty(M, k, device=device, dtype=torch.long)
+    CC = triton.next_power_of_2(C)
+    low = {torch.bfloat16: 16, torch.float16: 13}.get(x.dtype, 0)  # low fp32 bits that a 16-bit value leaves zero
     _row_topk_kernel[(M,)](
         x,
         cmax,
@@ -174,10 +185,11 @@ def draft_log_probs(logits: Tensor, k: int, chunk: int | None = None, with_lse: 
         k,
         LOGP_FLOOR,
         CHUNK=CHUNK,
-        CC=triton.next_power_of_2(C),
+        CC=CC,
         KC=KC,
         G=min(KC, max(1, TILE // CHUNK)),
         CAP=CAP,
+        LOW=low if CC <= 1 << low else 0,
         num_warps=16,
         **pdl,
     )
