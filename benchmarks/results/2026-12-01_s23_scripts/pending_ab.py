@@ -1,7 +1,7 @@
-"""GPU A/B of pending_commit.patch (ab/pend) against HEAD (ab/main), same process: verify + commit as today against
-one verify that applies the previous step's commit as it reads S0 (the commit deferred into the next verify, no
-commit launch). Qwen3.6-27B TP=2 GDN shapes (HV 24, H 8, K = V = 128, bf16), DDTree-shaped trees, a 5-node path.
-Run from the repository root: PYTHONPATH=$PWD python3 pending_ab.py ab/main ab/pend"""
+"""GPU A/B of the deferred commit (pending_commit.patch, pending_prologue.patch: trees ab/pend, ab/pend2) against
+HEAD (ab/main), same process: verify + commit as today against one verify that applies the previous step's commit
+to S0 (no commit launch). Qwen3.6-27B TP=2 GDN shapes (HV 24, H 8, K = V = 128, bf16), DDTree-shaped trees, a
+5-node path. Run from the repository root: PYTHONPATH=$PWD python3 pending_ab.py ab/main ab/pend [ab/pend2 ...]"""
 
 import sys
 
@@ -27,10 +27,12 @@ def load(tree):
     return pkg, mod
 
 
-(main_pkg, main), (_, pend) = load(sys.argv[1]), load(sys.argv[2])
+(main_pkg, main), pends = load(sys.argv[1]), {t: load(t)[1] for t in sys.argv[2:]}
 LAYERS, PATH, P = 48, 5, 16
 print(torch.cuda.get_device_name() if not SMOKE else "CPU smoke", torch.__version__)
-print("case                 | verify  commit x1  commit x48/layer  verify+commit48 | pending verify | out rel  pool rel")
+print(
+    "case                 | verify  commit x1  commit x48/layer  verify+commit48 | per tree: pending verify (out rel, pool rel)"
+)
 for R, N, kind in (
     [(1, 16, "chain")] if SMOKE else [(1, 64, "ddtree"), (8, 64, "ddtree"), (1, 16, "chain"), (8, 16, "chain"), (1, 32, "ddtree")]
 ):
@@ -50,12 +52,6 @@ for R, N, kind in (
     kk = pk.repeat_interleave(3, dim=2)
     committed[slots.long()] = peg[:, :, None, None] * pool[slots.long()] + torch.einsum("rphv,rphk->rhvk", pu, kk)
     ref, _ = main.tree_gdn_verify_triton(*inputs[:7], committed.clone(), slots, parents, ancestor_mask=anc, max_depth=depth)
-    work = pool.clone()
-    out, _ = pend.tree_gdn_verify_triton(
-        *inputs[:7], work, slots, parents, ancestor_mask=anc, max_depth=depth, pending=(pu, pk, peg), peel_root=False
-    )
-    rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-    prel = ((work - committed).norm() / committed.norm()).item()
     # timing (pools change in place each replay: values stay bounded, e^{G_l} <= 1)
     t_verify = graph_us(lambda: main.tree_gdn_verify_triton(*inputs, ancestor_mask=anc, max_depth=depth), reps=10)
     pc = pool.clone()
@@ -63,15 +59,19 @@ for R, N, kind in (
     pools = pool[None].repeat(LAYERS, 1, 1, 1, 1)
     ctxs = main_pkg.stack_contexts([ctx] * LAYERS)
     t_commit48 = graph_us(lambda: main.tree_gdn_commit_triton(pools, slots, ctxs, accepted), reps=2) / LAYERS
-    wp = pool.clone()
-    t_pend = graph_us(
-        lambda: pend.tree_gdn_verify_triton(
-            *inputs[:7], wp, slots, parents, ancestor_mask=anc, max_depth=depth, pending=(pu, pk, peg), peel_root=False
-        ),
-        reps=10,
-    )
+    cols = []
+    for name, pend in pends.items():
+        work = pool.clone()
+        pending = dict(ancestor_mask=anc, max_depth=depth, pending=(pu, pk, peg), peel_root=False)
+        out, _ = pend.tree_gdn_verify_triton(*inputs[:7], work, slots, parents, **pending)
+        rel = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+        prel = ((work - committed).norm() / committed.norm()).item()
+        t = graph_us(
+            lambda pend=pend, work=work: pend.tree_gdn_verify_triton(*inputs[:7], work, slots, parents, **pending), reps=10
+        )
+        cols.append(f"{name}: {t:6.2f} ({rel:.0e}, {prel:.0e})")
     print(
         f"R={R} N={N:3d} {kind:7s}    | {t_verify:6.2f}  {t_commit:6.2f}     {t_commit48:6.2f}          "
-        f"{t_verify + t_commit48:6.2f}      | {t_pend:6.2f}         | {rel:.1e}  {prel:.1e}",
+        f"{t_verify + t_commit48:6.2f}      | " + "  ".join(cols),
         flush=True,
     )
