@@ -4,7 +4,8 @@
 # pending_prologue.patch applies the previous step's accepted path to each program's S0 tile in a pass before the key
 # loop (load, one [BK, 16] x [16, BV] dot, store, then a barrier; the key loop reads the new tile back, an L2 hit)
 # instead of inside the key loop (pending_commit.patch, call 6: R = 8 x 64 65.1 us against 45.1 for verify + commit;
-# ptxas sm_90a at R = 8, BV 64: 472 B of spills against HEAD's 80; the prologue form: 104; at R = 1, BV 32: 92, 80, 16).
+# ptxas sm_90a at R = 8, BV 64: 472 B of spills against HEAD's 80; the prologue form (its two chunks unrolled, each
+# loading its own operands): 104; at R = 1, BV 32: 92, 16 for HEAD, 32 for the prologue (80 with a rolled loop)).
 # CPU-checked: check_pending.py ab/pend2 (TRITON_INTERPRET=1) passes. What it must beat, per layer: verify + the
 # 48-layer commit's share, 12.50 us at R = 1 x 64 and 45.11 at R = 8 x 64 (call 6). At R = 8 the commit is 7.76 us
 # of bandwidth (25 MB) that the verify's other programs could hide. First, on the CPU machine:
