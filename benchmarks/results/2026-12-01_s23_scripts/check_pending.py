@@ -1,16 +1,17 @@
 """CPU check (TRITON_INTERPRET=1) of pending_commit.patch: a verify with the previous step's commit deferred into it
 equals the commit (S0 <- e^{G_l} S0 + sum_j k_j u_j^T, applied in torch) followed by the reference verify, and leaves
-that committed state in the pool. Run from the repository root: python3 check_pending.py ab/pend"""
+that committed state in the pool. Run from the repository root: python3 check_pending.py ab/pend (a tree built as next_call1.sh says)"""
 
 import sys
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, sys.argv[1])
-for name in [m for m in sys.modules if m.split(".")[0] == "sglang_dflash"]:  # the .pth's bootstrap imported HEAD's
-    del sys.modules[name]
-from sglang_dflash.kernels.tree_gdn.naive import tree_gdn_verify_ref  # noqa: E402
-from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_verify_triton  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+from benchmarks.ab_trees import load_tree  # noqa: E402
+from sglang_dflash.kernels.tree_gdn.naive import tree_gdn_verify_ref  # noqa: E402 (the same in every tree)
+
+tree_gdn_verify_triton = load_tree(sys.argv[1]).gdn.tree_gdn_verify_triton
 
 torch.manual_seed(0)
 fails = 0

@@ -7,27 +7,17 @@ import sys
 
 import torch
 
+from benchmarks.ab_trees import load_tree
 from benchmarks.kernels.bench_tree_gdn import verify_inputs
 from benchmarks.timing import graph_us
+from sglang_dflash.kernels.tree_gdn import stack_contexts  # (the same in every tree)
 
 SMOKE = not torch.cuda.is_available()  # CPU, TRITON_INTERPRET=1: one small case, no timing (a check of the script)
 DEV = "cpu" if SMOKE else "cuda"
 if SMOKE:
     graph_us = lambda fn, reps=1: (fn(), 0.0)[1]  # noqa: E731
 
-
-def load(tree):
-    sys.path.insert(0, tree)
-    for name in [m for m in sys.modules if m.split(".")[0] == "sglang_dflash"]:
-        del sys.modules[name]
-    from sglang_dflash.kernels import tree_gdn as pkg
-    from sglang_dflash.kernels.tree_gdn import tree_gdn as mod
-
-    sys.path.pop(0)
-    return pkg, mod
-
-
-(main_pkg, main), pends = load(sys.argv[1]), {t: load(t)[1] for t in sys.argv[2:]}
+main, pends = load_tree(sys.argv[1]).gdn, {t: load_tree(t).gdn for t in sys.argv[2:]}
 LAYERS, PATH, P = 48, 5, 16
 print(torch.cuda.get_device_name() if not SMOKE else "CPU smoke", torch.__version__)
 print(
@@ -57,7 +47,7 @@ for R, N, kind in (
     pc = pool.clone()
     t_commit = graph_us(lambda: main.tree_gdn_commit_triton(pc, slots, ctx, accepted), reps=10)
     pools = pool[None].repeat(LAYERS, 1, 1, 1, 1)
-    ctxs = main_pkg.stack_contexts([ctx] * LAYERS)
+    ctxs = stack_contexts([ctx] * LAYERS)
     t_commit48 = graph_us(lambda: main.tree_gdn_commit_triton(pools, slots, ctxs, accepted), reps=2) / LAYERS
     cols = []
     for name, pend in pends.items():

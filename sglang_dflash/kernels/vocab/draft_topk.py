@@ -5,10 +5,10 @@ Per row of x [M, V] (M = R * L draft depths), two launches:
      chunk (the one full read of x).
   2. `_row_topk_kernel`, grid (M,): the logsumexp from those; the K chunks with the largest maxima,
      ranked (ties: smaller chunk first) and tau, the K-th of those maxima (int32 keys for bf16 / fp16
-     logits, whose maxima leave the low 16 / 13 ordered fp32 bits equal for the chunk index; int64 for fp32). Every element of the
-     row's top K is >= tau and lies in a selected chunk (K elements, the chunk maxima, have keys at
-     least the K-th chunk maximum's; a chunk not selected has max <= tau and, if == tau, a larger
-     index than every selected chunk whose max is tau). So the elements >= tau of the K selected
+     logits, whose maxima leave the low 16 / 13 ordered fp32 bits equal for the chunk index; int64 for
+     fp32). Every element of the row's top K is >= tau and lies in a selected chunk (K elements, the
+     chunk maxima, have keys at least the K-th chunk maximum's; a chunk not selected has max <= tau
+     and, if == tau, a larger index than every selected chunk whose max is tau). So the elements >= tau of the K selected
      chunks (about K of them) are compacted into CAP slots (up to TILE entries of the selected chunks
      in one load), and their top K is one top-k over the CAP slots. If more than CAP are >= tau (ties
      at tau, rows of -inf), a running merge over blocks of CAP runs over every element of the selected
