@@ -108,12 +108,27 @@ def _l2norm_rows(x):
 
 
 @triton.jit
+def _gate_inputs(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr):
+    """What `_gate_values` takes, as loaded: a, b [NB] of the nodes at token indices row (ok = real nodes; 0
+    elsewhere), A_log and dt_bias of V-head hv. A caller may issue these loads early and convert them where it needs
+    the gates."""
+    av = tl.load(a + row * HV + hv, mask=ok, other=0.0)
+    return av, tl.load(b + row * HV + hv, mask=ok, other=0.0), tl.load(A_log + hv), tl.load(dt_bias + hv)
+
+
+@triton.jit
+def _gate_values(av, bv, A_log, dt_bias, ok, NATIVE: tl.constexpr):
+    """(g, beta) [NB] from `_gate_inputs`' loads; NATIVE: `_softplus`'s."""
+    av, bv = av.to(tl.float32), bv.to(tl.float32)
+    g = -tl.exp(A_log.to(tl.float32)) * _softplus(av + dt_bias.to(tl.float32), NATIVE)
+    return tl.where(ok, g, 0.0), tl.where(ok, 1.0 / (1.0 + tl.exp(-bv)), 0.0)
+
+
+@triton.jit
 def _gates(a, b, A_log, dt_bias, row, ok, hv, HV: tl.constexpr, NATIVE: tl.constexpr):
     """(g, beta) [NB] of the nodes at token indices row (ok = real nodes); NATIVE: `_softplus`'s."""
-    av = tl.load(a + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
-    bv = tl.load(b + row * HV + hv, mask=ok, other=0.0).to(tl.float32)
-    g = -tl.exp(tl.load(A_log + hv).to(tl.float32)) * _softplus(av + tl.load(dt_bias + hv).to(tl.float32), NATIVE)
-    return tl.where(ok, g, 0.0), tl.where(ok, 1.0 / (1.0 + tl.exp(-bv)), 0.0)
+    av, bv, A, dt = _gate_inputs(a, b, A_log, dt_bias, row, ok, hv, HV)
+    return _gate_values(av, bv, A, dt, ok, NATIVE)
 
 
 @triton.jit
@@ -275,6 +290,12 @@ def _tree_gdn_fused_kernel(
         ni = b0 + i
         ok = ni < N
         row = base + ni
+        # After the root the gates' loads go before the key loop (the gates are formed after it); without a root,
+        # after it. H200, verify, us, before -> after the root (benchmarks/RESULTS.md, session 24, call 2): R = 1 x 33
+        # 13.8 -> 12.7, 65 16.0 -> 13.8 (13 deep 20.5 -> 17.5), 129 46.2 -> 40.0, R = 8 x 65 49.5 -> 48.0; without a
+        # root R = 8 x 64 37.6 -> 38.8 and the 16-node chain 6.6 -> 6.9 (more spills), R = 1 x 64 11.8 -> 11.7.
+        if ROOT:
+            a_raw, b_raw, A_raw, dt_raw = _gate_inputs(a, b, A_log, dt_bias, row, ok, hv, HV)
         # q.k, k.k, q.S0 and k.S0 on the raw rows, BK key columns at a time (few live registers),
         # normalised after: (q_i . k_j) / (|q_i| |k_j|) is the dot of the unit vectors.
         KK, QK = tl.zeros([NB, NB], tl.float32), tl.zeros([NB, NB], tl.float32)
@@ -307,7 +328,9 @@ def _tree_gdn_fused_kernel(
                 QK = tl.dot(qf, tl.trans(kf), QK, input_precision=PRECISION)
                 KS = tl.dot(kf, S0c, KS, input_precision=PRECISION)
                 QS = tl.dot(qf, S0c, QS, input_precision=PRECISION)
-        g, beta = _gates(a, b, A_log, dt_bias, row, ok, hv, HV, NATIVE)  # after the key loop: its loads are issued first
+        if not ROOT:
+            a_raw, b_raw, A_raw, dt_raw = _gate_inputs(a, b, A_log, dt_bias, row, ok, hv, HV)
+        g, beta = _gate_values(a_raw, b_raw, A_raw, dt_raw, ok, NATIVE)
         am = tl.load(tree + ni[:, None] * ANC + ni[None, :], mask=ok[:, None] & ok[None, :], other=0) != 0
         G = tl.sum(tl.where(am, g[None, :], 0.0), axis=1)
         if ROOT:
