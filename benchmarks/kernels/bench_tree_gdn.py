@@ -27,6 +27,8 @@ import argparse
 import importlib.util
 import json
 import os
+import signal
+import sys
 import tempfile
 import zipfile
 
@@ -235,44 +237,40 @@ def sweep(dev: str = "cuda") -> None:
             print(f"sweep N={N} DDTree depth {depth}, padded mask: warps={warps}: {graph_us(run, reps=10):8.1f} us", flush=True)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("wheel", nargs="?", help="SGLang 0.5.10.post1's wheel: its GDN verify kernel is the peer")
-    parser.add_argument("--sweep", action="store_true", help="trees past one block at 4 and 8 warps instead (no peer)")
-    args = parser.parse_args()
-    if args.sweep:
-        sweep()
-        return
-    if not args.wheel:
-        parser.error("the SGLang wheel is needed for the peer (or --sweep)")
-    sgl = load_sglang_kernel(args.wheel)
-    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
-    rows = []
-    for R, N, kind in [
-        (1, 16, "chain"),
-        (1, 16, "ddtree"),
-        (1, 33, "ddtree"),
-        (1, 63, "ddtree"),
-        (1, 64, "ddtree"),
-        (1, 64, "deep"),
-        (1, 65, "ddtree"),  # DDTREE 64 inside SGLang: one node past the fused block, the blocked path
-        (1, 64, "random"),
-        (1, 64, "chain"),
-        (1, 128, "ddtree"),
-        (1, 129, "ddtree"),  # DDTREE 128
-        (1, 256, "ddtree"),
-        (1, 257, "ddtree"),  # DDTREE 256
-        (2, 65, "ddtree"),
-        (8, 16, "ddtree"),
-        (4, 64, "ddtree"),
-        (4, 65, "ddtree"),
-        (8, 64, "ddtree"),
-        (8, 64, "deep"),
-        (8, 129, "ddtree"),  # the gather kernel's first launch by groups of V-heads (heads_per_program)
-        (8, 16, "chain"),
-    ]:
+CASES = [
+    (1, 16, "chain"),
+    (1, 16, "ddtree"),
+    (1, 33, "ddtree"),
+    (1, 63, "ddtree"),
+    (1, 64, "ddtree"),
+    (1, 64, "deep"),
+    (1, 65, "ddtree"),  # DDTREE 64 inside SGLang: one node past the fused block, the blocked path
+    (1, 64, "random"),
+    (1, 64, "chain"),
+    (1, 128, "ddtree"),
+    (1, 129, "ddtree"),  # DDTREE 128
+    (1, 256, "ddtree"),
+    (1, 257, "ddtree"),  # DDTREE 256
+    (2, 65, "ddtree"),
+    (8, 16, "ddtree"),
+    (4, 64, "ddtree"),
+    (4, 65, "ddtree"),
+    (8, 64, "ddtree"),
+    (8, 64, "deep"),
+    (8, 129, "ddtree"),  # the gather kernel's first launch by groups of V-heads (heads_per_program)
+    (8, 16, "chain"),
+]
+
+
+def measure(sgl, rows: list[dict]) -> None:
+    """Each of CASES into rows (one JSON line printed as each ends)."""
+    for R, N, kind in CASES:
         rows.append(case(R, N, kind, sgl))
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
+
+
+def report(rows: list[dict]) -> None:
+    """rows to $OUT/tree_gdn_bench.json (if OUT is set) and the tables."""
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_gdn_bench.json"), "w"), indent=1)
     print(
@@ -298,6 +296,27 @@ def main() -> None:
             for n in ("fla_recurrent", "fla_chunk")
         )
         print(f"R={r['R']} N={r['N']}: ours {r['ours_verify']:.1f}  {peers}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", nargs="?", help="SGLang 0.5.10.post1's wheel: its GDN verify kernel is the peer")
+    parser.add_argument("--sweep", action="store_true", help="trees past one block at 4 and 8 warps instead (no peer)")
+    args = parser.parse_args()
+    if args.sweep:
+        sweep()
+        return
+    if not args.wheel:
+        parser.error("the SGLang wheel is needed for the peer (or --sweep)")
+    sgl = load_sglang_kernel(args.wheel)
+    print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
+    # a run stopped by `timeout` (SIGTERM) still writes what it measured and its tables
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    rows = []
+    try:
+        measure(sgl, rows)
+    finally:
+        report(rows)
 
 
 if __name__ == "__main__":
