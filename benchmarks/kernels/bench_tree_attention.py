@@ -1,28 +1,33 @@
 """Tree attention per layer over a 4096-token prefix (issue 3's target: <= 15 us at N = 64).
 
-    PYTHONPATH=$PWD python3 benchmarks/kernels/bench_tree_attention.py [--sweep]
+    PYTHONPATH=$PWD:/tmp/site python3 benchmarks/kernels/bench_tree_attention.py [SGLANG_WHEEL] [--sweep]
 
 The ancestor mask is passed packed (`ancestor_bits`), made once outside the timed call, as the engine makes it
 once per step for every layer.
 
 Qwen3.6-27B full-attention layer at TP=2 per GPU: 12 query heads, 2 KV heads, head dim 256,
-bf16. Peer in the same run: torch's scaled_dot_product_attention with the boolean tree mask
-over prefix + tree (the generic masked path). Each timed as 10 calls in one CUDA graph, median
-replay / 10, plus the relative error of ours against the float64 reference.
+bf16. Peers in the same run, each with its relative error against the float64 reference, as ours:
+- SGLang 0.5.10.post1's triton backend in target-verify mode (`extend_attention_fwd` with the custom mask), from
+  its wheel (`sglang_peers.py`);
+- FlashInfer's paged prefill with the custom mask (backend "fa2"), what SGLang's flashinfer backend runs there,
+  where `flashinfer` imports (install its wheel and apache-tvm-ffi's from .whl/gpu into /tmp/site, --no-deps);
+- torch's scaled_dot_product_attention with the boolean tree mask over prefix + tree (the generic masked path).
+Each timed as 10 calls in one CUDA graph, median replay / 10.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import sys
 
 import torch
 import torch.nn.functional as F
 
+from benchmarks.kernels.sglang_peers import flashinfer_verify_attention, triton_verify_attention
 from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
-from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
 
 HQ, HKV, DH, PREFIX = 12, 2, 256, 4096
 
@@ -57,37 +62,58 @@ def sweep(dev: str = "cuda") -> None:
         print(f"sweep R=1 N=64: {cfg}: {t}", flush=True)
 
 
+def peer(row: dict, name: str, make, ref: torch.Tensor) -> None:
+    """row[name] (us) and row[name + "_rel_err"] (against the float64 reference) of the call make() returns; a peer
+    that cannot be built or run here leaves row[name + "_error"] instead."""
+    try:
+        fn = make()
+        row[f"{name}_rel_err"] = ((fn().double() - ref).norm() / ref.norm()).item()
+        row[name] = graph_us(fn, reps=10)
+    except Exception as e:  # noqa: BLE001 - a peer that does not run here is a result too
+        row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:300] if str(e) else ''}"
+
+
 def main() -> None:
-    if "--sweep" in sys.argv:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("wheel", nargs="?", help="SGLang 0.5.10.post1's wheel: its triton backend's verify is a peer")
+    parser.add_argument("--sweep", action="store_true", help="ours by tiles, warps, stages and splits instead")
+    args = parser.parse_args()
+    if args.sweep:
         sweep()
         return
     dev = "cuda"
     gen = torch.Generator(device=dev).manual_seed(0)
     rows = []
     for R, N in [(1, 16), (1, 64), (8, 64)]:
-        args, anc = attention_inputs(R, N, gen, dev)
-        q, k_cache, v_cache, prefix_lens, k_tree, v_tree, _ = args
+        inputs, anc = attention_inputs(R, N, gen, dev)
+        q, k_cache, v_cache, prefix_lens, k_tree, v_tree, _ = inputs
         ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(),
                                  v_tree.double(), anc)  # fmt: skip
         row = dict(R=R, N=N)
         # Floor: the prefix K/V read once (q, the tree K/V and the output are < 2% of it) at 4.2 TB/s.
         kv_bytes = (k_cache.numel() + v_cache.numel()) * 2
         row["floor_us"] = kv_bytes / 4.2e12 * 1e6
-        try:
-            row["rel_err"] = ((tree_attention(*args).double() - ref).norm() / ref.norm()).item()
-            row["ours_us"] = graph_us(lambda: tree_attention(*args), reps=10)
-            row["ours_TBps"] = kv_bytes / row["ours_us"] / 1e6
-        except Exception as e:  # noqa: BLE001 - still time the peer
-            row["ours_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:300]}"
+        peer(row, "ours", lambda: lambda: tree_attention(*inputs), ref)
+        if "ours" in row:
+            row["ours_TBps"] = kv_bytes / row["ours"] / 1e6
         keys = torch.cat([k_cache, k_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         values = torch.cat([v_cache, v_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         mask = torch.cat([torch.ones(R, N, PREFIX, dtype=torch.bool, device=dev), anc], 2)[:, None]
-        row["sdpa_masked_us"] = graph_us(
-            lambda: F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask),
-            reps=10,
-        )
+        sdpa = lambda: F.scaled_dot_product_attention(q.transpose(1, 2), keys, values, attn_mask=mask).transpose(1, 2)  # noqa: E731
+        peer(row, "sdpa_masked", lambda: sdpa, ref)
+        custom_mask, mask_indptr = sglang_custom_mask(anc, prefix_lens, R * PREFIX)
+        if args.wheel:
+            peer(row, "sglang_triton", lambda: triton_verify_attention(args.wheel, q, k_cache, v_cache, k_tree, v_tree,
+                                                                       custom_mask, mask_indptr), ref)  # fmt: skip
+        peer(row, "flashinfer", lambda: flashinfer_verify_attention(q, k_cache, v_cache, k_tree, v_tree, custom_mask), ref)
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    print("\n R   N | ours  TB/s | SGLang triton | FlashInfer fa2 | SDPA masked | floor   [us per layer]")
+    for r in rows:
+        cell = lambda k: f"{r[k]:8.1f}" if k in r else "       -"  # noqa: E731
+        tbps = f"{r['ours_TBps']:5.2f}" if "ours_TBps" in r else "    -"
+        print(f"{r['R']:2d} {r['N']:3d} | {cell('ours')} {tbps} | {cell('sglang_triton')} | {cell('flashinfer')} | "
+              f"{cell('sdpa_masked')} | {r['floor_us']:5.1f}")  # fmt: skip
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_attention_bench.json"), "w"), indent=1)
 

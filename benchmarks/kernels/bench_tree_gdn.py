@@ -24,17 +24,15 @@ recurrent and chunked gated delta rule over the same tokens, from the same state
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import signal
 import sys
-import tempfile
-import zipfile
 
 import torch
 import triton
 
+from benchmarks.kernels.sglang_peers import gdn_tree_verify
 from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
@@ -51,17 +49,6 @@ from sglang_dflash.kernels.tree_gdn.tree_gdn_gather import ancestor_table, tree_
 HV, H, K, V = 24, 8, 128, 128
 LAYERS = 48  # GDN layers of Qwen3.6-27B
 DDTREE_DEPTH = 15  # the depth bound the engine and the server pass for trees: the drafter's block size (16) - 1
-
-
-def load_sglang_kernel(whl: str):
-    d = os.path.join(tempfile.gettempdir(), "sglsrc")
-    if not os.path.isdir(d):
-        zipfile.ZipFile(whl).extractall(d)
-    path = f"{d}/sglang/srt/layers/attention/fla/fused_sigmoid_gating_recurrent.py"
-    spec = importlib.util.spec_from_file_location("sgl_fsg", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.fused_sigmoid_gating_delta_rule_update
 
 
 def tree_parents(R: int, N: int, kind: str, gen: torch.Generator, dev: str) -> torch.Tensor:
@@ -308,7 +295,7 @@ def main() -> None:
         return
     if not args.wheel:
         parser.error("the SGLang wheel is needed for the peer (or --sweep)")
-    sgl = load_sglang_kernel(args.wheel)
+    sgl = gdn_tree_verify(args.wheel)
     print(torch.cuda.get_device_name(), torch.__version__, triton.__version__)
     # a run stopped by `timeout` (SIGTERM) still writes what it measured and its tables
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
