@@ -81,6 +81,9 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
         first = int(N in (1, 17, 33, 65))  # the first column the verify reads: 1 where it peels the root off
         assert mask.stride(1) % 16 == 0 and (mask.stride(1) > N) == (N % 16 != 0)
         assert (mask.data_ptr() + first) % 16 == 0
+        # the padding past column N poisoned: it must not count
+        width = mask.stride(1) - mask.storage_offset() % mask.stride(1)
+        torch.as_strided(mask, (R, N, width), mask.stride(), mask.storage_offset())[..., N:] = True
     pool_before = dev["state_pool"].clone()
     with poisoned_outputs():
         o, ctx = tree_gdn_verify_triton(

@@ -33,7 +33,7 @@ import torch
 import triton
 
 from benchmarks.kernels.sglang_peers import gdn_tree_verify
-from benchmarks.timing import graph_us, print_kernel_times
+from benchmarks.timing import graph_us, print_kernel_times, settle
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import (
@@ -300,6 +300,7 @@ def main() -> None:
     # a run stopped by `timeout` (SIGTERM) still writes what it measured and its tables
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows = []
+    settle()
     try:
         measure(sgl, rows)
     finally:
