@@ -44,6 +44,36 @@ def test_sglang_custom_mask_layout():
     assert indptr.tolist() == [0, 5 * 9, 5 * 9 + 5 * 5, 5 * 9 + 5 * 5 + 5 * 14]
 
 
+def test_sglang_custom_mask_drives_sglangs_triton_verify_attention():
+    """Our custom_mask / mask_indptr in SGLang 0.5.10's own triton-backend verify attention (`extend_attention_fwd`,
+    as its triton backend calls it in target-verify mode: the prefix read from the KV pool through kv_indices, the
+    tree's K/V as the extend part), on the tests' device (Triton's interpreter on the CPU): it computes the
+    reference's tree attention."""
+    pytest.importorskip("sglang")
+    from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
+
+    gen = torch.Generator().manual_seed(3)
+    R, N, HQ, HKV, Dh = 2, 7, 4, 2, 16
+    seq_lens = torch.tensor([11, 5])
+    q = torch.randn(R, N, HQ, Dh, generator=gen)
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen) for _ in range(2))
+    pool_k, pool_v = (torch.randn(40, HKV, Dh, generator=gen) for _ in range(2))
+    slots = torch.randperm(40, generator=gen)[: int(seq_lens.sum())]  # prefix tokens anywhere in the pool
+    per_request = slots.split(seq_lens.tolist())
+    k_cache, v_cache = (torch.zeros(R, int(seq_lens.max()), HKV, Dh) for _ in range(2))
+    for r, s in enumerate(per_request):
+        k_cache[r, : len(s)], v_cache[r, : len(s)] = pool_k[s], pool_v[s]
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    custom_mask, mask_indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
+    qo_indptr = torch.arange(0, (R + 1) * N, N, dtype=torch.int32)
+    kv_indptr = torch.cat([torch.zeros(1, dtype=torch.int32), seq_lens.cumsum(0).to(torch.int32)])
+    flat = [t.reshape(R * N, -1, Dh) for t in (q, k_tree, v_tree)]
+    args = [t.to(DEVICE) for t in (*flat, torch.empty(R * N, HQ, Dh), pool_k, pool_v, qo_indptr, kv_indptr, slots)]
+    extend_attention_fwd(*args, custom_mask.to(DEVICE), True, mask_indptr.to(DEVICE), N, 1.0, 1.0, Dh**-0.5)
+    ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), seq_lens, k_tree.double(), v_tree.double(), anc)
+    torch.testing.assert_close(args[3].cpu().view(R, N, HQ, Dh).double(), ref, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "R,N,HQ,HKV,Dh,T,splits,dtype",
     [
