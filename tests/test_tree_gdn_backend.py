@@ -2,7 +2,8 @@
 
 Oracle: SGLang 0.5.10.post1's own TARGET_VERIFY kernels (`causal_conv1d_update` with its intermediate conv
 windows, `fused_sigmoid_gating_delta_rule_update` with its per-node states), run under the Triton
-interpreter on the same pools, for chains (SGLang's topk = 1 path). Our verify must give SGLang's outputs,
+interpreter on the same pools, for chains (SGLang's topk = 1 path) and trees (its topk > 1 path: the tree as
+retrive_next_token / retrive_next_sibling, which `verify_io` hands SGLang). Our verify must give SGLang's outputs,
 leave the pools untouched, and our commit must leave in each slot the state SGLang keeps for the accepted
 step (what `update_mamba_state_after_mtp_verify` copies back). Graph padding rows (slot -1) stay untouched.
 
@@ -76,38 +77,53 @@ def make_layer(layer_id: int, gen: torch.Generator, bias: bool):
     )
 
 
-def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, a, b):
-    """SGLang's TARGET_VERIFY of one layer for chains (gdn_backend.forward_extend, topk = 1): outputs
-    [R, N, HV, V], and the per-node conv windows [R, N, D, W - 1] and states [R, N, HV, V, K]."""
+def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, a, b, tree=None):
+    """SGLang's TARGET_VERIFY of one layer (gdn_backend.forward_extend): for chains (topk = 1), or for `tree` (a
+    DraftTree: its next_token / next_sibling as SGLang's retrieve_next_token / _sibling; the conv kernel derives
+    retrieve_parent_token from them, which the GDN kernel then reads): outputs [R, N, HV, V], and the per-node conv
+    windows [R, N, D, W - 1] and states [R, N, HV, V, K]."""
     R, N, _ = x.shape
     cache = pool.mamba2_layer_cache(layer.layer_id)
     conv_window = torch.zeros(R, N, D, W - 1)
     states = torch.zeros(R, N, HV, V, K)
     index = torch.arange(R, dtype=torch.int32)
+    retrieve = {}
+    if tree is not None:
+        retrieve = dict(retrieve_next_token=tree.next_token.to(torch.int32), retrieve_next_sibling=tree.next_sibling.to(
+            torch.int32), retrieve_parent_token=torch.full((R, N), -7, dtype=torch.int32))  # fmt: skip
     # as gdn_backend passes them: the packed rows viewed [R, D, N] (transposed, not copied), and back
     y = sgl.conv(x.transpose(1, 2), cache.conv[0].clone(), layer.conv_weights, layer.bias, "silu",
-                 conv_state_indices=slots, intermediate_conv_window=conv_window, intermediate_state_indices=index)  # fmt: skip
+                 conv_state_indices=slots, intermediate_conv_window=conv_window, intermediate_state_indices=index,
+                 **retrieve)  # fmt: skip
     q, k, v = y.transpose(1, 2).view(R * N, D).split([layer.q_dim, layer.k_dim, layer.v_dim], dim=-1)
     o = sgl.gdn(A_log=layer.A_log, dt_bias=layer.dt_bias, q=q.reshape(1, R * N, H, K), k=k.reshape(1, R * N, H, K),
                 v=v.reshape(1, R * N, HV, V), a=a, b=b, initial_state_source=cache.temporal,
                 initial_state_indices=slots, cu_seqlens=torch.arange(0, R * N + 1, N, dtype=torch.int32),
                 use_qk_l2norm_in_kernel=True, softplus_beta=1.0, softplus_threshold=20.0, is_kda=False,
                 disable_state_update=True, intermediate_states_buffer=states, intermediate_state_indices=index,
-                cache_steps=N, retrieve_parent_token=None)  # fmt: skip
+                cache_steps=N, retrieve_parent_token=retrieve.get("retrieve_parent_token"))  # fmt: skip
+    if tree is not None:  # what the conv derived from SGLang's tree layout is the tree's own parents
+        assert torch.equal(retrieve["retrieve_parent_token"][:, 1:].long(), tree.parents[:, 1:])
     return o.view(R, N, HV, V), conv_window, states
 
 
-@pytest.mark.parametrize("R, graph_rows, N, bias", [(2, None, 5, True), (3, 4, 6, False), (1, 1, 16, True)])
-def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, graph_rows, N, bias):
+@pytest.mark.parametrize(
+    "R, graph_rows, N, bias, tree",
+    [(2, None, 5, True, False), (3, 4, 6, False, False), (1, 1, 16, True, False), (2, None, 9, True, True),
+     (3, 4, 7, False, True)],
+)  # fmt: skip
+def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, graph_rows, N, bias, tree):
     """Through SGLang's own dispatch (HybridLinearAttnBackend.forward -> GDNAttnBackend.forward_extend, as the
-    plugin's import hook patched it). graph_rows: the verify ran as a CUDA-graph batch of that many rows (padding
-    rows with GDN slot -1); the forward is then recorded as a capture's (as during SGLang's graph capture), and
-    the commit reads that. Before the commit, `track` (extra_buffer's prefix-cache tracking) writes the state
-    after a prefix of the accepted path into a free slot."""
+    plugin's import hook patched it), for chains or random trees. graph_rows: the verify ran as a CUDA-graph batch
+    of that many rows (padding rows with GDN slot -1); the forward is then recorded as a capture's (as during
+    SGLang's graph capture), and the commit reads that. Before the commit, `track` (extra_buffer's prefix-cache
+    tracking) writes the state after a prefix of the accepted path into a free slot."""
     from sglang.srt.layers.attention import hybrid_linear_attn_backend
     from sglang.srt.layers.attention.linear import gdn_backend
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from tree_helpers import accepted_paths, random_parents
 
+    from sglang_dflash.ddtree import tree_from_parents
     from sglang_dflash.sglang import hooks, tree_gdn_backend
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
 
@@ -124,8 +140,9 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
     slots = torch.randperm(S, generator=gen)[:R].to(torch.int32)
     padded = torch.cat([slots, torch.full((rows - R,), -1, dtype=torch.int32)])
     ws = TreeVerifyWorkspace(N, range(1, 5), "cpu")
-    chain = torch.arange(-1, N - 1).expand(R, N)
-    ws.set_parents(chain, graph_rows)
+    parents = random_parents(R, N, gen) if tree else torch.arange(-1, N - 1).expand(R, N)
+    draft = tree_from_parents(torch.zeros(R, N, dtype=torch.long), parents, N - 1) if tree else None
+    ws.set_parents(parents, graph_rows)
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
     gdn = object.__new__(gdn_backend.GDNAttnBackend)  # only what the verify reads
     gdn.forward_metadata, gdn.req_to_token_pool = SimpleNamespace(mamba_cache_indices=padded), pool
@@ -138,14 +155,13 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
         a, b = torch.randn(rows * N, HV, generator=gen), torch.randn(rows * N, HV, generator=gen)
         o = backend.forward(layer=layer, forward_batch=batch, mixed_qkv=x.reshape(rows * N, D), a=a, b=b)
         assert o.shape == (1, rows * N, HV, V)
-        ref = sglang_verify(sgl, layer, pool, slots, x[:R], a[: R * N], b[: R * N])
+        ref = sglang_verify(sgl, layer, pool, slots, x[:R], a[: R * N], b[: R * N], draft)
         torch.testing.assert_close(o.view(rows, N, HV, V)[:R], ref[0], rtol=1e-5, atol=1e-5)
         expected.append(ref)
     assert torch.equal(pool.conv, before[0]) and torch.equal(pool.ssm, before[1]), "verify modified the pools"
 
-    accept = torch.randint(0, N, (R,), generator=gen)  # accepted draft nodes; the kept step is node accept[r]
-    j = torch.arange(N)
-    accepted_nodes = torch.where(j[None, :] <= accept[:, None], j, -1)
+    accepted_nodes = accepted_paths(parents, N, gen)  # a root path to a random node; its last is the kept step
+    accept = (accepted_nodes >= 0).sum(1) - 1  # accepted draft nodes
     # extra_buffer's tracking first (even requests): a free slot gets the state after `cut` accepted nodes
     free = [i for i in range(S) if i not in slots.tolist()]
     track = torch.tensor([free[r] if r % 2 == 0 else -1 for r in range(R)])
@@ -157,11 +173,11 @@ def test_tree_verify_and_commit_equal_sglangs_chain_path(sgl, monkeypatch, R, gr
     untouched[track[track >= 0]] = False
     for i, (_, conv_window, states) in enumerate(expected):
         for r in range(R):
-            s, step = int(slots[r]), int(accept[r])
+            s, step = int(slots[r]), int(accepted_nodes[r, accept[r]])
             torch.testing.assert_close(pool.conv[i, s], conv_window[r, step], rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(pool.ssm[i, s], states[r, step], rtol=1e-5, atol=1e-5)
             if track[r] >= 0:
-                t, c = int(track[r]), int(cut[r])
+                t, c = int(track[r]), int(accepted_nodes[r, cut[r]])
                 torch.testing.assert_close(pool.conv[i, t], conv_window[r, c], rtol=1e-5, atol=1e-5)
                 torch.testing.assert_close(pool.ssm[i, t], states[r, c], rtol=1e-5, atol=1e-5)
         assert torch.equal(pool.conv[i, untouched], before[0][i, untouched])
