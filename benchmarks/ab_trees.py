@@ -170,10 +170,12 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
             case(f"R={R} B={B} tree build", calls, tree_check(ref))
     elif what == "attention":
         HQ, HKV, DH, PREFIX = (4, 2, 16, 40) if smoke else (12, 2, 256, 4096)
-        for R, N in [(1, 9)] if smoke else [(1, 16), (1, 64), (8, 64)]:
+        # (R, N, cache capacity in prefixes): a cache longer than the prefix, as the engine's static cache or a
+        # server's pool table, splits by its capacity
+        for R, N, cap in [(1, 9, 1), (1, 9, 3)] if smoke else [(1, 16, 1), (1, 64, 1), (8, 64, 1), (1, 64, 2), (1, 64, 8)]:
             gen = torch.Generator(device=dev).manual_seed(R * 100 + N)
             rnd = lambda *s: torch.randn(*s, generator=gen, device=dev).bfloat16()  # noqa: E731
-            base = (rnd(R, N, HQ, DH), rnd(R, PREFIX, HKV, DH), rnd(R, PREFIX, HKV, DH),
+            base = (rnd(R, N, HQ, DH), rnd(R, cap * PREFIX, HKV, DH), rnd(R, cap * PREFIX, HKV, DH),
                     torch.full((R,), PREFIX, device=dev), rnd(R, N, HKV, DH), rnd(R, N, HKV, DH))  # fmt: skip
             marginals = torch.randn(R, 15, 64, generator=gen, device=dev) * 2.5
             anc = first.build_ddtree(marginals, torch.zeros(R, dtype=torch.long, device=dev), N - 1).ancestor_mask
@@ -183,7 +185,7 @@ def run(what: str, trees: dict[str, types.SimpleNamespace], dev: str, smoke: boo
                 mask = t.attention.ancestor_bits(anc) if packed else anc
                 calls[n] = lambda t=t, mask=mask: t.attention.tree_attention(*base, mask)
             ref = next(iter(calls.values()))()
-            case(f"R={R} N={N}", calls, lambda out: f"d {rel(out, ref):.0e}")
+            case(f"R={R} N={N}" + (f" cache {cap}x" if cap > 1 else ""), calls, lambda out: f"d {rel(out, ref):.0e}")
     return rows
 
 
