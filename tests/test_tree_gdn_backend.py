@@ -89,8 +89,9 @@ def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, 
     index = torch.arange(R, dtype=torch.int32)
     retrieve = {}
     if tree is not None:
-        retrieve = dict(retrieve_next_token=tree.next_token.to(torch.int32), retrieve_next_sibling=tree.next_sibling.to(
-            torch.int32), retrieve_parent_token=torch.full((R, N), -7, dtype=torch.int32))  # fmt: skip
+        i32 = torch.int32
+        retrieve = dict(retrieve_next_token=tree.next_token.to(i32), retrieve_next_sibling=tree.next_sibling.to(i32),
+                        retrieve_parent_token=torch.full((R, N), -7, dtype=i32))  # fmt: skip
     # as gdn_backend passes them: the packed rows viewed [R, D, N] (transposed, not copied), and back
     y = sgl.conv(x.transpose(1, 2), cache.conv[0].clone(), layer.conv_weights, layer.bias, "silu",
                  conv_state_indices=slots, intermediate_conv_window=conv_window, intermediate_state_indices=index,
