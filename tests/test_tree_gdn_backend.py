@@ -224,22 +224,6 @@ def test_install_takes_the_depth_bound_from_the_server_args(monkeypatch, algorit
     assert all(int(ancestors(p, nodes - 1).sum(-1).max()) - 1 == depth for p in ws.parents.values())
 
 
-@pytest.mark.parametrize("nodes, warned", [(64, False), (32, False), (16, False), (8, False), (63, True), (40, True), (65, True)])
-def test_install_warns_of_node_counts_off_a_multiple_of_16(monkeypatch, caplog, nodes, warned):
-    """Past 16 nodes, a count that is not a multiple of 16 gets a warning naming the two nearest that are (the verify
-    is specialised on it: benchmarks/RESULTS.md, session 25)."""
-    from sglang_dflash.sglang import tree_gdn_backend
-
-    monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
-    monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
-    args = SimpleNamespace(speculative_algorithm="DDTREE", speculative_num_draft_tokens=nodes, speculative_num_steps=15,
-                           cuda_graph_bs=[1], max_running_requests=1)  # fmt: skip
-    with caplog.at_level("WARNING", logger=tree_gdn_backend.logger.name):
-        tree_gdn_backend.install(SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2)))
-    hint = f"{nodes // 16 * 16} or {nodes // 16 * 16 + 16}"
-    assert any("multiple of 16" in r.getMessage() and hint in r.getMessage() for r in caplog.records) == warned
-
-
 SERVED = dict(speculative_algorithm="DDTREE", tp_size=1)  # our worker serves it (TP=1)
 
 

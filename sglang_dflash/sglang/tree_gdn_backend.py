@@ -208,11 +208,6 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
                        "verify on this GPU: it runs block by block, with cross-block terms (--speculative-num-draft-"
                        "tokens %d is one whole block; fewer nodes also accept less, so measure both)",
                        num_nodes, fused, fused)  # fmt: skip
-    elif num_nodes > 16 and num_nodes % 16:  # Triton specialises the verify on N being a multiple of 16
-        logger.warning("sglang-dflash: %d verify nodes: the tree GDN verify runs fastest at a multiple of 16 nodes (on "
-                       "an H200, per GDN layer: 63 or 40 nodes 14.1 us, 64 nodes 11.7; benchmarks/RESULTS.md, session "
-                       "25); --speculative-num-draft-tokens %d or %d", num_nodes, num_nodes // 16 * 16,
-                       num_nodes // 16 * 16 + 16)  # fmt: skip
     return _workspace
 
 

@@ -253,8 +253,9 @@ def _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, row, hv, 
 
 @triton.jit
 def _tree_gdn_fused_kernel(
-    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, N, ANC, scale, QK_STRIDE, V_STRIDE,
-    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr, BV: tl.constexpr,
+    q, k, v, a, b, A_log, dt_bias, pool, slots, anc, G_out, o, u_out, ANC, scale, QK_STRIDE, V_STRIDE,
+    NODES: tl.constexpr, H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, NB: tl.constexpr,
+    BV: tl.constexpr,
     PRECISION: tl.constexpr, RAW_DOTS: tl.constexpr, BK: tl.constexpr, BLOCKS: tl.constexpr, PAIRED: tl.constexpr,
     ROOT: tl.constexpr, WIDE: tl.constexpr, NATIVE: tl.constexpr,
 ):  # fmt: skip
@@ -266,8 +267,11 @@ def _tree_gdn_fused_kernel(
     and the S0 products by `_dot_raw_a`, else tf32 dots and `_dot_tf32_exact_a`; otherwise tf32x3 (PRECISION).
     WIDE (blocks of 32 or 64, `tree_gdn_verify_triton`): those 16-bit dots and the decay in base 2. NATIVE: compiled,
     not interpreted (16-bit dots, inline PTX).
-    BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program stores G and its tile of u, which its
-    later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks from node 1 that start from the root's state."""
+    NODES, the tree's node count N, is compiled in (one build per N; a server runs one): the row masks of a whole
+    block fold away (H200: 63 or 40 nodes 11.1 / 11.4 us instead of 14.0 / 14.1, R = 8 x 64 36.2 instead of 37.3;
+    benchmarks/RESULTS.md, session 26). BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program
+    stores G and its tile of u, which its later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks
+    from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
     r, hv = (rh // HV).to(tl.int64), rh % HV
     h = hv // (HV // H)
@@ -277,7 +281,7 @@ def _tree_gdn_fused_kernel(
     # ROOT + i. anc starts at column ROOT (aligned by `aligned_ancestor_mask`; an offset added here would tell the
     # compiler the rows are unaligned: 1.2 KB of spills per thread against 0.5 at 65 nodes on sm_90, first version);
     # its rows are ANC >= N bytes apart.
-    base = r * N + ROOT
+    base = r * NODES + ROOT
     tree = anc + base * ANC
     slot = tl.load(slots + r).to(tl.int64)
     state = pool + ((slot * HV + hv) * V + vv[None, :]) * K  # S0 tile, read transposed: [K chunk, BV]
@@ -285,7 +289,7 @@ def _tree_gdn_fused_kernel(
         g0, rk0, u0 = _root(q, k, v, a, b, A_log, dt_bias, state, slot, G_out, o, u_out, base - 1, hv, h, vv, iv, scale,
                             QK_STRIDE, V_STRIDE, HV, K, V, BV, BK, NATIVE)  # fmt: skip
         eg0 = tl.exp(g0)
-    N -= ROOT
+    N: tl.constexpr = NODES - ROOT
     for b0 in range(0, N, NB):
         ni = b0 + i
         ok = ni < N
@@ -517,8 +521,8 @@ def tree_gdn_verify_triton(
     anc = ancestor_mask.view(torch.int8)[..., root:]  # the kernel reads the mask from its first non-root column
     grid = (V // BV, R * HV)
     _tree_gdn_fused_kernel[grid](
-        q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, N, anc.stride(1), scale, q.stride(1), v.stride(1),
-        H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
+        q, k, v, a, b, A_log, dt_bias, state_pool, slots, anc, G, o, u, anc.stride(1), scale, q.stride(1), v.stride(1),
+        NODES=N, H=H, HV=HV, K=K, V=V, NB=NB, BV=BV, PRECISION=precision, RAW_DOTS=raw, BK=BK, BLOCKS=blocks > 1,
         PAIRED=int(NB <= 32 if paired is None else paired), ROOT=root, WIDE=NB >= 32,
         NATIVE=not gpu.INTERPRET, num_warps=warps, num_stages=num_stages,
         maxnreg=register_cap(NB, blocks, warps, grid[0] * grid[1], q.device) if max_registers is None else max_registers or None,
