@@ -2,22 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 import torch
 import triton
-
-
-def settle(seconds: float = 1.0) -> None:
-    """Keep the GPU busy (bf16 matrix products) for `seconds` before a benchmark's first timed case. On an H200 the
-    first case timed in a process ran about 5% faster than every later timing of the same kernel (benchmarks/RESULTS.md,
-    session 25, call 6: 6.65 against 6.94-7.01 us), so that case is otherwise not comparable with the rest."""
-    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        for _ in range(20):
-            a @ a
-        torch.cuda.synchronize()
 
 
 def graph_us(fn, reps: int = 1, warmup_ms: int = 50, rep_ms: int = 300) -> float:

@@ -1,5 +1,7 @@
 """Tree attention reference and the SGLang mask format."""
 
+import importlib
+
 import pytest
 import torch
 from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
@@ -108,6 +110,55 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
     if splits is not None:  # (the default split count depends on the SM count too)
         monkeypatch.setattr(gpu, "multiprocessor_count", lambda device: 1)  # a merge grid too large to unroll
         assert torch.equal(tree_attention(*args, splits=splits, BM=16, BN=16), out)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypatch):
+    """By default each request's prefix is cut into the splits its own length calls for (`prefix_splits`), on the
+    device, whatever the cache's capacity (which sets the grid): with a cache 8x longer than the prefixes, poisoned
+    past them, the splits each request uses are those of a cache of the prefixes' own length (4 and 2 of the 1x grid's
+    4 and the 8x grid's 10 here), holding the same maxima and sums, and the output is the reference's. The 8x grid's
+    unused splits store nothing (their partials are NaN here), and the merge reads none of them."""
+    module = importlib.import_module("sglang_dflash.kernels.tree_attention.tree_attention")
+
+    gen = torch.Generator().manual_seed(11)
+    R, N, HQ, HKV, Dh, T = 3, 9, 4, 2, 16, 100
+    q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen).to(dtype) for _ in range(2))
+    prefix_lens = torch.tensor([100, 37, 0])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    k_long, v_long = (torch.full((R, 8 * T, HKV, Dh), float("nan"), dtype=dtype) for _ in range(2))
+    for t in (k_long, v_long):
+        t[:, :T] = torch.randn(R, T, HKV, Dh, generator=gen).to(dtype)
+    tiles = 2 * R * HKV  # query blocks of 16 rows (N x G = 18 rows: 2) x requests x KV heads
+    assert [default_splits(n, tiles, 132, 16) for n in (100, 37, 0, T, 8 * T)] == [4, 2, 1, 4, 10]
+    real_partials, real_merge, seen = module.partials, module.merge_partials, []
+
+    def merge(o_part, m, l, used, q):
+        seen.append((m.clone(), l.clone(), used.clone()))
+        return real_merge(o_part, m, l, used, q)
+
+    poisoned = lambda *a: tuple(t.fill_(float("nan") if t.is_floating_point() else -7) for t in real_partials(*a))  # noqa: E731
+    monkeypatch.setattr(module, "partials", poisoned)
+    monkeypatch.setattr(module, "merge_partials", merge)
+    outs = []
+    for cache in (T, 8 * T):
+        k_cache, v_cache = k_long[:, :cache].contiguous(), v_long[:, :cache].contiguous()
+        args = [t.to(DEVICE) for t in (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)]
+        outs.append(tree_attention(*args, BM=16, BN=16).cpu())
+    (m1, l1, used1), (m8, l8, used8) = [[t.cpu() for t in x] for x in seen]
+    assert used1.tolist() == used8.tolist() == [4, 2, 1]
+    rows = N * HQ // HKV
+    for r, u in enumerate([4, 2, 1]):  # the used prefix splits and the tree's (the last): the same partials
+        for a, b in ((m1, m8), (l1, l8)):
+            per = [x.view(x.shape[0], R, HKV, rows)[:, r] for x in (a, b)]
+            assert torch.equal(per[0][:u], per[1][:u]) and torch.equal(per[0][-1], per[1][-1])
+            assert per[1][u:-1].isnan().all()  # never stored
+    ref = tree_attention_ref(q.double(), k_long[:, :T].double(), v_long[:, :T].double(), prefix_lens,
+                             k_tree.double(), v_tree.double(), anc)  # fmt: skip
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    for out in outs:
+        torch.testing.assert_close(out.double(), ref, **tol)
 
 
 def test_tree_attention_fp16_partials_hold_sums_beyond_fp16_range():

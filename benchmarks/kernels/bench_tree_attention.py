@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.kernels.sglang_peers import flashinfer_verify_attention, triton_verify_attention
-from benchmarks.timing import graph_us, print_kernel_times, settle
+from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
 
@@ -82,7 +82,6 @@ def main() -> None:
         sweep()
         return
     dev = "cuda"
-    settle()
     gen = torch.Generator(device=dev).manual_seed(0)
     rows = []
     for R, N in [(1, 16), (1, 64), (8, 64)]:

@@ -23,7 +23,7 @@ import os
 import torch
 
 from benchmarks.kernels.sglang_peers import conv_tree_update
-from benchmarks.timing import graph_us, settle
+from benchmarks.timing import graph_us
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_conv.tree_conv import (
     conv_tiles,
@@ -56,7 +56,6 @@ def main() -> None:
     args = parser.parse_args()
     update = conv_tree_update(args.wheel) if args.wheel else None
     dev = "cuda"
-    settle()
     gen = torch.Generator(device=dev).manual_seed(0)
     rows = []
     for R, N in [(1, 16), (1, 64), (8, 64), (32, 64)]:

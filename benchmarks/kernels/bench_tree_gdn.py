@@ -17,6 +17,9 @@ where the gather one can run) + commit of a one-node path (its
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
+The first case timed in a process ran 4-5% fast on an H200 (benchmarks/RESULTS.md, sessions 25-26: the 16-node
+chain's verify 6.41 against 6.69-6.71 us timed later), so each chain's verify is timed again after every case
+(`verify_later`) and its total from that timing printed beside the first.
 Chains also against the dedicated chain kernels of flash-linear-attention (the fla_core wheel above): its fused
 recurrent and chunked gated delta rule over the same tokens, from the same states.
 """
@@ -33,7 +36,7 @@ import torch
 import triton
 
 from benchmarks.kernels.sglang_peers import gdn_tree_verify
-from benchmarks.timing import graph_us, print_kernel_times, settle
+from benchmarks.timing import graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import (
@@ -250,10 +253,16 @@ CASES = [
 
 
 def measure(sgl, rows: list[dict]) -> None:
-    """Each of CASES into rows (one JSON line printed as each ends)."""
+    """Each of CASES into rows (one JSON line printed as each ends), then each chain's verify timed again."""
     for R, N, kind in CASES:
         rows.append(case(R, N, kind, sgl))
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
+    for row in (r for r in rows if r["kind"] == "chain"):
+        inputs, anc, max_depth = verify_inputs(row["R"], row["N"], "chain")
+        tables = gather_tables(anc, max_depth)  # as `case` calls it for a chain
+        verify = lambda: tree_gdn_verify(*inputs, tables=tables, ancestor_mask=anc, max_depth=max_depth)  # noqa: E731
+        row["verify_later"] = graph_us(verify, reps=10)
+        row["total_later"] = row["verify_later"] + row["ours_commit_batched"]
 
 
 def report(rows: list[dict]) -> None:
@@ -282,7 +291,8 @@ def report(rows: list[dict]) -> None:
             f"{n} {r[n]:.1f} ({r[n + '_rel_diff']:.0e})" if n in r else f"{n}: {r.get(n + '_error', r.get('fla_error'))}"
             for n in ("fla_recurrent", "fla_chunk")
         )
-        print(f"R={r['R']} N={r['N']}: ours {r['ours_verify']:.1f}  {peers}")
+        later = f" (timed again last: {r['verify_later']:.1f}, total {r['total_later']:.1f})" if "verify_later" in r else ""
+        print(f"R={r['R']} N={r['N']}: ours {r['ours_verify']:.1f}{later}  {peers}")
 
 
 def main() -> None:
@@ -300,7 +310,6 @@ def main() -> None:
     # a run stopped by `timeout` (SIGTERM) still writes what it measured and its tables
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rows = []
-    settle()
     try:
         measure(sgl, rows)
     finally:

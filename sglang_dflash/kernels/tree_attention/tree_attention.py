@@ -1,7 +1,10 @@
 """Triton: attention of N draft-tree tokens over a cached prefix plus the tree (`naive.py`).
 
 FlashAttention-style with the key range split so that one request still fills the GPU: the grid
-is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split). Rows are
+is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split), S set by the cache's capacity (so a
+CUDA graph holds for any prefix length); each request's prefix is cut, on the device, into as many of them as its own
+length calls for (`prefix_splits`), so a cache much longer than the prefix costs about what one of its length does
+(H200, R = 1 x 64 nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md, session 26). Rows are
 (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; the tree
 split masks keys with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
@@ -48,34 +51,46 @@ def _online_update(qv, kt, vt, valid, m_i, l_i, acc, qk_scale, FP32_DOTS: tl.con
 
 @triton.jit
 def _tree_attention_kernel(
-    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, o_out, m_out, l_out,
-    N, NW, T, CHUNK, qk_scale, CACHE_ROWS, TABLE_STRIDE,
+    q, k_cache, v_cache, slots, prefix_lens, k_tree, v_tree, anc, positions, table, o_out, m_out, l_out, used_out,
+    N, NW, T, TILES, SMS, qk_scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
+    AUTO_SPLITS: tl.constexpr, TREE_FIRST: tl.constexpr,
 ):  # fmt: skip
+    """Grid (query blocks, R x HKV, S + 1). Each request's prefix is cut into its first `_used_splits` prefix splits
+    (into used_out [R], for the merge); a program of a prefix split past them loads and stores nothing. TREE_FIRST:
+    the tree split's programs are the grid's first (z = 0), not its last."""
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if TREE_FIRST:
+        split = tl.where(split == 0, S, split - 1)
     G: tl.constexpr = HQ // HKV
     r, hkv = (rh // HKV).to(tl.int64), rh % HKV
     rows = pid_m * BM + tl.arange(0, BM)
     live = rows < N * G
     node, head = rows // G, hkv * G + rows % G
     dd = tl.arange(0, DH)
+    # q first: a load that waited for the split count took the latency of the prefix length's load
     qv = tl.load(q + ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :], mask=live[:, None], other=0.0)
+    tree = split == S
+    plen = tl.load(prefix_lens + r).to(tl.int32)
+    used = _used_splits(plen, TILES, SMS, S, BN, AUTO_SPLITS)
+    tl.store(used_out + r, used, mask=(pid_m == 0) & (hkv == 0) & (split == 0))
+    stored = live & (tree | (split < used))
     if FP32_DOTS:
         qv = qv.to(tl.float32)
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
     # One loop for both kinds of split (two loops, one per branch, made ptxas serialise the wgmma: C7515).
-    # Prefix splits: keys [split * CHUNK, ...) of the cache, seen by every row. The tree split (split == S):
-    # the N tree keys, seen through the ancestor mask.
-    tree = split == S
+    # Prefix splits: keys [split * chunk, ...) of the cache, seen by every row, in whole key tiles. The tree split
+    # (split == S): the N tree keys, seen through the ancestor mask.
     row = r
     if HAS_SLOTS:
         row = tl.load(slots + r).to(tl.int64)
         row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
-    start = tl.where(tree, 0, split * CHUNK)
-    stop = tl.where(tree, N, tl.minimum(split * CHUNK + CHUNK, tl.load(prefix_lens + r).to(tl.int32)))
+    chunk = tl.cdiv(tl.cdiv(plen, used), BN) * BN
+    start = tl.where(tree, 0, split * chunk)
+    stop = tl.where(tree, N, tl.minimum(split * chunk + chunk, plen))
     if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
         qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
         first = tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1
@@ -104,11 +119,11 @@ def _tree_attention_kernel(
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     # not normalised: the merge divides once by the weighted sum of the l's (bf16 or fp32, `partials`: magnitudes
     # up to l times those of v)
-    tl.store(o_out + part[:, None] * DH + dd[None, :], acc.to(o_out.dtype.element_ty), mask=live[:, None])
+    tl.store(o_out + part[:, None] * DH + dd[None, :], acc.to(o_out.dtype.element_ty), mask=stored[:, None])
     # maxima back in natural-log units for the merge: its exponentials in base 2 made it slower on an H200 (R = 1 x 16
     # nodes over 4096 keys, the whole attention 21.4 against 18.7 us), though it has fewer instructions
-    tl.store(m_out + part, m_i * 0.6931471805599453, mask=live)
-    tl.store(l_out + part, l_i, mask=live)
+    tl.store(m_out + part, m_i * 0.6931471805599453, mask=stored)
+    tl.store(l_out + part, l_i, mask=stored)
 
 
 @triton.jit
@@ -120,30 +135,33 @@ def _split_weight(m, mx):
 
 @triton.jit
 def _merge_kernel(
-    o_part, m, l, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
+    o_part, m, l, used_splits, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
     BR: tl.constexpr, BD: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
     """NS = S + 1 partials (outputs not normalised) [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a
-    power of two), per (BR rows, request x KV head, BD columns); the tree split always has a key (the node), so every row has a
-    finite maximum."""
+    power of two), per (BR rows, request x KV head, BD columns), of which request r's are its first used_splits[r]
+    and the last (the tree split); the tree split always has a key (the node), so every row has a finite maximum."""
     blk, rh, dblk = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
     r, hkv = (rh // HKV).to(tl.int64), rh % HKV
     rows = blk * BR + tl.arange(0, BR)
     live = rows < N * G
     dd = dblk * BD + tl.arange(0, BD)
+    used = tl.load(used_splits + r)
     split = tl.arange(0, S1)
     part = (split[:, None] * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows[None, :]  # [S1, BR]
+    # loaded alongside `used`, then masked by it (a mask on the loads would wait for it): unused splits hold garbage
     have = (split[:, None] < NS) & live[None, :]
-    ms = tl.load(m + part, mask=have, other=float("-inf"))
+    mine = ((split < used) | (split == NS - 1))[:, None] & have
+    ms = tl.where(mine, tl.load(m + part, mask=have, other=float("-inf")), float("-inf"))
     mx = tl.max(ms, axis=0)
-    den = tl.sum(_split_weight(ms, mx[None, :]) * tl.load(l + part, mask=have, other=0.0), axis=0)
+    den = tl.sum(_split_weight(ms, mx[None, :]) * tl.where(mine, tl.load(l + part, mask=have, other=0.0), 0.0), axis=0)
     num = tl.zeros([BR, BD], tl.float32)
-    for s0 in range(0, NS, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
+    for s0 in range(0, used + 1, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
         for j in tl.static_range(UNROLL):
-            sp = s0 + j
+            sp = tl.where(s0 + j == used, NS - 1, s0 + j)  # the used prefix splits, then the tree split
             p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-            ok = live & (sp < NS)
+            ok = live & (s0 + j <= used)
             # the split's weight from its own max and sum, as in den (a masked sum over the splits per split
             # instead took 2 us more of the whole attention on an H200: R = 1 x 16 / 64 nodes over 4096 keys
             # 22.3 / 25.6 against 20.2 / 23.8 us, same outputs)
@@ -156,18 +174,36 @@ def _merge_kernel(
     tl.store(out + dst, (num / den[:, None]).to(out.dtype.element_ty), mask=live[:, None])
 
 
+@triton.jit
+def prefix_splits(T, tiles, sms, BN):
+    """Prefix splits for `tiles` (query blocks x requests x KV heads) over T keys (BN-key tiles) on `sms` SMs, on the
+    device (T a request's prefix length) or the host (`default_splits`: T the cache's capacity, the grid). About two
+    waves of programs, slices of at least 256 keys; where that leaves less than one wave (short prefixes, few tiles),
+    slices of at least two key tiles, about one wave. H200, 12 / 2 heads, head dim 256 (benchmarks/RESULTS.md,
+    session 12), R = 1 over 4096 tokens with 16 / 33 / 64 nodes: 25.8 / 26.7 / 28.3 us at the two-wave rule's 16
+    splits, 22.3 / 22.8 / 25.6 at 32 / 32 / 22; one wave also where the two-wave rule fills the GPU lost (R = 4 x 64
+    nodes 71.4 against 68.6 us, the drafter's 16 / 4 heads at R = 8 65.7 against 56.6). Integer arithmetic only, and
+    min / max, which Triton compiles: the same code runs on Python ints."""
+    splits = max(1, min((T + 255) // 256, (2 * sms + tiles - 1) // tiles))
+    if (splits + 1) * tiles < sms:
+        keys = (T + BN - 1) // BN
+        per = max(2, (keys * tiles + sms - 1) // sms)
+        splits = max(1, (keys + per - 1) // per)  # an empty prefix (T = 0) too: the kernel divides by it
+    return splits
+
+
+@triton.jit
+def _used_splits(plen, tiles, sms, S: tl.constexpr, BN: tl.constexpr, AUTO: tl.constexpr):
+    """The prefix splits a prefix of plen keys is cut into: `prefix_splits`(plen), at most the grid's S (AUTO), or S."""
+    used = S
+    if AUTO:
+        used = min(prefix_splits(plen, tiles, sms, BN), S)
+    return used
+
+
 def default_splits(T: int, tiles: int, sms: int, BN: int) -> int:
-    """Prefix splits for `tiles` (query blocks x requests x KV heads) over a cache of T tokens (BN-key tiles) on
-    `sms` SMs. About two waves of programs, slices of at least 256 keys; where that leaves less than one wave
-    (short caches, few tiles), slices of at least two key tiles, about one wave. H200, 12 / 2 heads, head dim 256
-    (benchmarks/RESULTS.md, session 12), R = 1 over 4096 tokens with 16 / 33 / 64 nodes: 25.8 / 26.7 / 28.3 us at
-    the two-wave rule's 16 splits, 22.3 / 22.8 / 25.6 at 32 / 32 / 22; one wave also where the two-wave rule fills
-    the GPU lost (R = 4 x 64 nodes 71.4 against 68.6 us, the drafter's 16 / 4 heads at R = 8 65.7 against 56.6)."""
-    splits = max(1, min(triton.cdiv(T, 256), triton.cdiv(2 * sms, tiles)))
-    if (splits + 1) * tiles >= sms:
-        return splits
-    keys = triton.cdiv(T, BN)
-    return triton.cdiv(keys, max(2, triton.cdiv(keys * tiles, sms)))
+    """The grid's prefix splits for a cache of capacity T: `prefix_splits` on the host."""
+    return prefix_splits.fn(T, tiles, sms, BN)
 
 
 def ancestor_bits(mask: Tensor) -> Tensor:
@@ -206,8 +242,9 @@ def tree_attention(
     at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
     window (with positions long [R, N], the queries' positions): a prefix key at position t is seen
     only from positions p with p - t < window (sliding-window layers).
-    splits: prefix slices (default: `default_splits`; fixed by T, not by the prefix lengths, so the launch is
-    CUDA-graph safe)."""
+    splits: prefix slices, each request's prefix cut into all of them. Default: `default_splits`(T) in the grid (a
+    launch that depends on T alone is CUDA-graph safe), of which each request's prefix takes `prefix_splits` of its
+    own length, on the device."""
     R, N, HQ, DH = q.shape
     words = ancestor_bits(ancestor_mask) if ancestor_mask.dtype == torch.bool else ancestor_mask.contiguous()
     if words.shape != (R, N, triton.cdiv(N, 64)) or words.dtype != torch.int64:
@@ -225,28 +262,32 @@ def tree_attention(
     if 64 % BN:
         raise ValueError(f"BN={BN} must divide 64 (a tile's ancestor bits are one word)")
     blocks = triton.cdiv(N * G, BM)
-    if splits is None:
-        splits = default_splits(T, blocks * R * HKV, gpu.multiprocessor_count(q.device), BN)
-    chunk = triton.cdiv(triton.cdiv(T, splits), BN) * BN
-    o_part, m, l = partials(q, HKV, splits + 1)
+    sms, auto = gpu.multiprocessor_count(q.device), splits is None
+    if auto:
+        splits = default_splits(T, blocks * R * HKV, sms, BN)
+    o_part, m, l, used = partials(q, HKV, splits + 1)
     _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), words,
-        q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l,
-        N, triton.cdiv(N, 64), T, chunk, (DH**-0.5 if scale is None else scale) * math.log2(math.e),
+        q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l, used,
+        N, triton.cdiv(N, 64), T, blocks * R * HKV, sms, (DH**-0.5 if scale is None else scale) * math.log2(math.e),
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=gpu.INTERPRET or q.dtype == torch.float32,
-        HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0,
+        HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0, AUTO_SPLITS=auto,
+        # the tree's few programs first: behind a grid's unused prefix splits they started late (H200, R = 1 x 64 over
+        # 4096 tokens in a cache of 8x: 28.6 -> 25.3 us); last where they are many (R = 8: 110.3 against 113.3)
+        TREE_FIRST=4 * blocks * R * HKV <= sms,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
-    return merge_partials(o_part, m, l, q)
+    return merge_partials(o_part, m, l, used, q)
 
 
-def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor]:
+def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Buffers of NS partial results per query row of q [R, N, HQ, DH] (rows grouped by KV head): outputs
     [NS, R * HKV, N * G, DH], not normalised, in bf16 for bf16 q (half the bytes between the two kernels, and one more
     rounding of the size of the output's own), else fp32 (a sum of up to a split's length of values overflows fp16);
-    maxima and sums [NS, R * HKV, N * G] fp32."""
+    maxima and sums [NS, R * HKV, N * G] fp32; and int32 [R], the prefix splits each request's prefix is cut into
+    (the first of the NS - 1; the last partial is the tree's)."""
     R, N, HQ, DH = q.shape
     parts = (NS, R * HKV, N * (HQ // HKV))
     o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.dtype == torch.bfloat16 else torch.float32)
@@ -254,10 +295,11 @@ def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor]:
         o_part,
         torch.empty(parts, device=q.device, dtype=torch.float32),
         torch.empty(parts, device=q.device, dtype=torch.float32),
+        torch.empty(R, device=q.device, dtype=torch.int32),
     )
 
 
-def merge_partials(o_part: Tensor, m: Tensor, l: Tensor, q: Tensor) -> Tensor:
+def merge_partials(o_part: Tensor, m: Tensor, l: Tensor, used: Tensor, q: Tensor) -> Tensor:
     """The attention output [R, N, HQ, DH] (q's shape and dtype) from `partials`' buffers, filled (`_merge_kernel`)."""
     R, N, HQ, DH = q.shape
     NS, RHKV = m.shape[:2]
@@ -268,7 +310,7 @@ def merge_partials(o_part: Tensor, m: Tensor, l: Tensor, q: Tensor) -> Tensor:
     # 30.1 -> 28.2 us in all); a large one hides the latency by itself and keeps its registers (R = 8: 132.0 / 134.6).
     unroll = min(8, NS) if grid[0] * grid[1] * grid[2] <= 2 * gpu.multiprocessor_count(q.device) else 1
     _merge_kernel[grid](
-        o_part, m, l, out, N, NS, S1=triton.next_power_of_2(NS), HQ=HQ, HKV=RHKV // R, DH=DH, BR=BR, BD=BD,
+        o_part, m, l, used, out, N, NS, S1=triton.next_power_of_2(NS), HQ=HQ, HKV=RHKV // R, DH=DH, BR=BR, BD=BD,
         UNROLL=unroll, num_warps=4,
     )  # fmt: skip
     return out
