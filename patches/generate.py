@@ -62,6 +62,7 @@ DROP_DEFS = {
     "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
     "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
     "sglang_dflash.sglang.tree_gdn_backend": (
+        "patch_hybrid_backend",
         "patch_gdn_backend",
         "patch_memory_pool",
         "plugin_tree_verify",
@@ -357,6 +358,25 @@ TREE_GDN_EDITS = (
     ),
 )
 
+TREE_ATTENTION_EDITS = (
+    (
+        MAMBA_BACKEND,
+        "        if layer_id in self.full_attn_layers:\n            return self.full_attn_backend.forward_extend(\n",
+        "        if layer_id in self.full_attn_layers:\n"
+        "            if forward_batch.forward_mode.is_target_verify():\n"
+        "                from sglang.srt.speculative.dflash_tree_gdn import attention_serves, workspace\n\n"
+        "                tree_verify = workspace()  # DFLASH/DDTREE with SGLANG_DFLASH_TREE_ATTENTION=1\n"
+        "                if (\n"
+        "                    tree_verify is not None\n"
+        "                    and tree_verify.attention_on\n"
+        "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
+        "                ):\n"
+        "                    first = layer_id == min(self.full_attn_layers)  # makes the step's mask\n"
+        "                    return tree_verify.attention(layer, forward_batch, q, k, v, save_kv_cache, first)\n"
+        "            return self.full_attn_backend.forward_extend(\n",
+    ),
+)
+
 MEMORY_PLAN_EDITS = (
     (
         KV_CACHE_MIXIN,
@@ -533,6 +553,16 @@ def series(read) -> list[Patch]:
             new=False,
         ),
         Patch(
+            "hybrid-backend-tree-attention",
+            "[Speculative] Full-attention TARGET_VERIFY through the tree attention kernel (opt-in)",
+            "With SGLANG_DFLASH_TREE_ATTENTION=1, the full-attention layers of a hybrid model's DFLASH/DDTREE\n"
+            "verify run the tree attention kernel: the prefix read from the KV pool through req_to_token, the\n"
+            "draft nodes through the tree's ancestor mask, each request's prefix cut into splits by its own\n"
+            "length. Layers with a logit cap, a sliding window or an fp8 KV cache keep the attention backend.",
+            apply_edits(read, TREE_ATTENTION_EDITS),
+            new=False,
+        ),
+        Patch(
             "memory-plan-dflash-drafter",
             "[Speculative] DFLASH/DDTREE memory plan: the drafter's KV and weights, one slot of GDN states",
             "The DFLASH/DDTREE worker keeps the drafter's context K/V at the target's KV slots (an entry per\n"
@@ -673,7 +703,8 @@ architecture registers itself through `EntryClass` in `python/sglang/srt/models/
 After any change to the plugin's ported modules, rerun it and commit the result (the test fails
 until then). An edit whose anchor is no longer found stops the generator with the file and the
 line it looked for: that is how a newer SGLang release shows up, and its anchors are in
-`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `ADMISSION_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`).
+`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `ADMISSION_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`,
+`TREE_ATTENTION_EDITS`).
 
 ## What maps where
 
@@ -693,6 +724,8 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `hooks.patch_mamba_replay` -> `MambaAttnBackendBase._replay_metadata`
 - `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
   (on for DFLASH/DDTREE; `SGLANG_DFLASH_TREE_GDN=0` keeps SGLang's own path, as in the plugin)
+- `hooks.patch_hybrid_linear_attn_backend` (`tree_gdn_backend.patch_hybrid_backend`) ->
+  `HybridLinearAttnBackend.forward_extend` (opt-in: `SGLANG_DFLASH_TREE_ATTENTION=1`, as in the plugin)
 
 ## Left out (plugin-only)
 

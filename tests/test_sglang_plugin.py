@@ -306,6 +306,7 @@ def test_stock_decode_profile_hook_attaches_only_with_the_variable():
     [
         # a subclass of MambaAttnBackendBase, whose own patch must not make this one look done
         ("sglang.srt.layers.attention.linear.gdn_backend", "GDNAttnBackend.forward_extend"),
+        ("sglang.srt.layers.attention.hybrid_linear_attn_backend", "HybridLinearAttnBackend.forward_extend"),
         ("sglang.srt.managers.scheduler", "Scheduler._add_request_to_queue"),
         ("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin.handle_max_mamba_cache"),
         ("sglang.srt.mem_cache.memory_pool", "HybridReqToTokenPool.__init__"),
@@ -313,8 +314,9 @@ def test_stock_decode_profile_hook_attaches_only_with_the_variable():
 )
 def test_runtime_hooks_attach_at_import(module, method):
     """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
-    one): the tree-verify hook on `GDNAttnBackend.forward_extend` (it acts only once `tree_gdn_backend.install`
-    ran), the admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) and the memory
+    one): the tree-verify hooks on `GDNAttnBackend.forward_extend` and `HybridLinearAttnBackend.forward_extend` (they
+    act only once `tree_gdn_backend.install` ran; the latter only with SGLANG_DFLASH_TREE_ATTENTION=1), the
+    admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) and the memory
     hooks of the tree verify (only with SGLANG_DFLASH_TREE_GDN=1) are in place, and are not when the plugin is
     disabled."""
     code = f"import {module} as m; " + ours(f"m.{method}")

@@ -28,7 +28,7 @@ def patch_module(module) -> None:
         "sglang.srt.server_args": patch_server_args,
         "sglang.srt.models.registry": register_draft_model,
         "sglang.srt.model_executor.model_runner": patch_model_runner,
-        "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_mamba_replay,
+        "sglang.srt.layers.attention.hybrid_linear_attn_backend": patch_hybrid_linear_attn_backend,
         "sglang.srt.layers.attention.linear.gdn_backend": patch_gdn_backend,
         "sglang.srt.mem_cache.memory_pool": patch_memory_pool,
         "sglang.srt.model_executor.model_runner_kv_cache_mixin": patch_kv_cache_mixin,
@@ -73,6 +73,15 @@ def patch_mamba_replay(module) -> None:
         return original(self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu)
 
     cls._replay_metadata = _replay_metadata
+
+
+def patch_hybrid_linear_attn_backend(module) -> None:
+    """The replay padding fix above (`patch_mamba_replay`), and the full-attention layers' TARGET_VERIFY through our
+    tree attention when the tree verify has it on (`tree_gdn_backend.patch_hybrid_backend`; otherwise SGLang's own)."""
+    from .tree_gdn_backend import patch_hybrid_backend
+
+    patch_mamba_replay(module)
+    patch_hybrid_backend(module)
 
 
 def patch_gdn_backend(module) -> None:

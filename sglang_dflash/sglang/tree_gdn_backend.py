@@ -20,6 +20,11 @@ CUDA graphs. The verify forward is captured once per padded batch size, so:
   (`kernels.tree_gdn.gather_tables`) depends on the batch size, the node count and the depth bound only;
 - what the commit needs (each layer's pre-conv input and kernel context) is recorded per (batch size,
   captured or not), so the commit after a replay reads the tensors that replay wrote.
+
+Full-attention layers (SGLANG_DFLASH_TREE_ATTENTION=1; experimental, off by default until it is measured in the
+server): their TARGET_VERIFY runs `kernels.tree_attention` instead of the server's attention backend (FlashInfer's
+custom-mask prefill by default for trees: 1.5x slower at 64 nodes on an H200, benchmarks/RESULTS.md, session 25),
+over the prefix in SGLang's KV pool through req_to_token and the nodes through the ancestor mask of the same parents.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from torch import Tensor
 
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.layer_table import LayerTable
+from ..kernels.tree_attention import ancestor_bits, tree_attention
 from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import fused_nodes, stack_contexts, uses_gather, verify_blocks, verify_step_inputs
@@ -42,6 +48,7 @@ from .algorithm import ALGORITHMS
 logger = logging.getLogger(__name__)
 
 ENV_SWITCH = "SGLANG_DFLASH_TREE_GDN"
+ATTENTION_SWITCH = "SGLANG_DFLASH_TREE_ATTENTION"
 
 _workspace: TreeVerifyWorkspace | None = None
 
@@ -51,6 +58,25 @@ def enabled(server_args) -> bool:
     per-node path, for comparison); never for other algorithms."""
     name = str(getattr(server_args, "speculative_algorithm", None) or "").upper()
     return name in ALGORITHMS and os.environ.get(ENV_SWITCH, "1") != "0"
+
+
+def attention_enabled() -> bool:
+    """The full-attention layers' verify through `kernels.tree_attention` too: SGLANG_DFLASH_TREE_ATTENTION=1 (with
+    the tree verify on)."""
+    return os.environ.get(ATTENTION_SWITCH, "0") == "1"
+
+
+def attention_serves(layer, kv_pool, q: Tensor) -> bool:
+    """Whether `TreeVerifyWorkspace.attention` computes what SGLang's backends would for this layer: plain softmax
+    attention (no logit cap, sliding window or cross attention), K and V of one head dim, a KV pool in q's dtype
+    (not an fp8 cache)."""
+    return (
+        not layer.logit_cap
+        and layer.sliding_window_size in (None, -1)
+        and not layer.is_cross_attention
+        and layer.v_head_dim == layer.head_dim
+        and getattr(kv_pool, "dtype", None) == q.dtype
+    )
 
 
 def spec_state_size(server_args, max_num_reqs: int) -> int:
@@ -78,13 +104,15 @@ class TreeVerifyWorkspace:
     """Static parents per batch size, the step's tree tables, and each GDN layer's verify record. max_depth: a bound
     on the trees' depth (DFLASH: num_nodes - 1, a chain; DDTREE: the drafter's block size - 1)."""
 
-    def __init__(self, num_nodes: int, batch_sizes, device, max_depth: int | None = None):
+    def __init__(self, num_nodes: int, batch_sizes, device, max_depth: int | None = None, attention: bool = False):
         self.num_nodes = num_nodes
+        self.attention_on = attention  # the full-attention layers' verify too (`attention`)
         self.max_depth = num_nodes - 1 if max_depth is None else min(max_depth, num_nodes - 1)
         padding = padding_tree(num_nodes, max(self.max_depth, 1), device)
         self.parents = {bs: padding.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
         # bs -> (GDN slots, the GDN verify's per-step inputs, conv windows)
         self.tables: dict[int, tuple[Tensor, dict, Tensor]] = {}
+        self.attention_words: dict[int, Tensor] = {}  # bs -> the step's ancestor mask as `ancestor_bits`
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
         self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
         self.commit_tables: dict[int, tuple] = {}  # graph batch size -> (its record, x table, context tables)
@@ -134,6 +162,36 @@ class TreeVerifyWorkspace:
         )
         self.records[(R, _capturing())][layer.layer_id] = (x, ctx)
         return o.view(1, R * N, layer.num_v_heads, layer.head_v_dim)
+
+    def attention(self, layer, forward_batch, q: Tensor, k: Tensor, v: Tensor, save_kv_cache: bool, first: bool) -> Tensor:
+        """One full-attention layer's TARGET_VERIFY: o [R * N, HQ * Dh] for q [R * N, HQ * Dh] and the nodes' k, v
+        [R * N, HKV * Dh], which are saved to the KV pool first, as SGLang's backends do. The prefix (seq_lens[r]
+        tokens) is read from the pool through req_to_token at row req_pool_indices[r], the nodes through the trees'
+        ancestor mask, made from the parents by the forward's first full-attention layer (`first`) for all."""
+        N = self.num_nodes
+        R = q.shape[0] // N
+        if N != forward_batch.spec_info.draft_token_num or R not in self.parents:
+            raise RuntimeError(f"tree attention: {R} trees of {forward_batch.spec_info.draft_token_num} nodes, "
+                               f"workspace has {N} nodes and batch sizes {sorted(self.parents)}")  # fmt: skip
+        if first or R not in self.attention_words:
+            self.attention_words[R] = ancestor_bits(ancestors(self.parents[R], self.max_depth))
+        pool = forward_batch.token_to_kv_pool
+        if save_kv_cache:
+            pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v, layer.k_scale, layer.v_scale)
+        HQ, HKV, Dh = layer.tp_q_head_num, layer.tp_k_head_num, layer.head_dim
+        o = tree_attention(
+            q.view(R, N, HQ, Dh),
+            pool.get_key_buffer(layer.layer_id),
+            pool.get_value_buffer(layer.layer_id),
+            forward_batch.seq_lens,
+            k.view(R, N, HKV, Dh),
+            v.view(R, N, HKV, Dh),
+            self.attention_words[R],
+            scale=layer.scaling,
+            slots=forward_batch.req_pool_indices,
+            table=forward_batch.req_to_token_pool.req_to_token,
+        )
+        return o.view(R * N, HQ * Dh)
 
     def commit(self, req_to_token_pool, slots: Tensor, accepted_nodes: Tensor, graph_bs: int | None) -> None:
         """After the verify of R requests (graph_bs: the graph it replayed, None if eager): GDN slot slots[r] <-
@@ -197,9 +255,12 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     max_depth = None if steps is None else int(steps)  # None: any depth (a chain's)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
-    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth)
+    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_enabled())
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
                 "per-node states)", num_nodes, _workspace.max_depth, largest, ENV_SWITCH)  # fmt: skip
+    if _workspace.attention_on:
+        logger.info("sglang-dflash: tree attention verify in the full-attention layers (%s=1; experimental)",
+                    ATTENTION_SWITCH)  # fmt: skip
     if uses_gather(num_nodes, _workspace.max_depth):
         logger.info("sglang-dflash: tree GDN verify: %d nodes: the ancestor-gather kernel", num_nodes)
     elif device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
@@ -250,6 +311,34 @@ def _global_server_args():
         return get_global_server_args()
     except ValueError:  # not set yet: not inside a model runner
         return None
+
+
+def patch_hybrid_backend(module) -> None:
+    """`hooks.patch_module` on sglang.srt.layers.attention.hybrid_linear_attn_backend: the full-attention layers'
+    TARGET_VERIFY through the workspace when it has the attention on (`attention_serves` the layer); every other call
+    is SGLang's own."""
+    from .hooks import claim  # plugin-only (not in patches/)
+
+    cls = module.HybridLinearAttnBackend
+    if not claim(cls):
+        return
+    original = cls.forward_extend
+
+    def forward_extend(self, layer, forward_batch, save_kv_cache=True, q=None, k=None, v=None, *args, **kwargs):
+        ws = _workspace
+        if (
+            ws is not None
+            and ws.attention_on
+            and forward_batch.forward_mode.is_target_verify()
+            and layer is not None
+            and layer.layer_id in self.full_attn_layers
+            and attention_serves(layer, forward_batch.token_to_kv_pool, q)
+        ):
+            first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
+            return ws.attention(layer, forward_batch, q, k, v, save_kv_cache, first)
+        return original(self, layer, forward_batch, save_kv_cache, q, k, v, *args, **kwargs)
+
+    cls.forward_extend = forward_extend
 
 
 def patch_gdn_backend(module) -> None:

@@ -1,0 +1,198 @@
+"""The full-attention layers' tree verify inside SGLang's hybrid backend (`tree_gdn_backend.patch_hybrid_backend`,
+SGLANG_DFLASH_TREE_ATTENTION=1), on CPU.
+
+Through SGLang's own dispatch (`HybridLinearAttnBackend.forward` -> `forward_extend`) with its own RadixAttention
+layers and MHATokenToKVPool: the verify's output must be what SGLang's triton backend computes in target-verify mode
+(`extend_attention_fwd`, the prefix read from the pool through kv_indices, the tree through our `custom_mask`), run
+under the Triton interpreter; the nodes' K/V must be saved at out_cache_loc; graph padding rows must not disturb the
+real ones; every other call (other modes, GDN layers, layers the kernel does not serve, the switch off) must reach
+SGLang's own backend.
+
+SGLang's kernel modules import `sgl_kernel`, whose compiled build cannot load without a GPU driver; the test-only
+stand-in tests/sgl_kernel_stub goes first on sys.path when the real one is missing. Nothing tested here calls into
+it (the oracle is a Triton kernel).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from tree_helpers import DEVICE, random_parents
+
+from sglang_dflash.kernels.tree_attention import sglang_custom_mask
+from sglang_dflash.kernels.tree_build import ancestors
+
+pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
+STUB = Path(__file__).parent / "sgl_kernel_stub"
+
+HQ, HKV, DH, POOL, CONTEXT = 4, 2, 16, 96, 40
+FULL_LAYERS = (3, 7)  # full-attention layers among GDN ones, as in Qwen3.5/3.6
+
+
+@pytest.fixture(scope="module")
+def sgl():
+    try:
+        import sgl_kernel  # noqa: F401
+    except Exception:
+        sys.path.insert(0, str(STUB))
+    from sglang.srt.layers.attention import hybrid_linear_attn_backend
+    from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
+    from sglang.srt.layers.radix_attention import RadixAttention
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+    from sglang_dflash.sglang.tree_gdn_backend import patch_hybrid_backend
+
+    patch_hybrid_backend(hybrid_linear_attn_backend)  # idempotent: bootstrap may have patched it already
+    return SimpleNamespace(
+        hybrid=hybrid_linear_attn_backend.HybridLinearAttnBackend,
+        extend=extend_attention_fwd,
+        RadixAttention=RadixAttention,
+        pool=MHATokenToKVPool,
+        mode=ForwardMode,
+    )
+
+
+class OwnBackend:
+    """SGLang's full-attention backend as the hybrid one calls it: records that it was reached."""
+
+    def __init__(self):
+        self.calls = []
+
+    def forward_extend(self, q, k, v, layer, forward_batch, save_kv_cache=True, **kwargs):
+        self.calls.append(layer.layer_id)
+        return torch.zeros(q.shape[0], HQ * DH, device=q.device)
+
+
+def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32):
+    """A TARGET_VERIFY forward batch of R requests padded to `rows` graph rows (padding: req_to_token row 0, length 1,
+    SGLang's fill value), its pool (random K/V everywhere), q [rows * N, HQ * DH] and k, v [rows * N, HKV, DH] of the
+    nodes, and the prefix slots per request."""
+    pool = sgl.pool(POOL, 1, dtype, HKV, DH, max(FULL_LAYERS) + 1, DEVICE, False, enable_alt_stream=False)
+    for layer in FULL_LAYERS:
+        pool.get_key_buffer(layer).copy_(torch.randn(POOL + 1, HKV, DH, generator=gen))
+        pool.get_value_buffer(layer).copy_(torch.randn(POOL + 1, HKV, DH, generator=gen))
+    seq_lens = torch.tensor([11, 5, 8, 13][:R] + [1] * (rows - R))
+    req_pool_indices = torch.tensor([4, 1, 3, 5][:R] + [0] * (rows - R))
+    req_to_token = torch.zeros(6, CONTEXT, dtype=torch.int32)
+    free = torch.randperm(POOL, generator=gen) + 1  # slot 0 is SGLang's padding slot
+    prefixes, out_cache_loc = [], []
+    for r in range(rows):
+        s, row = int(seq_lens[r]), int(req_pool_indices[r])
+        slots, free = free[: s + N], free[s + N :]
+        if r < R:
+            req_to_token[row, : s + N] = slots.to(torch.int32)  # prefix, then the nodes' KV slots
+        prefixes.append(req_to_token[row, :s].long())
+        out_cache_loc.append(slots[s:] if r < R else torch.zeros(N, dtype=torch.long))
+    q = torch.randn(rows * N, HQ * DH, generator=gen).to(dtype)
+    k, v = (torch.randn(rows * N, HKV, DH, generator=gen).to(dtype) for _ in range(2))  # as RadixAttention hands them
+    batch = SimpleNamespace(
+        forward_mode=sgl.mode.TARGET_VERIFY,
+        spec_info=SimpleNamespace(draft_token_num=N),
+        token_to_kv_pool=pool,
+        out_cache_loc=torch.cat(out_cache_loc).to(DEVICE),
+        seq_lens=seq_lens.to(DEVICE),
+        req_pool_indices=req_pool_indices.to(DEVICE),
+        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(DEVICE)),
+    )
+    return batch, q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), prefixes
+
+
+def sglang_triton_verify(sgl, layer, batch, q, k, v, anc, R: int, N: int):
+    """o [R * N, HQ * DH]: SGLang's triton backend's target-verify attention for the first R requests (their
+    prefix through kv_indices from the pool, the nodes as the extend part, our custom mask)."""
+    seq_lens = batch.seq_lens[:R].cpu()
+    rows = [batch.req_to_token_pool.req_to_token[int(i), : int(s)] for i, s in zip(batch.req_pool_indices[:R], seq_lens)]
+    kv_indices = torch.cat(rows).to(DEVICE)
+    kv_indptr = torch.cat([torch.zeros(1, dtype=torch.int32), seq_lens.cumsum(0).to(torch.int32)]).to(DEVICE)
+    qo_indptr = torch.arange(0, (R + 1) * N, N, dtype=torch.int32, device=DEVICE)
+    mask, mask_indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
+    pool = batch.token_to_kv_pool
+    o = torch.empty(R * N, HQ, DH, device=DEVICE)
+    sgl.extend(
+        q[: R * N].view(-1, HQ, DH), k[: R * N].view(-1, HKV, DH), v[: R * N].view(-1, HKV, DH), o,
+        pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), qo_indptr, kv_indptr, kv_indices,
+        mask.to(DEVICE), True, mask_indptr.to(DEVICE), N, 1.0, 1.0, layer.scaling,
+    )  # fmt: skip
+    return o.view(R * N, HQ * DH)
+
+
+@pytest.mark.parametrize("R, rows, N, chain", [(1, 1, 9, False), (2, 2, 16, True), (3, 4, 7, False)])
+def test_tree_attention_verify_equals_sglangs_triton_verify(sgl, monkeypatch, R, rows, N, chain):
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    gen = torch.Generator().manual_seed(R * 10 + N)
+    ws = tree_gdn_backend.TreeVerifyWorkspace(N, [rows], DEVICE, max_depth=N - 1, attention=True)
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
+    own = OwnBackend()
+    backend = sgl.hybrid(own, None, full_attn_layers=list(FULL_LAYERS))
+    for step in range(2):  # two verify steps of other trees through one workspace: each step's own mask
+        parents = random_parents(R, N, gen, chain=chain)
+        ws.set_parents(parents.to(DEVICE), rows if rows > R else None)
+        batch, q, k, v, _ = verify_batch(sgl, R, rows, N, gen)
+        anc = ancestors(parents, N - 1)
+        for layer_id in FULL_LAYERS:  # the first makes the step's mask, the second reuses it
+            layer = sgl.RadixAttention(HQ, DH, 0.3, HKV, layer_id=layer_id)  # not the default 1 / sqrt(DH)
+            expected = sglang_triton_verify(sgl, layer, batch, q, k, v, anc, R, N)
+            o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=batch)
+            assert o.shape == (rows * N, HQ * DH) and not own.calls
+            torch.testing.assert_close(o[: R * N].cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+            assert o.isfinite().all()  # padding rows too
+            saved = batch.token_to_kv_pool.get_key_buffer(layer_id)[batch.out_cache_loc[: R * N]]
+            assert torch.equal(saved.cpu(), k[: R * N].cpu())
+    assert sorted(ws.attention_words) == [rows]
+
+
+def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
+    """Decode-like modes, a GDN layer, a layer with a logit cap or a sliding window, a KV pool of another dtype than
+    q's, and the switch off all go to SGLang's own full-attention backend."""
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    gen = torch.Generator().manual_seed(0)
+    N = 5
+    ws = tree_gdn_backend.TreeVerifyWorkspace(N, [1], DEVICE, attention=True)
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
+    own = OwnBackend()
+    linear = SimpleNamespace(forward_extend=lambda **kw: "gdn")
+    backend = sgl.hybrid(own, linear, full_attn_layers=list(FULL_LAYERS))
+    batch, q, k, v, _ = verify_batch(sgl, 1, 1, N, gen)
+    plain = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3)
+    capped = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3, logit_cap=30.0)
+    windowed = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3, sliding_window_size=8)
+    gdn = SimpleNamespace(layer_id=0)
+
+    def call(layer, **batch_changes):
+        return backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=SimpleNamespace(**{**vars(batch), **batch_changes}))
+
+    call(plain, forward_mode=sgl.mode.EXTEND)
+    call(plain, forward_mode=sgl.mode.DRAFT_EXTEND)
+    call(capped)
+    call(windowed)
+    call(plain, token_to_kv_pool=SimpleNamespace(dtype=torch.bfloat16))
+    assert call(gdn) == "gdn"
+    ws.attention_on = False
+    call(plain)
+    assert own.calls == [3] * 6
+    ws.attention_on = True
+    call(plain)  # the one call served by the tree attention
+    assert own.calls == [3] * 6
+
+
+def test_install_turns_the_attention_on_only_with_its_switch(monkeypatch):
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    args = SimpleNamespace(speculative_algorithm="DDTREE", speculative_num_draft_tokens=16, speculative_num_steps=15,
+                           cuda_graph_bs=[1], max_running_requests=1)  # fmt: skip
+    runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
+    monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
+    for value, on in ((None, False), ("0", False), ("1", True)):
+        if value is None:
+            monkeypatch.delenv(tree_gdn_backend.ATTENTION_SWITCH, raising=False)
+        else:
+            monkeypatch.setenv(tree_gdn_backend.ATTENTION_SWITCH, value)
+        assert tree_gdn_backend.install(runner).attention_on == on
