@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Prepared in session 26 (not run: the device time ran out). The opt-in tree attention of the full-attention layers
+# (SGLANG_DFLASH_TREE_ATTENTION=1) inside SGLang for the first time: DDTREE 63 with the shipped tiny pair, TP = 1,
+# CUDA graphs, batch 1 and 8, teacher-forced against transformers beside stock SGLang (the bound on near ties) and
+# the plugin's DDTREE 63 without it (the same run's `--runs`, one configuration with the variable set, one without).
+# Carry [".whl"] (the harness's wheels, .whl/gpu/ and the sglang wheel). About 9 minutes; --deadline keeps it in the call.
+# Look for: the verdict lines; "tree attention verify in the full-attention layers" in the plugin run's log; tokens per
+# pass equal to the run without it (the same tokens: lossless both ways).
+set -u
+python3 benchmarks/gpu/harness.py --site /tmp/site --pair shipped --speculative-algorithm DDTREE --budgets 63 \
+  --runs sglang,sglang-ddtree63 --num-prompts 16 --max-new-tokens 48 --skip-engine \
+  --plugin-env SGLANG_DFLASH_TREE_ATTENTION=1 --deadline 540 --out $OUT > $OUT/harness_attention.log 2>&1
+echo harness rc $?
+tail -n 30 $OUT/harness_attention.log
+grep -h "tree attention verify\|tree GDN verify" $OUT/*.log | sort | uniq -c | head
