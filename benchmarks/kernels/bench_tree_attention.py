@@ -12,6 +12,9 @@ bf16. Peers in the same run, each with its relative error against the float64 re
 - FlashInfer's paged prefill with the custom mask (backend "fa2"), what SGLang's flashinfer backend runs there,
   where `flashinfer` imports (install its wheel and apache-tvm-ffi's from .whl/gpu into /tmp/site, --no-deps);
 - torch's scaled_dot_product_attention with the boolean tree mask over prefix + tree (the generic masked path).
+Ours also as a server calls it (`ours_pool`): the prefix read from a token pool through a req_to_token-like table 8x
+as wide as the prefix (SGLang's is as wide as the context length), each request's prefix cut into splits by its own
+length (benchmarks/RESULTS.md, session 26).
 Each timed as 10 calls in one CUDA graph, median replay / 10.
 """
 
@@ -62,6 +65,18 @@ def sweep(dev: str = "cuda") -> None:
         print(f"sweep R=1 N=64: {cfg}: {t}", flush=True)
 
 
+def pool_call(inputs: tuple):
+    """tree_attention on inputs as a server hands them: the R caches as one token pool [R * PREFIX, HKV, DH], read at
+    table[slots[r], t] (int32, 8 * PREFIX wide, zero past each prefix)."""
+    q, k_cache, v_cache, prefix_lens, k_tree, v_tree, words = inputs
+    R = q.shape[0]
+    table = torch.zeros(R, 8 * PREFIX, dtype=torch.int32, device=q.device)
+    table[:, :PREFIX] = torch.arange(R * PREFIX, dtype=torch.int32, device=q.device).view(R, PREFIX)
+    pool_k, pool_v = k_cache.reshape(R * PREFIX, HKV, DH), v_cache.reshape(R * PREFIX, HKV, DH)
+    slots = torch.arange(R, device=q.device)
+    return lambda: tree_attention(q, pool_k, pool_v, prefix_lens, k_tree, v_tree, words, slots=slots, table=table)
+
+
 def peer(row: dict, name: str, make, ref: torch.Tensor) -> None:
     """row[name] (us) and row[name + "_rel_err"] (against the float64 reference) of the call make() returns; a peer
     that cannot be built or run here leaves row[name + "_error"] instead."""
@@ -96,6 +111,7 @@ def main() -> None:
         peer(row, "ours", lambda: lambda: tree_attention(*inputs), ref)
         if "ours" in row:
             row["ours_TBps"] = kv_bytes / row["ours"] / 1e6
+        peer(row, "ours_pool", lambda: pool_call(inputs), ref)
         keys = torch.cat([k_cache, k_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         values = torch.cat([v_cache, v_tree], 1).transpose(1, 2).repeat_interleave(HQ // HKV, 1)
         mask = torch.cat([torch.ones(R, N, PREFIX, dtype=torch.bool, device=dev), anc], 2)[:, None]
@@ -108,11 +124,12 @@ def main() -> None:
         peer(row, "flashinfer", lambda: flashinfer_verify_attention(q, k_cache, v_cache, k_tree, v_tree, custom_mask), ref)
         rows.append(row)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-    print("\n R   N | ours  TB/s | SGLang triton | FlashInfer fa2 | SDPA masked | floor   [us per layer]")
+    print("\n R   N | ours  TB/s | ours, 8x table | SGLang triton | FlashInfer fa2 | SDPA masked | floor   [us per layer]")
     for r in rows:
         cell = lambda k: f"{r[k]:8.1f}" if k in r else "       -"  # noqa: E731
         tbps = f"{r['ours_TBps']:5.2f}" if "ours_TBps" in r else "    -"
-        print(f"{r['R']:2d} {r['N']:3d} | {cell('ours')} {tbps} | {cell('sglang_triton')} | {cell('flashinfer')} | "
+        print(f"{r['R']:2d} {r['N']:3d} | {cell('ours')} {tbps} | {cell('ours_pool'):>14} | {cell('sglang_triton')} | "
+              f"{cell('flashinfer')} | "
               f"{cell('sdpa_masked')} | {r['floor_us']:5.1f}")  # fmt: skip
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_attention_bench.json"), "w"), indent=1)
