@@ -180,12 +180,12 @@ class TreeVerifyWorkspace:
             pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v, layer.k_scale, layer.v_scale)
         HQ, HKV, Dh = layer.tp_q_head_num, layer.tp_k_head_num, layer.head_dim
         o = tree_attention(
-            q.view(R, N, HQ, Dh),
+            q.reshape(R, N, HQ, Dh),  # reshape: q, k, v may reach the backend strided
             pool.get_key_buffer(layer.layer_id),
             pool.get_value_buffer(layer.layer_id),
             forward_batch.seq_lens,
-            k.view(R, N, HKV, Dh),
-            v.view(R, N, HKV, Dh),
+            k.reshape(R, N, HKV, Dh),
+            v.reshape(R, N, HKV, Dh),
             self.attention_words[R],
             scale=layer.scaling,
             slots=forward_batch.req_pool_indices,
