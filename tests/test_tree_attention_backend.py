@@ -88,7 +88,7 @@ def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=tor
             req_to_token[row, : s + N] = slots.to(torch.int32)  # prefix, then the nodes' KV slots
         prefixes.append(req_to_token[row, :s].long())
         out_cache_loc.append(slots[s:] if r < R else torch.zeros(N, dtype=torch.long))
-    q = torch.randn(rows * N, HQ * DH, generator=gen).to(dtype)
+    q = torch.randn(rows * N, 2 * HQ * DH, generator=gen).to(dtype)[:, : HQ * DH]  # strided: a gated q projection's half
     k, v = (torch.randn(rows * N, HKV, DH, generator=gen).to(dtype) for _ in range(2))  # as RadixAttention hands them
     batch = SimpleNamespace(
         forward_mode=sgl.mode.TARGET_VERIFY,
