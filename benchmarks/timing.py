@@ -36,3 +36,9 @@ def print_kernel_times(fn, reps: int, top: int, title: str) -> None:
     print(title)
     for e in sorted(prof.key_averages(), key=lambda e: -e.device_time_total)[:top]:
         print(f"{e.device_time_total / reps:9.1f}  x{e.count // reps:<3d} {e.key[:90]}", flush=True)
+
+
+def failure(e: Exception, limit: int = 300) -> str:
+    """A benchmark row's note of a call that could not run here: the exception's type and the last line of its
+    message, cut at `limit` characters."""
+    return f"{type(e).__name__}: {str(e).splitlines()[-1][:limit] if str(e) else ''}"

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.kernels.sglang_peers import flashinfer_verify_attention, triton_verify_attention
-from benchmarks.timing import graph_us, print_kernel_times
+from benchmarks.timing import failure, graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
 
@@ -61,7 +61,7 @@ def sweep(dev: str = "cuda") -> None:
         try:
             t = f"{graph_us(lambda: tree_attention(*args, **cfg), reps=10):8.1f} us"
         except Exception as e:  # noqa: BLE001 - a configuration that does not fit is a result too
-            t = f"failed: {type(e).__name__}: {str(e).splitlines()[-1][:120]}"
+            t = f"failed: {failure(e, 120)}"
         print(f"sweep R=1 N=64: {cfg}: {t}", flush=True)
 
 
@@ -85,7 +85,7 @@ def peer(row: dict, name: str, make, ref: torch.Tensor) -> None:
         row[f"{name}_rel_err"] = ((fn().double() - ref).norm() / ref.norm()).item()
         row[name] = graph_us(fn, reps=10)
     except Exception as e:  # noqa: BLE001 - a peer that does not run here is a result too
-        row[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:300] if str(e) else ''}"
+        row[f"{name}_error"] = failure(e)
 
 
 def main() -> None:
@@ -129,8 +129,7 @@ def main() -> None:
         cell = lambda k: f"{r[k]:8.1f}" if k in r else "       -"  # noqa: E731
         tbps = f"{r['ours_TBps']:5.2f}" if "ours_TBps" in r else "    -"
         print(f"{r['R']:2d} {r['N']:3d} | {cell('ours')} {tbps} | {cell('ours_pool'):>14} | {cell('sglang_triton')} | "
-              f"{cell('flashinfer')} | "
-              f"{cell('sdpa_masked')} | {r['floor_us']:5.1f}")  # fmt: skip
+              f"{cell('flashinfer')} | {cell('sdpa_masked')} | {r['floor_us']:5.1f}")  # fmt: skip
     if os.environ.get("OUT"):
         json.dump(rows, open(os.path.join(os.environ["OUT"], "tree_attention_bench.json"), "w"), indent=1)
 

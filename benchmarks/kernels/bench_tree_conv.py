@@ -23,7 +23,7 @@ import os
 import torch
 
 from benchmarks.kernels.sglang_peers import conv_tree_update
-from benchmarks.timing import graph_us
+from benchmarks.timing import failure, graph_us
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_conv.tree_conv import (
     conv_tiles,
@@ -92,7 +92,7 @@ def main() -> None:
                 )  # ours first: SGLang's may write the state
                 row["sglang_verify_us"] = graph_us(peer, reps=10)
             except Exception as e:  # noqa: BLE001 - a peer that does not run here is a result too
-                row["sglang_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:300] if str(e) else ''}"
+                row["sglang_error"] = failure(e)
         rows.append(row)
         print(json.dumps({k: round(v, 2) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     if os.environ.get("OUT"):

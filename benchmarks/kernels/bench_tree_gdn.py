@@ -36,7 +36,7 @@ import torch
 import triton
 
 from benchmarks.kernels.sglang_peers import gdn_tree_verify
-from benchmarks.timing import graph_us, print_kernel_times
+from benchmarks.timing import failure, graph_us, print_kernel_times
 from sglang_dflash.ddtree import build_ddtree
 from sglang_dflash.kernels.tree_build import ancestors
 from sglang_dflash.kernels.tree_gdn import (
@@ -86,7 +86,8 @@ def verify_inputs(R: int, N: int, kind: str, dev: str = "cuda", heads: tuple[int
     return (q, k, v, a, b, A_log, dt_bias, pool, slots, parents), anc, max_depth
 
 
-def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
+def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> tuple[dict, object]:
+    """The row of one case, and its timed verify call (`measure` times a chain's again last)."""
     T = R * N
     inputs, anc, max_depth = verify_inputs(R, N, kind, dev)
     q, k, v, a, b, A_log, dt_bias, pool, slots, parents = inputs
@@ -155,7 +156,7 @@ def case(R: int, N: int, kind: str, sgl, dev: str = "cuda") -> dict:
     row["extra_mem_MiB_sgl"] = N * HV * V * K * 4 / 2**20
     if kind == "chain":
         row.update(chain_peers(q, k, v, a, b, A_log, dt_bias, pool, slots, o))
-    return row
+    return row, verify
 
 
 def chain_peers(q, k, v, a, b, A_log, dt_bias, pool, slots, ours) -> dict:
@@ -177,7 +178,7 @@ def chain_peers(q, k, v, a, b, A_log, dt_bias, pool, slots, ours) -> dict:
             out[f"{name}_rel_diff"] = ((o.float() - ours.float()).norm() / ours.float().norm()).item()
             out[name] = graph_us(lambda fn=fn: fn(q, k, v, g=a, beta=b, **common), reps=10)
         except Exception as e:  # noqa: BLE001 - a peer that does not run here is a result too
-            out[f"{name}_error"] = f"{type(e).__name__}: {str(e).splitlines()[-1][:200] if str(e) else ''}"
+            out[f"{name}_error"] = failure(e, 200)
     return out
 
 
@@ -254,13 +255,14 @@ CASES = [
 
 def measure(sgl, rows: list[dict]) -> None:
     """Each of CASES into rows (one JSON line printed as each ends), then each chain's verify timed again."""
+    chains = []
     for R, N, kind in CASES:
-        rows.append(case(R, N, kind, sgl))
-        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()}), flush=True)
-    for row in (r for r in rows if r["kind"] == "chain"):
-        inputs, anc, max_depth = verify_inputs(row["R"], row["N"], "chain")
-        tables = gather_tables(anc, max_depth)  # as `case` calls it for a chain
-        verify = lambda: tree_gdn_verify(*inputs, tables=tables, ancestor_mask=anc, max_depth=max_depth)  # noqa: E731
+        row, verify = case(R, N, kind, sgl)
+        rows.append(row)
+        if kind == "chain":
+            chains.append((row, verify))
+        print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    for row, verify in chains:
         row["verify_later"] = graph_us(verify, reps=10)
         row["total_later"] = row["verify_later"] + row["ours_commit_batched"]
 
