@@ -4,7 +4,7 @@ import importlib
 
 import pytest
 import torch
-from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path
+from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path, sglang_triton_verify
 
 from sglang_dflash.kernels import device as gpu
 from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
@@ -66,15 +66,8 @@ def test_sglang_custom_mask_drives_sglangs_triton_verify_attention():
     for r, s in enumerate(per_request):
         k_cache[r, : len(s)], v_cache[r, : len(s)] = pool_k[s], pool_v[s]
     anc = ancestors(random_parents(R, N, gen), N - 1)
-    custom_mask, mask_indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
-    qo_indptr = torch.arange(0, (R + 1) * N, N, dtype=torch.int32)
-    kv_indptr = torch.cat([torch.zeros(1, dtype=torch.int32), seq_lens.cumsum(0).to(torch.int32)])
-    q2, k2, v2 = (t.reshape(R * N, -1, Dh).to(DEVICE) for t in (q, k_tree, v_tree))
-    o = torch.empty(R * N, HQ, Dh, device=DEVICE)
-    pools_and_indices = [t.to(DEVICE) for t in (pool_k, pool_v, qo_indptr, kv_indptr, slots)]
-    extend_attention_fwd(
-        q2, k2, v2, o, *pools_and_indices, custom_mask.to(DEVICE), True, mask_indptr.to(DEVICE), N, 1.0, 1.0, Dh**-0.5
-    )
+    q2, k2, v2, pool_k2, pool_v2 = (t.reshape(-1, t.shape[-2], Dh).to(DEVICE) for t in (q, k_tree, v_tree, pool_k, pool_v))
+    o = sglang_triton_verify(extend_attention_fwd, q2, k2, v2, pool_k2, pool_v2, slots, seq_lens, anc, Dh**-0.5)
     ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), seq_lens, k_tree.double(), v_tree.double(), anc)
     torch.testing.assert_close(o.cpu().view(R, N, HQ, Dh).double(), ref, rtol=1e-5, atol=1e-5)
 

@@ -21,9 +21,8 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tree_helpers import DEVICE, random_parents
+from tree_helpers import DEVICE, random_parents, sglang_triton_verify
 
-from sglang_dflash.kernels.tree_attention import sglang_custom_mask
 from sglang_dflash.kernels.tree_build import ancestors
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
@@ -70,8 +69,8 @@ class OwnBackend:
 
 def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32):
     """A TARGET_VERIFY forward batch of R requests padded to `rows` graph rows (padding: req_to_token row 0, length 1,
-    SGLang's fill value), its pool (random K/V everywhere), q [rows * N, HQ * DH] and k, v [rows * N, HKV, DH] of the
-    nodes, and the prefix slots per request."""
+    SGLang's fill value), its pool (random K/V everywhere), and q [rows * N, HQ * DH] and k, v [rows * N, HKV, DH] of
+    the nodes."""
     pool = sgl.pool(POOL, 1, dtype, HKV, DH, max(FULL_LAYERS) + 1, DEVICE, False, enable_alt_stream=False)
     for layer in FULL_LAYERS:
         pool.get_key_buffer(layer).copy_(torch.randn(POOL + 1, HKV, DH, generator=gen))
@@ -80,13 +79,12 @@ def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=tor
     req_pool_indices = torch.tensor([4, 1, 3, 5][:R] + [0] * (rows - R))
     req_to_token = torch.zeros(6, CONTEXT, dtype=torch.int32)
     free = torch.randperm(POOL, generator=gen) + 1  # slot 0 is SGLang's padding slot
-    prefixes, out_cache_loc = [], []
+    out_cache_loc = []
     for r in range(rows):
         s, row = int(seq_lens[r]), int(req_pool_indices[r])
         slots, free = free[: s + N], free[s + N :]
         if r < R:
             req_to_token[row, : s + N] = slots.to(torch.int32)  # prefix, then the nodes' KV slots
-        prefixes.append(req_to_token[row, :s].long())
         out_cache_loc.append(slots[s:] if r < R else torch.zeros(N, dtype=torch.long))
     q = torch.randn(rows * N, 2 * HQ * DH, generator=gen).to(dtype)[:, : HQ * DH]  # strided: a gated q projection's half
     k, v = (torch.randn(rows * N, HKV, DH, generator=gen).to(dtype) for _ in range(2))  # as RadixAttention hands them
@@ -99,25 +97,19 @@ def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=tor
         req_pool_indices=req_pool_indices.to(DEVICE),
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(DEVICE)),
     )
-    return batch, q.to(DEVICE), k.to(DEVICE), v.to(DEVICE), prefixes
+    return batch, q.to(DEVICE), k.to(DEVICE), v.to(DEVICE)
 
 
-def sglang_triton_verify(sgl, layer, batch, q, k, v, anc, R: int, N: int):
-    """o [R * N, HQ * DH]: SGLang's triton backend's target-verify attention for the first R requests (their
-    prefix through kv_indices from the pool, the nodes as the extend part, our custom mask)."""
-    seq_lens = batch.seq_lens[:R].cpu()
-    rows = [batch.req_to_token_pool.req_to_token[int(i), : int(s)] for i, s in zip(batch.req_pool_indices[:R], seq_lens)]
-    kv_indices = torch.cat(rows).to(DEVICE)
-    kv_indptr = torch.cat([torch.zeros(1, dtype=torch.int32), seq_lens.cumsum(0).to(torch.int32)]).to(DEVICE)
-    qo_indptr = torch.arange(0, (R + 1) * N, N, dtype=torch.int32, device=DEVICE)
-    mask, mask_indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
+def sglang_verify(sgl, layer, batch, q, k, v, anc, R: int):
+    """o [R * N, HQ * DH]: SGLang's triton backend's target-verify attention (`tree_helpers.sglang_triton_verify`) for
+    the first R requests of `batch`, their prefix read from its pool through req_to_token."""
+    seq_lens, N = batch.seq_lens[:R].cpu(), anc.shape[1]
+    table, rows = batch.req_to_token_pool.req_to_token, batch.req_pool_indices[:R]
+    kv_indices = torch.cat([table[int(i), : int(s)] for i, s in zip(rows, seq_lens)])
     pool = batch.token_to_kv_pool
-    o = torch.empty(R * N, HQ, DH, device=DEVICE)
-    sgl.extend(
-        q[: R * N].view(-1, HQ, DH), k[: R * N].view(-1, HKV, DH), v[: R * N].view(-1, HKV, DH), o,
-        pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), qo_indptr, kv_indptr, kv_indices,
-        mask.to(DEVICE), True, mask_indptr.to(DEVICE), N, 1.0, 1.0, layer.scaling,
-    )  # fmt: skip
+    o = sglang_triton_verify(sgl.extend, q[: R * N].view(-1, HQ, DH), k[: R * N], v[: R * N],
+                             pool.get_key_buffer(layer.layer_id), pool.get_value_buffer(layer.layer_id), kv_indices,
+                             seq_lens, anc, layer.scaling)  # fmt: skip
     return o.view(R * N, HQ * DH)
 
 
@@ -133,11 +125,11 @@ def test_tree_attention_verify_equals_sglangs_triton_verify(sgl, monkeypatch, R,
     for step in range(2):  # two verify steps of other trees through one workspace: each step's own mask
         parents = random_parents(R, N, gen, chain=chain)
         ws.set_parents(parents.to(DEVICE), rows if rows > R else None)
-        batch, q, k, v, _ = verify_batch(sgl, R, rows, N, gen)
+        batch, q, k, v = verify_batch(sgl, R, rows, N, gen)
         anc = ancestors(parents, N - 1)
         for layer_id in FULL_LAYERS:  # the first makes the step's mask, the second reuses it
             layer = sgl.RadixAttention(HQ, DH, 0.3, HKV, layer_id=layer_id)  # not the default 1 / sqrt(DH)
-            expected = sglang_triton_verify(sgl, layer, batch, q, k, v, anc, R, N)
+            expected = sglang_verify(sgl, layer, batch, q, k, v, anc, R)
             o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=batch)
             assert o.shape == (rows * N, HQ * DH) and not own.calls
             torch.testing.assert_close(o[: R * N].cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
@@ -159,7 +151,7 @@ def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
     own = OwnBackend()
     linear = SimpleNamespace(forward_extend=lambda **kw: "gdn")
     backend = sgl.hybrid(own, linear, full_attn_layers=list(FULL_LAYERS))
-    batch, q, k, v, _ = verify_batch(sgl, 1, 1, N, gen)
+    batch, q, k, v = verify_batch(sgl, 1, 1, N, gen)
     plain = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3)
     capped = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3, logit_cap=30.0)
     windowed = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3, sliding_window_size=8)

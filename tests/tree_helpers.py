@@ -1,4 +1,5 @@
-"""Helpers shared by the kernel tests: devices, poisoned outputs, random trees and GDN inputs."""
+"""Helpers shared by the kernel tests: devices, poisoned outputs, random trees, GDN inputs and SGLang's verify
+attention."""
 
 import contextlib
 
@@ -58,6 +59,24 @@ def accepted_paths(parents: torch.Tensor, width: int, gen: torch.Generator | Non
         path = root_path(parents, r, end)[:width]
         accepted[r, : len(path)] = torch.tensor(path)
     return accepted
+
+
+def sglang_triton_verify(extend, q, k_tree, v_tree, pool_k, pool_v, kv_indices, seq_lens, anc, scale):
+    """o [R * N, HQ, Dh] (on DEVICE): SGLang's triton backend's target-verify attention (its `extend_attention_fwd`,
+    passed in) of q [R * N, HQ, Dh] over each request's prefix, seq_lens [R] tokens at pool_k / pool_v slots
+    kv_indices (the requests' concatenated), and its tree, k_tree / v_tree [R * N, HKV, Dh] seen through the ancestor
+    mask anc [R, N, N] as our `sglang_custom_mask` lays it out for SGLang."""
+    from sglang_dflash.kernels.tree_attention import sglang_custom_mask
+
+    R, N = anc.shape[:2]
+    seq_lens = seq_lens.cpu()
+    custom_mask, mask_indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
+    qo_indptr = torch.arange(0, (R + 1) * N, N, dtype=torch.int32)
+    kv_indptr = torch.cat([torch.zeros(1, dtype=torch.int32), seq_lens.cumsum(0).to(torch.int32)])
+    o = torch.empty(q.shape, device=DEVICE)
+    indices = [t.to(DEVICE) for t in (qo_indptr, kv_indptr, kv_indices, custom_mask)]
+    extend(q, k_tree, v_tree, o, pool_k, pool_v, *indices, True, mask_indptr.to(DEVICE), N, 1.0, 1.0, scale)
+    return o
 
 
 def gdn_inputs(R, N, H, HV, K, V, pool_size, gen, dtype=torch.float64):
