@@ -465,6 +465,12 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
+    if args.also_tree_attention:  # the full-attention layers' verify through the plugin's tree attention
+        runs += [
+            SGLangRun(f"{r.name}-treeattn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_ATTENTION="1"))
+            for r in runs
+            if r.plugin and "-sglanggdn" not in r.name
+        ]
     if not args.runs:
         return runs
     return sorted((r for r in runs if r.name in args.runs), key=lambda r: args.runs.index(r.name))  # in --runs order
@@ -889,6 +895,12 @@ def parse_args(argv=None):
         action="store_true",
         help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=0: the GDN layers "
         "verified through SGLang's own per-node states instead of the plugin's tree kernels (the default)",
+    )
+    p.add_argument(
+        "--also-tree-attention",
+        action="store_true",
+        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_ATTENTION=1: the "
+        "full-attention layers verified by the plugin's tree attention instead of SGLang's attention backend",
     )
     p.add_argument(
         "--sampled",

@@ -12,7 +12,9 @@ SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
 DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
-which is SGLang's MTP-style verify with a state snapshot per node. Random drafters accept about nothing.
+which is SGLang's MTP-style verify with a state snapshot per node; with --also-tree-attention each plugin run again
+with the plugin's tree attention in the full-attention layers (SGLANG_DFLASH_TREE_ATTENTION=1). Random drafters
+accept about nothing.
 
 Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`), and
 list the kernels of their 20th step (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
@@ -172,6 +174,12 @@ def main(argv=None) -> int:
         action="store_true",
         help="each plugin run again with SGLang's per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0)",
     )
+    p.add_argument(
+        "--also-tree-attention",
+        action="store_true",
+        help="each plugin run again with the plugin's tree attention in the full-attention layers "
+        "(SGLANG_DFLASH_TREE_ATTENTION=1)",
+    )
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
@@ -182,6 +190,7 @@ def main(argv=None) -> int:
          "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
          "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
+        + (["--also-tree-attention"] if mine.also_tree_attention else [])
         + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
