@@ -365,10 +365,10 @@ TREE_ATTENTION_EDITS = (
         "        if layer_id in self.full_attn_layers:\n"
         "            if forward_batch.forward_mode.is_target_verify():\n"
         "                from sglang.srt.speculative.dflash_tree_gdn import attention_serves, workspace\n\n"
-        "                tree_verify = workspace()  # DFLASH/DDTREE with SGLANG_DFLASH_TREE_ATTENTION=1\n"
+        "                tree_verify = workspace()  # DFLASH/DDTREE\n"
         "                if (\n"
         "                    tree_verify is not None\n"
-        "                    and tree_verify.attention_on\n"
+        "                    and tree_verify.attention_for(self.full_attn_backend)\n"
         "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
         "                ):\n"
         "                    first = layer_id == min(self.full_attn_layers)  # makes the step's mask\n"
@@ -554,11 +554,13 @@ def series(read) -> list[Patch]:
         ),
         Patch(
             "hybrid-backend-tree-attention",
-            "[Speculative] Full-attention TARGET_VERIFY through the tree attention kernel (opt-in)",
-            "With SGLANG_DFLASH_TREE_ATTENTION=1, the full-attention layers of a hybrid model's DFLASH/DDTREE\n"
-            "verify run the tree attention kernel: the prefix read from the KV pool through req_to_token, the\n"
-            "draft nodes through the tree's ancestor mask, each request's prefix cut into splits by its own\n"
-            "length. Layers with a logit cap, a sliding window or an fp8 KV cache keep the attention backend.",
+            "[Speculative] Full-attention TARGET_VERIFY through the tree attention kernel",
+            "The full-attention layers of a hybrid model's DFLASH/DDTREE verify run the tree attention kernel\n"
+            "where it was measured faster than the attention backend (Hopper, against flashinfer and triton;\n"
+            "SGLANG_DFLASH_TREE_ATTENTION=1 / 0 forces it on / off): the prefix read from the KV pool through\n"
+            "req_to_token, the draft nodes through the tree's ancestor mask, each request's prefix cut into\n"
+            "splits by its own length. Layers with a logit cap, a sliding window or an fp8 KV cache keep the\n"
+            "attention backend.",
             apply_edits(read, TREE_ATTENTION_EDITS),
             new=False,
         ),
@@ -725,7 +727,8 @@ line it looked for: that is how a newer SGLang release shows up, and its anchors
 - `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
   (on for DFLASH/DDTREE; `SGLANG_DFLASH_TREE_GDN=0` keeps SGLang's own path, as in the plugin)
 - `hooks.patch_hybrid_linear_attn_backend` (`tree_gdn_backend.patch_hybrid_backend`) ->
-  `HybridLinearAttnBackend.forward_extend` (opt-in: `SGLANG_DFLASH_TREE_ATTENTION=1`, as in the plugin)
+  `HybridLinearAttnBackend.forward_extend` (on where measured faster, `SGLANG_DFLASH_TREE_ATTENTION=1` / `0` to
+  force it, as in the plugin)
 
 ## Left out (plugin-only)
 

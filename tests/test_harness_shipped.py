@@ -70,12 +70,12 @@ def test_shared_prefix_prompts_for_the_prefix_cache_run():
 
 
 def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
-    """--plugin-env reaches every plugin run and its -nograph / -sglanggdn / -treeattn variants; the stock run gets none
-    (-treeattn: the tree attention on, the plugin's GDN verify kept). With
+    """--plugin-env reaches every plugin run and its -nograph / -sglanggdn / -backendattn variants; the stock run gets
+    none (-backendattn: the tree attention off, the plugin's GDN verify kept). With
     the radix cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's
     block), and no run disables the cache."""
     args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH", "DDTREE",
-                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn", "--also-tree-attention",
+                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn", "--also-backend-attention",
                                "--plugin-env", "SGLANG_DFLASH_DRAFT_GRAPHS=1", "--plugin-env", "X=a=b"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
@@ -84,11 +84,11 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
         for n in ("sglang", "sglang-dflash", "sglang-ddtree16", "sglang-ddtree40")
     }
     assert intervals == {"sglang": None, "sglang-dflash": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
-    assert {"sglang-dflash-nograph", "sglang-ddtree16-nograph-sglanggdn", "sglang-ddtree40-nograph-treeattn"} <= set(runs)
-    assert not any(n.endswith("-sglanggdn-treeattn") for n in runs)
-    treeattn = {n for n, r in runs.items() if r.env.get("SGLANG_DFLASH_TREE_ATTENTION") == "1"}
-    assert treeattn == {n for n in runs if n.endswith("-treeattn")} and len(treeattn) == 6
-    assert all("SGLANG_DFLASH_TREE_GDN" not in runs[n].env for n in treeattn)
+    assert {"sglang-dflash-nograph", "sglang-ddtree16-nograph-sglanggdn", "sglang-ddtree40-nograph-backendattn"} <= set(runs)
+    assert not any(n.endswith("-sglanggdn-backendattn") for n in runs)
+    backend = {n for n, r in runs.items() if r.env.get("SGLANG_DFLASH_TREE_ATTENTION") == "0"}
+    assert backend == {n for n in runs if n.endswith("-backendattn")} and len(backend) == 6
+    assert all("SGLANG_DFLASH_TREE_GDN" not in runs[n].env for n in backend)
     assert runs["sglang"].env == {} and not runs["sglang"].engine_kwargs["disable_radix_cache"]
     for name, run in runs.items():
         if run.plugin:

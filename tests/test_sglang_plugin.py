@@ -315,7 +315,7 @@ def test_stock_decode_profile_hook_attaches_only_with_the_variable():
 def test_runtime_hooks_attach_at_import(module, method):
     """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
     one): the tree-verify hooks on `GDNAttnBackend.forward_extend` and `HybridLinearAttnBackend.forward_extend` (they
-    act only once `tree_gdn_backend.install` ran; the latter only with SGLANG_DFLASH_TREE_ATTENTION=1), the
+    act only once `tree_gdn_backend.install` ran; the latter where the tree attention is on), the
     admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) and the memory
     hooks of the tree verify (only with SGLANG_DFLASH_TREE_GDN=1) are in place, and are not when the plugin is
     disabled."""

@@ -105,4 +105,26 @@ def test_one_steps_kernels_listed(tmp_path, monkeypatch):
         if prof.steps == 1:
             assert not path.with_suffix(".kernels.txt").exists()
     listed = path.with_suffix(".kernels.txt").read_text()
-    assert listed.startswith("step 2, batch size 1") and "linalg_inv" in listed and "aten::mm" not in listed
+    assert listed.startswith("step 2, batch size 1, its step 2") and "linalg_inv" in listed and "aten::mm" not in listed
+
+
+def test_each_batch_sizes_kernels_listed(tmp_path, monkeypatch):
+    """SGLANG_DFLASH_PROFILE_KERNELS=2 over batch sizes 1, 1, 1, 4, 4, 4, 1: the second step of each batch size is
+    listed (and only it), one table each, batch sizes in order; a step whose batch size `start` did not foresee is
+    profiled but not listed (step 4, the first of batch size 4, is not profiled at all: batch size 1 was listed)."""
+    monkeypatch.setenv(ENV_KERNELS, "2")
+    path = tmp_path / "profile.json"
+    prof = StepProfile(path, torch.device("cpu"))
+    x = torch.randn(32, 32)
+    ops = [torch.mm, torch.linalg.inv, torch.mm, torch.linalg.qr, torch.linalg.det, torch.mm, torch.linalg.svd]
+    for op, bs in zip(ops, (1, 1, 1, 4, 4, 4, 1)):
+        prof.start()
+        op(x, x) if op is torch.mm else op(x)
+        prof.mark("verify")
+        prof.end(bs)
+    one, four = path.with_suffix(".kernels.txt").read_text().split("step 5")
+    assert one.startswith("step 2, batch size 1, its step 2") and "linalg_inv" in one
+    assert four.startswith(", batch size 4, its step 2") and "linalg_det" in four
+    for op in ("aten::mm", "linalg_qr", "linalg_svd"):
+        assert op not in one + four
+    assert json.loads(path.read_text())["4"]["steps"] == 3

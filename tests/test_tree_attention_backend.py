@@ -1,12 +1,12 @@
-"""The full-attention layers' tree verify inside SGLang's hybrid backend (`tree_gdn_backend.patch_hybrid_backend`,
-SGLANG_DFLASH_TREE_ATTENTION=1), on CPU.
+"""The full-attention layers' tree verify inside SGLang's hybrid backend (`tree_gdn_backend.patch_hybrid_backend`;
+on where measured faster, SGLANG_DFLASH_TREE_ATTENTION=1 / 0 forces it), on CPU.
 
 Through SGLang's own dispatch (`HybridLinearAttnBackend.forward` -> `forward_extend`) with its own RadixAttention
 layers and MHATokenToKVPool: the verify's output must be what SGLang's triton backend computes in target-verify mode
 (`extend_attention_fwd`, the prefix read from the pool through kv_indices, the tree through our `custom_mask`), run
 under the Triton interpreter; the nodes' K/V must be saved at out_cache_loc; graph padding rows must not disturb the
-real ones; every other call (other modes, GDN layers, layers the kernel does not serve, the switch off) must reach
-SGLang's own backend.
+real ones; the mask the forward's first GDN layer made is reused only where that layer came first; every other call
+(other modes, GDN layers, layers the kernel does not serve, the switch off) must reach SGLang's own backend.
 
 SGLang's kernel modules import `sgl_kernel`, whose compiled build cannot load without a GPU driver; the test-only
 stand-in tests/sgl_kernel_stub goes first on sys.path when the real one is missing. Nothing tested here calls into
@@ -67,10 +67,10 @@ class OwnBackend:
         return torch.zeros(q.shape[0], HQ * DH, device=q.device)
 
 
-def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32):
+def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32, gdn_layers=None):
     """A TARGET_VERIFY forward batch of R requests padded to `rows` graph rows (padding: req_to_token row 0, length 1,
     SGLang's fill value), its pool (random K/V everywhere), and q [rows * N, HQ * DH] and k, v [rows * N, HKV, DH] of
-    the nodes."""
+    the nodes. gdn_layers: the GDN layer ids of its req_to_token pool (`mamba_map`); None: a pool without them."""
     pool = sgl.pool(POOL, 1, dtype, HKV, DH, max(FULL_LAYERS) + 1, DEVICE, False, enable_alt_stream=False)
     for layer in FULL_LAYERS:
         pool.get_key_buffer(layer).copy_(torch.randn(POOL + 1, HKV, DH, generator=gen))
@@ -97,6 +97,8 @@ def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=tor
         req_pool_indices=req_pool_indices.to(DEVICE),
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(DEVICE)),
     )
+    if gdn_layers is not None:
+        batch.req_to_token_pool.mamba_map = {layer: i for i, layer in enumerate(gdn_layers)}
     return batch, q.to(DEVICE), k.to(DEVICE), v.to(DEVICE)
 
 
@@ -139,6 +141,28 @@ def test_tree_attention_verify_equals_sglangs_triton_verify(sgl, monkeypatch, R,
     assert sorted(ws.attention_words) == [rows]
 
 
+@pytest.mark.parametrize("gdn_layers, reused", [((0, 1, 2, 4), True), ((4, 5), False), ((), False)])
+def test_the_gdn_layers_mask_is_reused_only_where_they_came_first(sgl, monkeypatch, gdn_layers, reused):
+    """The first full-attention layer (3) takes the mask the forward's first GDN layer left in `masks` where that layer
+    came before it, else makes it from the parents. A mask of other trees stands in for the GDN layer's, so the output
+    tells which one was used."""
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    R, N = 2, 9
+    gen = torch.Generator().manual_seed(len(gdn_layers))
+    ws = tree_gdn_backend.TreeVerifyWorkspace(N, [R], DEVICE, max_depth=N - 1, attention=True)
+    monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
+    backend = sgl.hybrid(OwnBackend(), None, full_attn_layers=list(FULL_LAYERS))
+    parents, other = random_parents(R, N, gen), random_parents(R, N, gen, chain=True)
+    ws.set_parents(parents.to(DEVICE), None)
+    ws.masks[R] = ancestors(other, N - 1).to(DEVICE)
+    batch, q, k, v = verify_batch(sgl, R, R, N, gen, gdn_layers=gdn_layers or None)
+    layer = sgl.RadixAttention(HQ, DH, 0.3, HKV, layer_id=FULL_LAYERS[0])
+    o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=batch)
+    expected = sglang_verify(sgl, layer, batch, q, k, v, ancestors(other if reused else parents, N - 1), R)
+    torch.testing.assert_close(o.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
+
+
 def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
     """Decode-like modes, a GDN layer, a layer with a logit cap or a sliding window, a KV pool of another dtype than
     q's, and the switch off all go to SGLang's own full-attention backend."""
@@ -169,12 +193,29 @@ def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
     ws.attention_on = False
     call(plain)
     assert own.calls == [3] * 6
+    ws.attention_on = None  # auto: SGLang's own backend here, as on a GPU it was not measured against
+    call(plain)
+    assert own.calls == [3] * 7 and ws.attention_on is False
     ws.attention_on = True
     call(plain)  # the one call served by the tree attention
-    assert own.calls == [3] * 6
+    assert own.calls == [3] * 7
 
 
-def test_install_turns_the_attention_on_only_with_its_switch(monkeypatch):
+def test_attention_default_is_on_only_where_measured(monkeypatch):
+    """Auto: on for compute capability 9.x with SGLang's flashinfer or triton backend; off for others (fa3, an
+    A6000's 8.6, a Blackwell, the CPU)."""
+    from sglang_dflash.kernels import device as gpu
+    from sglang_dflash.sglang.tree_gdn_backend import attention_default
+
+    backends = {name: type(name, (), {})() for name in ("FlashInferAttnBackend", "TritonAttnBackend", "FlashAttentionBackend")}
+    for cap, on in (((9, 0), {"FlashInferAttnBackend", "TritonAttnBackend"}), ((8, 6), set()), ((10, 0), set())):
+        monkeypatch.setattr(gpu, "_cuda_capability", lambda index, cap=cap: cap)
+        monkeypatch.setattr(gpu, "_index", lambda device: 0)
+        assert {n for n, b in backends.items() if attention_default(b, "cuda:0")} == on, cap
+    assert not attention_default(backends["TritonAttnBackend"], "cpu")
+
+
+def test_install_takes_the_attention_switch(monkeypatch):
     from sglang_dflash.sglang import tree_gdn_backend
 
     args = SimpleNamespace(speculative_algorithm="DDTREE", speculative_num_draft_tokens=16, speculative_num_steps=15,
@@ -182,9 +223,12 @@ def test_install_turns_the_attention_on_only_with_its_switch(monkeypatch):
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
     monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
-    for value, on in ((None, False), ("0", False), ("1", True)):
+    for value, on in ((None, None), ("auto", None), ("0", False), ("1", True)):
         if value is None:
             monkeypatch.delenv(tree_gdn_backend.ATTENTION_SWITCH, raising=False)
         else:
             monkeypatch.setenv(tree_gdn_backend.ATTENTION_SWITCH, value)
-        assert tree_gdn_backend.install(runner).attention_on == on
+        assert tree_gdn_backend.install(runner).attention_on is on
+    monkeypatch.setenv(tree_gdn_backend.ATTENTION_SWITCH, "yes")
+    with pytest.raises(ValueError, match="1 \\(on\\), 0 \\(off\\) or auto"):
+        tree_gdn_backend.install(runner)

@@ -21,6 +21,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from sglang_dflash.kernels.tree_build import ancestors
+
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
 STUB = Path(__file__).parent / "sgl_kernel_stub"
 
@@ -160,6 +162,8 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
         torch.testing.assert_close(o.view(rows, N, HV, V)[:R], ref[0], rtol=1e-5, atol=1e-5)
         expected.append(ref)
     assert torch.equal(pool.conv, before[0]) and torch.equal(pool.ssm, before[1]), "verify modified the pools"
+    # the step's ancestor mask, left for the full-attention layers of the same forward
+    assert torch.equal(ws.masks[rows], ancestors(ws.parents[rows], ws.max_depth))
 
     accepted_nodes = accepted_paths(parents, N, gen)  # a root path to a random node; its last is the kept step
     accept = (accepted_nodes >= 0).sum(1) - 1  # accepted draft nodes

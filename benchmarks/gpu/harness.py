@@ -465,9 +465,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
-    if args.also_tree_attention:  # the full-attention layers' verify through the plugin's tree attention
+    if args.also_backend_attention:  # the full-attention layers' verify through SGLang's backend, not the tree attention
         runs += [
-            SGLangRun(f"{r.name}-treeattn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_ATTENTION="1"))
+            SGLangRun(f"{r.name}-backendattn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_ATTENTION="0"))
             for r in runs
             if r.plugin and "-sglanggdn" not in r.name
         ]
@@ -897,10 +897,11 @@ def parse_args(argv=None):
         "verified through SGLang's own per-node states instead of the plugin's tree kernels (the default)",
     )
     p.add_argument(
-        "--also-tree-attention",
+        "--also-backend-attention",
         action="store_true",
-        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_ATTENTION=1: the "
-        "full-attention layers verified by the plugin's tree attention instead of SGLang's attention backend",
+        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_ATTENTION=0: the "
+        "full-attention layers verified by SGLang's attention backend instead of the plugin's tree attention (on by "
+        "default on an H200 with these runs' triton backend)",
     )
     p.add_argument(
         "--sampled",

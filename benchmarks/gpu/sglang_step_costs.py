@@ -12,12 +12,13 @@ SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
 DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
-which is SGLang's MTP-style verify with a state snapshot per node; with --also-tree-attention each plugin run again
-with the plugin's tree attention in the full-attention layers (SGLANG_DFLASH_TREE_ATTENTION=1). Random drafters
+which is SGLang's MTP-style verify with a state snapshot per node; with --also-backend-attention each plugin run again
+with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFLASH_TREE_ATTENTION=0) instead of the
+plugin's tree attention (on by default on an H200 with the triton backend these runs use). Random drafters
 accept about nothing.
 
 Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`), and
-list the kernels of their 20th step (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
+list the kernels of the 20th step of each batch size (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
 the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
 each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
@@ -175,10 +176,10 @@ def main(argv=None) -> int:
         help="each plugin run again with SGLang's per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0)",
     )
     p.add_argument(
-        "--also-tree-attention",
+        "--also-backend-attention",
         action="store_true",
-        help="each plugin run again with the plugin's tree attention in the full-attention layers "
-        "(SGLANG_DFLASH_TREE_ATTENTION=1)",
+        help="each plugin run again with SGLang's attention backend in the full-attention layers' verify "
+        "(SGLANG_DFLASH_TREE_ATTENTION=0) instead of the plugin's tree attention",
     )
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
          "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
          "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
-        + (["--also-tree-attention"] if mine.also_tree_attention else [])
+        + (["--also-backend-attention"] if mine.also_backend_attention else [])
         + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
@@ -230,7 +231,7 @@ def main(argv=None) -> int:
         if path.is_file():
             profiles[r.name] = json.loads(path.read_text())
             (out / path.name).write_text(path.read_text())
-        kernels = path.with_suffix(".kernels.txt")  # the 20th step's kernels (a batch-1 step)
+        kernels = path.with_suffix(".kernels.txt")  # the kernels of each batch size's 20th step
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
     text = table(results, profiles, mine)

@@ -31,6 +31,11 @@ def multiprocessor_count(device: torch.device) -> int:
     return _cuda_multiprocessors(_index(device))
 
 
+def capability(device: torch.device) -> tuple[int, int] | None:
+    """A CUDA device's compute capability (9, 0) for an H100/H200, (8, 6) for an A6000; None for other devices."""
+    return _cuda_capability(_index(device)) if device.type == "cuda" else None
+
+
 def _index(device: torch.device) -> int:
     return device.index if device.index is not None else torch.cuda.current_device()
 

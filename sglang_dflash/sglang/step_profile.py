@@ -13,8 +13,9 @@ spent waiting for it (Python, host syncs): their sum is the step's wall time. On
 host_median_us are the same phases on the host's clock (the time Python spent issuing each phase): a phase
 whose GPU time is close to its host time kept the GPU waiting on the host.
 
-With SGLANG_DFLASH_PROFILE_KERNELS=K as well, the K-th timed step also runs under torch.profiler (CUDA activity,
-the kernels of graph replays too; on CPU the host ops) and FILE's `.kernels.txt` lists them, most time first.
+With SGLANG_DFLASH_PROFILE_KERNELS=K as well, one step of each batch size, its K-th (or, where the batch size
+changed at it, the next), also runs under torch.profiler (CUDA activity, the kernels of graph replays too; on CPU the
+host ops) and FILE's `.kernels.txt` lists them, most time first, one table per batch size.
 """
 
 from __future__ import annotations
@@ -41,8 +42,10 @@ class StepProfile:
         self.times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # bs -> phase -> us
         self.host: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # the same, host clock
         self.steps = 0
-        self.kernel_step = int(os.environ.get(ENV_KERNELS, "0"))  # the step whose kernels are listed; 0: none
+        self.kernel_step = int(os.environ.get(ENV_KERNELS, "0"))  # each batch size's step whose kernels are listed; 0: none
+        self.kernel_tables: dict[int, str] = {}  # batch size -> its listed step's kernels
         self.profiler = None
+        self.last_batch_size: int | None = None  # the next step's, as `start` guesses it
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
@@ -63,7 +66,9 @@ class StepProfile:
 
     def start(self) -> None:
         if self.on:
-            if self.steps + 1 == self.kernel_step:
+            bs = self.last_batch_size
+            seen = len(self.times[bs]["step"]) if bs in self.times else 0
+            if self.kernel_step and bs not in self.kernel_tables and seen + 1 >= self.kernel_step:
                 activity = torch.profiler.ProfilerActivity.CUDA if self.cuda else torch.profiler.ProfilerActivity.CPU
                 self.profiler = torch.profiler.profile(activities=[activity])
                 self.profiler.__enter__()
@@ -76,6 +81,9 @@ class StepProfile:
 
     def end(self, batch_size: int) -> None:
         if not self.on or len(self.marks) < 2:
+            if self.profiler is not None:  # a step with no phase: nothing to list
+                self.profiler.__exit__(None, None, None)
+                self.profiler = None
             return
         if self.cuda:
             self.marks[-1][1][0].synchronize()
@@ -91,9 +99,14 @@ class StepProfile:
         self.steps += 1
         if self.profiler is not None:
             self.profiler.__exit__(None, None, None)
-            table = self.profiler.key_averages().table(sort_by=f"{'cuda' if self.cuda else 'cpu'}_time_total", row_limit=40)
-            self.path.with_suffix(".kernels.txt").write_text(f"step {self.steps}, batch size {batch_size}\n{table}\n")
+            if batch_size == self.last_batch_size:  # else the guess missed: the next step of batch_size is listed
+                table = self.profiler.key_averages().table(sort_by=f"{'cuda' if self.cuda else 'cpu'}_time_total", row_limit=40)
+                self.kernel_tables[batch_size] = (
+                    f"step {self.steps}, batch size {batch_size}, its step {len(per['step'])}\n{table}\n"
+                )
+                self.path.with_suffix(".kernels.txt").write_text("\n".join(t for _, t in sorted(self.kernel_tables.items())))
             self.profiler = None
+        self.last_batch_size = batch_size
         if self.steps % self.every == 0:
             self.write()
 

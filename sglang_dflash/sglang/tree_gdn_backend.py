@@ -21,10 +21,12 @@ CUDA graphs. The verify forward is captured once per padded batch size, so:
 - what the commit needs (each layer's pre-conv input and kernel context) is recorded per (batch size,
   captured or not), so the commit after a replay reads the tensors that replay wrote.
 
-Full-attention layers (SGLANG_DFLASH_TREE_ATTENTION=1; experimental, off by default until it is measured in the
-server): their TARGET_VERIFY runs `kernels.tree_attention` instead of the server's attention backend (FlashInfer's
-custom-mask prefill by default for trees: 1.5x slower at 64 nodes on an H200, benchmarks/RESULTS.md, session 25),
-over the prefix in SGLang's KV pool through req_to_token and the nodes through the ancestor mask of the same parents.
+Full-attention layers: their TARGET_VERIFY runs `kernels.tree_attention` instead of the server's attention backend,
+over the prefix in SGLang's KV pool through req_to_token and the nodes through the ancestor mask of the same parents
+(the one the forward's first GDN layer made). SGLANG_DFLASH_TREE_ATTENTION=1 / 0 turns it on / off; by default
+(`attention_default`) it is on where it was measured faster than the server's backend: on Hopper against SGLang's
+flashinfer (its custom-mask prefill, SGLang's pick for trees: 1.5x slower at 64 nodes over 4096 tokens, 2.2x at
+8 x 64) and triton backends (benchmarks/RESULTS.md, sessions 25 and 27).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections import Counter
 import torch
 from torch import Tensor
 
+from ..kernels import device as gpu
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.layer_table import LayerTable
 from ..kernels.tree_attention import ancestor_bits, tree_attention
@@ -60,10 +63,25 @@ def enabled(server_args) -> bool:
     return name in ALGORITHMS and os.environ.get(ENV_SWITCH, "1") != "0"
 
 
-def attention_enabled() -> bool:
-    """The full-attention layers' verify through `kernels.tree_attention` too: SGLANG_DFLASH_TREE_ATTENTION=1 (with
-    the tree verify on)."""
-    return os.environ.get(ATTENTION_SWITCH, "0") == "1"
+def attention_switch() -> bool | None:
+    """The full-attention layers' verify through `kernels.tree_attention` too (with the tree verify on):
+    SGLANG_DFLASH_TREE_ATTENTION=1 on, 0 off; unset (or "auto"): None, `attention_default` decides."""
+    value = os.environ.get(ATTENTION_SWITCH, "auto")
+    if value not in ("0", "1", "auto"):
+        raise ValueError(f"{ATTENTION_SWITCH}={value!r}: 1 (on), 0 (off) or auto (on where measured faster)")
+    return None if value == "auto" else value == "1"
+
+
+MEASURED_BACKENDS = ("FlashInferAttnBackend", "TritonAttnBackend")  # SGLang's, slower than ours on an H200
+
+
+def attention_default(full_attn_backend, device) -> bool:
+    """On where the tree attention was measured faster than the server's full-attention backend: compute capability
+    9.x (an H200) with SGLang's flashinfer or triton backend. Off where not measured: other backends (fa3, SGLang's
+    pick on Hopper for DFLASH's chains, takes no tree mask and was not timed), other GPUs (an A6000 runs a build of the
+    kernel with 32-key tiles)."""
+    cap = gpu.capability(torch.device(device))
+    return cap is not None and cap[0] == 9 and type(full_attn_backend).__name__ in MEASURED_BACKENDS
 
 
 def attention_serves(layer, kv_pool, q: Tensor) -> bool:
@@ -104,14 +122,16 @@ class TreeVerifyWorkspace:
     """Static parents per batch size, the step's tree tables, and each GDN layer's verify record. max_depth: a bound
     on the trees' depth (DFLASH: num_nodes - 1, a chain; DDTREE: the drafter's block size - 1)."""
 
-    def __init__(self, num_nodes: int, batch_sizes, device, max_depth: int | None = None, attention: bool = False):
+    def __init__(self, num_nodes: int, batch_sizes, device, max_depth: int | None = None, attention: bool | None = False):
         self.num_nodes = num_nodes
-        self.attention_on = attention  # the full-attention layers' verify too (`attention`)
+        self.device = device
+        self.attention_on = attention  # the full-attention layers' verify too (`attention`); None: `attention_for`
         self.max_depth = num_nodes - 1 if max_depth is None else min(max_depth, num_nodes - 1)
         padding = padding_tree(num_nodes, max(self.max_depth, 1), device)
         self.parents = {bs: padding.repeat(bs, 1) for bs in sorted(set(batch_sizes))}
         # bs -> (GDN slots, the GDN verify's per-step inputs, conv windows)
         self.tables: dict[int, tuple[Tensor, dict, Tensor]] = {}
+        self.masks: dict[int, Tensor] = {}  # bs -> the step's ancestor mask, made by the first GDN layer
         self.attention_words: dict[int, Tensor] = {}  # bs -> the step's ancestor mask as `ancestor_bits`
         self.records: dict[tuple[int, bool], dict[int, tuple[Tensor, object]]] = {}
         self.forwards: Counter[tuple[int, bool]] = Counter()  # verify forwards seen per (rows, captured)
@@ -139,7 +159,8 @@ class TreeVerifyWorkspace:
         first = min(backend.req_to_token_pool.mamba_map) if hasattr(backend.req_to_token_pool, "mamba_map") else None
         if layer.layer_id == first or R not in self.tables:  # once per forward: shared by every GDN layer
             slots = backend.forward_metadata.mamba_cache_indices[:R].long()  # -1: graph padding
-            gdn = verify_step_inputs(ancestors(parents, self.max_depth), self.max_depth)
+            self.masks[R] = ancestors(parents, self.max_depth)
+            gdn = verify_step_inputs(self.masks[R], self.max_depth)
             self.tables[R] = (slots, gdn, conv_windows(parents, layer.conv_weights.shape[1]))
             self.records[(R, _capturing())] = {}
             self.forwards[(R, _capturing())] += 1
@@ -167,14 +188,18 @@ class TreeVerifyWorkspace:
         """One full-attention layer's TARGET_VERIFY: o [R * N, HQ * Dh] for q [R * N, HQ * Dh] and the nodes' k, v
         [R * N, HKV * Dh], which are saved to the KV pool first, as SGLang's backends do. The prefix (seq_lens[r]
         tokens) is read from the pool through req_to_token at row req_pool_indices[r], the nodes through the trees'
-        ancestor mask, made from the parents by the forward's first full-attention layer (`first`) for all."""
+        ancestor mask, taken as bits by the forward's first full-attention layer (`first`) for all: the mask the
+        forward's first GDN layer made where that layer came before this one (Qwen3.5/3.6: layers 0-2, then 3), else
+        made here from the parents."""
         N = self.num_nodes
         R = q.shape[0] // N
         if N != forward_batch.spec_info.draft_token_num or R not in self.parents:
             raise RuntimeError(f"tree attention: {R} trees of {forward_batch.spec_info.draft_token_num} nodes, "
                                f"workspace has {N} nodes and batch sizes {sorted(self.parents)}")  # fmt: skip
         if first or R not in self.attention_words:
-            self.attention_words[R] = ancestor_bits(ancestors(self.parents[R], self.max_depth))
+            gdn_layers = getattr(forward_batch.req_to_token_pool, "mamba_map", None)
+            made = gdn_layers and min(gdn_layers) < layer.layer_id and R in self.masks
+            self.attention_words[R] = ancestor_bits(self.masks[R] if made else ancestors(self.parents[R], self.max_depth))
         pool = forward_batch.token_to_kv_pool
         if save_kv_cache:
             pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v, layer.k_scale, layer.v_scale)
@@ -192,6 +217,20 @@ class TreeVerifyWorkspace:
             table=forward_batch.req_to_token_pool.req_to_token,
         )
         return o.view(R * N, HQ * Dh)
+
+    def attention_for(self, full_attn_backend) -> bool:
+        """Whether `attention` serves the full-attention layers' verify: the switch, else `attention_default` for the
+        server's backend, decided (and logged) at the first verify forward, which is before any graph capture."""
+        if self.attention_on is None:
+            self.attention_on = attention_default(full_attn_backend, self.device)
+            name = type(full_attn_backend).__name__
+            if self.attention_on:
+                logger.info("sglang-dflash: tree attention verify in the full-attention layers, not %s (measured faster "
+                            "on this GPU; %s=0 turns it off)", name, ATTENTION_SWITCH)  # fmt: skip
+            else:
+                logger.info("sglang-dflash: the full-attention layers' verify stays with %s (the tree attention was not "
+                            "measured against it on this GPU; %s=1 turns it on)", name, ATTENTION_SWITCH)  # fmt: skip
+        return self.attention_on
 
     def commit(self, req_to_token_pool, slots: Tensor, accepted_nodes: Tensor, graph_bs: int | None) -> None:
         """After the verify of R requests (graph_bs: the graph it replayed, None if eager): GDN slot slots[r] <-
@@ -255,12 +294,12 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     max_depth = None if steps is None else int(steps)  # None: any depth (a chain's)
     largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
-    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_enabled())
+    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_switch())
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
                 "per-node states)", num_nodes, _workspace.max_depth, largest, ENV_SWITCH)  # fmt: skip
-    if _workspace.attention_on:
-        logger.info("sglang-dflash: tree attention verify in the full-attention layers (%s=1; experimental)",
-                    ATTENTION_SWITCH)  # fmt: skip
+    if _workspace.attention_on is not None:
+        logger.info("sglang-dflash: tree attention verify in the full-attention layers: %s (%s=%d)",
+                    "on" if _workspace.attention_on else "off", ATTENTION_SWITCH, _workspace.attention_on)  # fmt: skip
     if uses_gather(num_nodes, _workspace.max_depth):
         logger.info("sglang-dflash: tree GDN verify: %d nodes: the ancestor-gather kernel", num_nodes)
     elif device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
@@ -315,8 +354,8 @@ def _global_server_args():
 
 def patch_hybrid_backend(module) -> None:
     """`hooks.patch_module` on sglang.srt.layers.attention.hybrid_linear_attn_backend: the full-attention layers'
-    TARGET_VERIFY through the workspace when it has the attention on (`attention_serves` the layer); every other call
-    is SGLang's own."""
+    TARGET_VERIFY through the workspace where it takes them (`TreeVerifyWorkspace.attention_for` the server's backend)
+    and `attention_serves` the layer; every other call is SGLang's own."""
     from .hooks import claim  # plugin-only (not in patches/)
 
     cls = module.HybridLinearAttnBackend
@@ -328,10 +367,10 @@ def patch_hybrid_backend(module) -> None:
         ws = _workspace
         if (
             ws is not None
-            and ws.attention_on
             and forward_batch.forward_mode.is_target_verify()
             and layer is not None
             and layer.layer_id in self.full_attn_layers
+            and ws.attention_for(self.full_attn_backend)
             and attention_serves(layer, forward_batch.token_to_kv_pool, q)
         ):
             first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
