@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 27, call 3 (carry [".whl"]): DDTREE 63 step costs at Qwen3.6-27B shapes of one TP=2 rank (dummy weights,
+# Session 27, call 3 (carry [".whl"]; HEAD 1478b31): DDTREE 63 step costs at Qwen3.6-27B shapes of one TP=2 rank (dummy weights,
 # TP = 1), 8 prompts so that batch 8 runs 8 requests, with the tree attention (the default here) and with SGLang's
 # triton backend (-backendattn); the kernels of each batch size's 20th step. Then the SGLang-side GPU tests again.
 set -u
