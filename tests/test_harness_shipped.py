@@ -90,6 +90,7 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     assert backend == {n for n in runs if n.endswith("-backendattn")} and len(backend) == 6
     assert all("SGLANG_DFLASH_TREE_GDN" not in runs[n].env for n in backend)
     assert runs["sglang"].env == {} and not runs["sglang"].engine_kwargs["disable_radix_cache"]
+    assert {r.engine_kwargs["attention_backend"] for r in runs.values()} == {"triton"}  # as sglang_probe runs SGLang
     for name, run in runs.items():
         if run.plugin:
             assert not run.engine_kwargs["disable_radix_cache"], name
@@ -102,6 +103,15 @@ def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     names = [r.name for r in harness.sglang_runs(args, Path("/t"), tmp_path)]
     assert names == ["sglang", "sglang-ddtree64-sglanggdn", "sglang-ddtree32"]
+
+
+def test_attention_backend_reaches_every_run(tmp_path):
+    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "--budgets", "64", "--attention-backend", "flashinfer",
+                               "--also-backend-attention"])  # fmt: skip
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    runs = harness.sglang_runs(args, Path("/t"), tmp_path)
+    assert [r.name for r in runs] == ["sglang", "sglang-ddtree64", "sglang-ddtree64-backendattn"]
+    assert {r.engine_kwargs["attention_backend"] for r in runs} == {"flashinfer"}
 
 
 def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):

@@ -418,7 +418,7 @@ def sglang_base_kwargs(args, target: Path) -> dict:
         model_path=str(target),
         tp_size=args.tp,
         dtype=args.sglang_dtype,  # the conv-state pool follows (SGLANG_MAMBA_CONV_DTYPE in sglang_env)
-        attention_backend="triton",
+        attention_backend=args.attention_backend,
         sampling_backend="pytorch",
         disable_cuda_graph=args.no_cuda_graph,
         cuda_graph_max_bs=max(BATCHES),
@@ -872,6 +872,14 @@ def parse_args(argv=None):
         help="SGLang's dtype (its chunked GDN kernel refuses float32). Greedy tokens then differ from transformers' at "
         "near ties (stock SGLang bf16: margins up to 0.47 on the random tiny model), so SGLang runs are judged "
         "teacher-forced (see --tie-tolerance) besides the free-running table",
+    )
+    p.add_argument(
+        "--attention-backend",
+        choices=("triton", "flashinfer"),
+        default="triton",
+        help="SGLang's attention backend for every run: triton (as ../shared/gpu/sglang_probe runs it), or flashinfer "
+        "(what SGLang picks on Hopper for trees; its kernels are JIT-built with the machine's nvcc at start-up, from "
+        "the flashinfer_python wheel in .whl/gpu)",
     )
     p.add_argument(
         "--tie-tolerance",

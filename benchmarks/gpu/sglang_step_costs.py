@@ -14,8 +14,8 @@ DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tr
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
 which is SGLang's MTP-style verify with a state snapshot per node; with --also-backend-attention each plugin run again
 with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFLASH_TREE_ATTENTION=0) instead of the
-plugin's tree attention (on by default on an H200 with the triton backend these runs use). Random drafters
-accept about nothing.
+plugin's tree attention (on by default on an H200 with either backend, --attention-backend: triton by default, or
+flashinfer, SGLang's pick for trees on Hopper). Random drafters accept about nothing.
 
 Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`), and
 list the kernels of the 20th step of each batch size (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
@@ -181,6 +181,7 @@ def main(argv=None) -> int:
         help="each plugin run again with SGLang's attention backend in the full-attention layers' verify "
         "(SGLANG_DFLASH_TREE_ATTENTION=0) instead of the plugin's tree attention",
     )
+    p.add_argument("--attention-backend", choices=("triton", "flashinfer"), default="triton", help="as harness.py's")
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
@@ -192,6 +193,7 @@ def main(argv=None) -> int:
          "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
         + (["--also-backend-attention"] if mine.also_backend_attention else [])
+        + ["--attention-backend", mine.attention_backend]
         + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
