@@ -55,7 +55,7 @@ def pdl(device: torch.device) -> bool:
     the previous kernel in the stream finishes (its launch latency hidden), and wait for it at `pdl_start`. SM90 and
     newer (griddepcontrol), not under the interpreter, and not with `PDL` off. A kernel launched so must call
     `pdl_start` before its first memory access: a fresh buffer may be one the previous kernel still reads."""
-    return PDL and not INTERPRET and device.type == "cuda" and _cuda_capability(_index(device)) >= (9, 0)
+    return PDL and not INTERPRET and (capability(device) or (0, 0)) >= (9, 0)
 
 
 def pdl_launch(device: torch.device) -> dict[str, bool]:
