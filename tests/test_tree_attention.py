@@ -107,11 +107,12 @@ def test_tree_attention_triton_matches_reference(R, N, HQ, HKV, Dh, T, splits, d
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypatch):
-    """By default each request's prefix is cut into the splits its own length calls for (`prefix_splits`), on the
-    device, whatever the cache's capacity (which sets the grid): with a cache 8x longer than the prefixes, poisoned
-    past them, the splits each request uses are those of a cache of the prefixes' own length (4 and 2 of the 1x grid's
-    4 and the 8x grid's 10 here), holding the same maxima and sums, and the output is the reference's. The 8x grid's
-    unused splits store nothing (their partials are NaN here), and the merge reads none of them."""
+    """By default each request's key tiles (its prefix's, then its tree's) are cut into the splits their count calls
+    for (`key_splits`), on the device, whatever the cache's capacity (which sets the grid): with a cache 8x longer than
+    the prefixes, poisoned past them, the splits each request uses are those of a cache of the prefixes' own length
+    (4, 2 and 1 of the 1x grid's 4 and the 8x grid's 11 here), holding the same maxima and sums, and the output is the
+    reference's. The 8x grid's unused splits store nothing (their partials are NaN here), and the merge reads none of
+    them."""
     module = importlib.import_module("sglang_dflash.kernels.tree_attention.tree_attention")
 
     gen = torch.Generator().manual_seed(11)
@@ -124,7 +125,7 @@ def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypat
     for t in (k_long, v_long):
         t[:, :T] = torch.randn(R, T, HKV, Dh, generator=gen).to(dtype)
     tiles = 2 * R * HKV  # query blocks of 16 rows (N x G = 18 rows: 2) x requests x KV heads
-    assert [default_splits(n, tiles, 132, 16) for n in (100, 37, 0, T, 8 * T)] == [4, 2, 1, 4, 10]
+    assert [default_splits(n, N, tiles, 132, 16) for n in (100, 37, 0, T, 8 * T)] == [4, 2, 1, 4, 11]
     real_partials, real_merge, seen = module.partials, module.merge_partials, []
 
     def merge(o_part, m, l, used, q):
@@ -142,11 +143,11 @@ def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypat
     (m1, l1, used1), (m8, l8, used8) = [[t.cpu() for t in x] for x in seen]
     assert used1.tolist() == used8.tolist() == [4, 2, 1]
     rows = N * HQ // HKV
-    for r, u in enumerate([4, 2, 1]):  # the used prefix splits and the tree's (the last): the same partials
+    for r, u in enumerate([4, 2, 1]):  # the used splits: the same partials
         for a, b in ((m1, m8), (l1, l8)):
             per = [x.view(x.shape[0], R, HKV, rows)[:, r] for x in (a, b)]
-            assert torch.equal(per[0][:u], per[1][:u]) and torch.equal(per[0][-1], per[1][-1])
-            assert per[1][u:-1].isnan().all()  # never stored
+            assert torch.equal(per[0][:u], per[1][:u])
+            assert per[0][u:].isnan().all() and per[1][u:].isnan().all()  # never stored
     ref = tree_attention_ref(q.double(), k_long[:, :T].double(), v_long[:, :T].double(), prefix_lens,
                              k_tree.double(), v_tree.double(), anc)  # fmt: skip
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
@@ -262,18 +263,25 @@ def test_sliding_window_over_the_prefix():
     torch.testing.assert_close(out.cpu().double(), expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("T", [1, 100, 4096, 40000])
-@pytest.mark.parametrize("tiles", [1, 2, 6, 40, 48, 200])
-def test_default_splits(T, tiles):
-    """About two waves, slices of >= 256 keys; where that is under one wave, slices of >= 2 tiles of 64 keys, and no
-    fewer splits than the two-wave rule's."""
-    sms, BN = 132, 64
-    two_waves = max(1, min(-(-T // 256), -(-2 * sms // tiles)))
-    splits = default_splits(T, tiles, sms, BN)
-    if (two_waves + 1) * tiles >= sms:
-        assert splits == two_waves
-    else:
-        keys = -(-T // BN)
-        per = -(-keys // splits)  # key tiles per split, as the wrapper's chunk rounds them
-        assert splits >= two_waves and (per >= 2 or keys < 2) and -(-keys // per) == splits
-        assert (splits + 1) * tiles <= 2 * sms  # no second full wave
+@pytest.mark.parametrize("T", [0, 1, 100, 600, 4096, 40000])
+@pytest.mark.parametrize("groups", [1, 2, 6, 40, 48, 192, 400])
+def test_default_splits(T, groups):
+    """The split count minimises waves x (2 + key tiles a split) over every count up to half the tiles (at least 2
+    tiles a split) whose programs take at most 4 waves, ties to fewer; and the cases it was measured on."""
+    sms, BN, N = 132, 64, 64
+    tiles = -(-T // BN) + 1
+    cost = lambda z: -(-z * groups // sms) * (2 + -(-tiles // z))  # noqa: E731
+    splits = default_splits(T, N, groups, sms, BN)
+    allowed = [z for z in range(1, max(1, (tiles + 1) // 2) + 1) if -(-z * groups // sms) <= 4] or [1]
+    assert splits in allowed or splits == 1
+    assert cost(splits) == min(cost(z) for z in allowed)
+    assert splits == min(z for z in allowed if cost(z) == cost(splits))
+
+
+def test_default_splits_of_measured_cases():
+    """H200 (132 SMs), 12 / 2 heads, head dim 256, 128-row blocks (benchmarks/RESULTS.md, session 28): one wave of 22
+    splits at R = 1 x 64 nodes over 4096 tokens (6 groups), 5 splits (240 programs) at R = 8, 2 at R = 8 over 150."""
+    assert default_splits(4096, 64, 6, 132, 64) == 22
+    assert default_splits(4096, 64, 48, 132, 64) == 5
+    assert default_splits(150, 64, 48, 132, 64) == 2
+    assert default_splits(0, 64, 6, 132, 64) == 1

@@ -1,14 +1,17 @@
 """Triton: attention of N draft-tree tokens over a cached prefix plus the tree (`naive.py`).
 
 FlashAttention-style with the key range split so that one request still fills the GPU: the grid
-is (query blocks of BM rows, request x KV head, S prefix splits + 1 tree split), S set by the cache's capacity (so a
-CUDA graph holds for any prefix length); each request's prefix is cut, on the device, into as many of them as its own
-length calls for (`prefix_splits`), so a cache much longer than the prefix costs about what one of its length does
-(H200, R = 1 x 64 nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md, session 26). Rows are
-(node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
-Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; the tree
-split masks keys with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
-(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix splits) (H200,
+is (query blocks of BM rows, request x KV head, S key splits), S set by the cache's capacity (so a CUDA graph holds
+for any prefix length). A request's keys are its prefix's key tiles, then its tree's; on the device they are cut into
+as many splits as their count calls for (`key_splits`: the fewest waves of programs, one an SM, times the key tiles a
+program takes), so a cache much longer than the prefix costs about what one of its length does (H200, R = 1 x 64
+nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md, session 26), and the tree's keys
+need no split of their own (R = 8 x 64 nodes over 4096 tokens 110.6 -> 93.6 us, over 150 20.3 -> 16.2, but R = 1
+over 600 14.6 -> 15.3, the same splits: each program's search costs about 1 us where they are few; session 28).
+Rows are (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
+Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; tree keys
+are masked with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
+(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix tiles) (H200,
 R = 1 x 16 / 64 nodes over 4096 tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: the kernel issues
 about 20% fewer instructions a tile; benchmarks/RESULTS.md, session 17); no normalisation: the merge divides once.
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
@@ -55,14 +58,12 @@ def _tree_attention_kernel(
     N, NW, T, TILES, SMS, qk_scale, CACHE_ROWS, TABLE_STRIDE,
     HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr, S: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
     FP32_DOTS: tl.constexpr, HAS_SLOTS: tl.constexpr, HAS_TABLE: tl.constexpr, WINDOW: tl.constexpr,
-    AUTO_SPLITS: tl.constexpr, TREE_FIRST: tl.constexpr,
+    AUTO_SPLITS: tl.constexpr,
 ):  # fmt: skip
-    """Grid (query blocks, R x HKV, S + 1). Each request's prefix is cut into its first `_used_splits` prefix splits
-    (into used_out [R], for the merge); a program of a prefix split past them loads and stores nothing. TREE_FIRST:
-    the tree split's programs are the grid's first (z = 0), not its last."""
+    """Grid (query blocks, R x HKV, S). A request's keys are its prefix's key tiles, then the tree's; they are cut into
+    its first `_used_splits` splits (into used_out [R], for the merge) of whole tiles, so one split may end the
+    prefix and take the tree's keys too; a program of a split past them loads and stores nothing."""
     pid_m, rh, split = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    if TREE_FIRST:
-        split = tl.where(split == 0, S, split - 1)
     G: tl.constexpr = HQ // HKV
     r, hkv = (rh // HKV).to(tl.int64), rh % HKV
     rows = pid_m * BM + tl.arange(0, BM)
@@ -71,45 +72,44 @@ def _tree_attention_kernel(
     dd = tl.arange(0, DH)
     # q first: a load that waited for the split count took the latency of the prefix length's load
     qv = tl.load(q + ((r * N + node[:, None]) * HQ + head[:, None]) * DH + dd[None, :], mask=live[:, None], other=0.0)
-    tree = split == S
     plen = tl.load(prefix_lens + r).to(tl.int32)
-    used = _used_splits(plen, TILES, SMS, S, BN, AUTO_SPLITS)
+    prefix_tiles = tl.cdiv(plen, BN)
+    tiles = prefix_tiles + tl.cdiv(N, BN)
+    used = _used_splits(tiles, TILES, SMS, S, AUTO_SPLITS)
     tl.store(used_out + r, used, mask=(pid_m == 0) & (hkv == 0) & (split == 0))
-    stored = live & (tree | (split < used))
+    stored = live & (split < used)
     if FP32_DOTS:
         qv = qv.to(tl.float32)
     m_i = tl.full([BM], float("-inf"), tl.float32)
     l_i = tl.zeros([BM], tl.float32)
     acc = tl.zeros([BM, DH], tl.float32)
-    # One loop for both kinds of split (two loops, one per branch, made ptxas serialise the wgmma: C7515).
-    # Prefix splits: keys [split * chunk, ...) of the cache, seen by every row, in whole key tiles. The tree split
-    # (split == S): the N tree keys, seen through the ancestor mask.
     row = r
     if HAS_SLOTS:
         row = tl.load(slots + r).to(tl.int64)
         row = tl.where(row < 0, row + CACHE_ROWS, row)  # torch's negative indexing
-    chunk = tl.cdiv(tl.cdiv(plen, used), BN) * BN
-    start = tl.where(tree, 0, split * chunk)
-    stop = tl.where(tree, N, tl.minimum(split * chunk + chunk, plen))
-    if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip what no row of this block sees
+    chunk = tl.cdiv(tiles, used)
+    start, stop = split * chunk, tl.minimum(split * chunk + chunk, tiles)
+    if WINDOW > 0:  # a row at position p sees keys > p - WINDOW: skip the prefix tiles no row of this block sees
         qpos = tl.load(positions + r * N + node, mask=live, other=0).to(tl.int32)
         first = tl.min(tl.where(live, qpos, 2147483647), axis=0) - WINDOW + 1
-        start = tl.where(tree, start, tl.maximum(start, first))
-    k_src, v_src = tl.where(tree, k_tree, k_cache), tl.where(tree, v_tree, v_cache)
-    first_tok = tl.where(tree, r * N, row * T)
+        start = tl.maximum(start, tl.minimum(tl.maximum(first, 0) // BN, prefix_tiles))
     cols = tl.arange(0, BN)
-    for n0 in range(start, stop, BN):
+    # One loop over both kinds of key tile (two loops, one per kind, made ptxas serialise the wgmma: C7515): prefix
+    # tiles, seen by every row, then the tree's N keys, seen through the ancestor mask.
+    for t in range(start, stop):
+        tree = t >= prefix_tiles
+        n0 = tl.where(tree, t - prefix_tiles, t) * BN
         keys = n0 + cols
-        ok = keys < stop
+        ok = keys < tl.where(tree, N, plen)
         if HAS_TABLE:  # page size 1: token t of this row sits at pool index table[row, t]
             tok = tl.load(table + row * TABLE_STRIDE + keys, mask=ok & (not tree), other=0).to(tl.int64)
-            tok = tl.where(tree, r * N + keys, tok)
         else:
-            tok = first_tok + keys
+            tok = row * T + keys
+        tok = tl.where(tree, r * N + keys, tok)
         kv = (tok[:, None] * HKV + hkv) * DH + dd[None, :]
-        kt = tl.load(k_src + kv, mask=ok[:, None], other=0.0)
-        vt = tl.load(v_src + kv, mask=ok[:, None], other=0.0)
-        # the ancestor bits of this tile's keys: one word per row (BN divides 64), all ones in a prefix split; a 2-D
+        kt = tl.load(tl.where(tree, k_tree, k_cache) + kv, mask=ok[:, None], other=0.0)
+        vt = tl.load(tl.where(tree, v_tree, v_cache) + kv, mask=ok[:, None], other=0.0)
+        # the ancestor bits of this tile's keys: one word per row (BN divides 64), all ones in a prefix tile; a 2-D
         # byte-mask load here made ptxas serialise the wgmma (C7515). Dead rows (>= N * G) are never stored.
         word = tl.load(anc + (r * N + node) * NW + n0 // 64, mask=live & tree, other=-1) >> (n0 % 64)
         seen = ok[None, :] & (((word[:, None] >> cols.to(tl.int64)[None, :]) & 1) != 0)
@@ -138,9 +138,9 @@ def _merge_kernel(
     o_part, m, l, used_splits, out, N, NS, S1: tl.constexpr, HQ: tl.constexpr, HKV: tl.constexpr, DH: tl.constexpr,
     BR: tl.constexpr, BD: tl.constexpr, UNROLL: tl.constexpr,
 ):  # fmt: skip
-    """NS = S + 1 partials (outputs not normalised) [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a
-    power of two), per (BR rows, request x KV head, BD columns), of which request r's are its first used_splits[r]
-    and the last (the tree split); the tree split always has a key (the node), so every row has a finite maximum."""
+    """NS = S partials (outputs not normalised) [NS, R * HKV, N * G, (DH)] -> out [R, N, HQ, DH] (S1 >= NS a power
+    of two), per (BR rows, request x KV head, BD columns), of which request r's are its first used_splits[r]; one of
+    them saw the node's own key, so every row has a finite maximum."""
     blk, rh, dblk = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     G: tl.constexpr = HQ // HKV
     r, hkv = (rh // HKV).to(tl.int64), rh % HKV
@@ -152,16 +152,15 @@ def _merge_kernel(
     part = (split[:, None] * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows[None, :]  # [S1, BR]
     # loaded alongside `used`, then masked by it (a mask on the loads would wait for it): unused splits hold garbage
     have = (split[:, None] < NS) & live[None, :]
-    mine = ((split < used) | (split == NS - 1))[:, None] & have
+    mine = (split < used)[:, None] & have
     ms = tl.where(mine, tl.load(m + part, mask=have, other=float("-inf")), float("-inf"))
     mx = tl.max(ms, axis=0)
     den = tl.sum(_split_weight(ms, mx[None, :]) * tl.where(mine, tl.load(l + part, mask=have, other=0.0), 0.0), axis=0)
     num = tl.zeros([BR, BD], tl.float32)
-    for s0 in range(0, used + 1, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
+    for s0 in range(0, used, UNROLL):  # UNROLL independent loads in flight: one latency per UNROLL splits
         for j in tl.static_range(UNROLL):
-            sp = tl.where(s0 + j == used, NS - 1, s0 + j)  # the used prefix splits, then the tree split
-            p = (sp * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
-            ok = live & (s0 + j <= used)
+            p = ((s0 + j) * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
+            ok = live & (s0 + j < used)
             # the split's weight from its own max and sum, as in den (a masked sum over the splits per split
             # instead took 2 us more of the whole attention on an H200: R = 1 x 16 / 64 nodes over 4096 keys
             # 22.3 / 25.6 against 20.2 / 23.8 us, same outputs)
@@ -175,35 +174,40 @@ def _merge_kernel(
 
 
 @triton.jit
-def prefix_splits(T, tiles, sms, BN):
-    """Prefix splits for `tiles` (query blocks x requests x KV heads) over T keys (BN-key tiles) on `sms` SMs, on the
-    device (T a request's prefix length) or the host (`default_splits`: T the cache's capacity, the grid). About two
-    waves of programs, slices of at least 256 keys; where that leaves less than one wave (short prefixes, few tiles),
-    slices of at least two key tiles, about one wave. H200, 12 / 2 heads, head dim 256 (benchmarks/RESULTS.md,
-    session 12), R = 1 over 4096 tokens with 16 / 33 / 64 nodes: 25.8 / 26.7 / 28.3 us at the two-wave rule's 16
-    splits, 22.3 / 22.8 / 25.6 at 32 / 32 / 22; one wave also where the two-wave rule fills the GPU lost (R = 4 x 64
-    nodes 71.4 against 68.6 us, the drafter's 16 / 4 heads at R = 8 65.7 against 56.6). Integer arithmetic only, and
-    min / max, which Triton compiles: the same code runs on Python ints."""
-    splits = max(1, min((T + 255) // 256, (2 * sms + tiles - 1) // tiles))
-    if (splits + 1) * tiles < sms:
-        keys = (T + BN - 1) // BN
-        per = max(2, (keys * tiles + sms - 1) // sms)
-        splits = max(1, (keys + per - 1) // per)  # an empty prefix (T = 0) too: the kernel divides by it
-    return splits
+def key_splits(tiles, groups, sms):
+    """How many splits `tiles` key tiles are cut into, for `groups` programs a split (query blocks x requests x KV
+    heads) on `sms` SMs, one program an SM: the count z that minimises waves(z) x (2 + ceil(tiles / z)), a program's
+    time in key tiles (about 2 tiles' worth fixed: H200, 12 / 2 heads, head dim 256, 2.8 us a tile and about 5 fixed;
+    benchmarks/RESULTS.md, session 17), taking at each number of waves from 1 to 4 the most splits that many hold,
+    with at least 2 tiles a split where there are 2, and of those as few as take as many tiles each; ties to fewer
+    waves. Run on the device (a request's key tiles: its prefix's, then its tree's) and on the host
+    (`default_splits`: the cache's capacity, for the grid); integer arithmetic and min / max only, which Triton
+    compiles: the same code runs on Python ints."""
+    most = max(1, (tiles + 1) // 2)
+    best, best_z = -1, 1
+    for waves in range(1, 5):
+        z = min(max(1, waves * sms // groups), most)
+        per = (tiles + z - 1) // z
+        z = max(1, (tiles + per - 1) // per)  # the fewest splits of that many tiles each (no empty split)
+        cost = ((z * groups + sms - 1) // sms) * (2 + per)
+        if (best < 0) | (cost < best):
+            best, best_z = cost, z
+    return best_z
 
 
 @triton.jit
-def _used_splits(plen, tiles, sms, S: tl.constexpr, BN: tl.constexpr, AUTO: tl.constexpr):
-    """The prefix splits a prefix of plen keys is cut into: `prefix_splits`(plen), at most the grid's S (AUTO), or S."""
+def _used_splits(tiles, groups, sms, S: tl.constexpr, AUTO: tl.constexpr):
+    """The splits a request's `tiles` key tiles are cut into: `key_splits`, at most the grid's S (AUTO), or S."""
     used = S
     if AUTO:
-        used = min(prefix_splits(plen, tiles, sms, BN), S)
+        used = min(key_splits(tiles, groups, sms), S)
     return used
 
 
-def default_splits(T: int, tiles: int, sms: int, BN: int) -> int:
-    """The grid's prefix splits for a cache of capacity T: `prefix_splits` on the host."""
-    return prefix_splits.fn(T, tiles, sms, BN)
+def default_splits(T: int, N: int, groups: int, sms: int, BN: int) -> int:
+    """The grid's splits for a cache of capacity T and trees of N nodes (`key_splits` of their BN-key tiles, on the
+    host)."""
+    return key_splits.fn(triton.cdiv(T, BN) + triton.cdiv(N, BN), groups, sms)
 
 
 def ancestor_bits(mask: Tensor) -> Tensor:
@@ -242,9 +246,9 @@ def tree_attention(
     at pool index table[row, t]; T, the table's width, bounds the prefix lengths.
     window (with positions long [R, N], the queries' positions): a prefix key at position t is seen
     only from positions p with p - t < window (sliding-window layers).
-    splits: prefix slices, each request's prefix cut into all of them. Default: `default_splits`(T) in the grid (a
-    launch that depends on T alone is CUDA-graph safe), of which each request's prefix takes `prefix_splits` of its
-    own length, on the device."""
+    splits: key slices, each request's key tiles (prefix, then tree) cut into all of them. Default: `default_splits`
+    in the grid (a launch that depends on T and N alone is CUDA-graph safe), of which each request takes as many as
+    `key_splits` gives for its own key tiles, on the device."""
     R, N, HQ, DH = q.shape
     words = ancestor_bits(ancestor_mask) if ancestor_mask.dtype == torch.bool else ancestor_mask.contiguous()
     if words.shape != (R, N, triton.cdiv(N, 64)) or words.dtype != torch.int64:
@@ -264,9 +268,9 @@ def tree_attention(
     blocks = triton.cdiv(N * G, BM)
     sms, auto = gpu.multiprocessor_count(q.device), splits is None
     if auto:
-        splits = default_splits(T, blocks * R * HKV, sms, BN)
-    o_part, m, l, used = partials(q, HKV, splits + 1)
-    _tree_attention_kernel[(blocks, R * HKV, splits + 1)](
+        splits = default_splits(T, N, blocks * R * HKV, sms, BN)
+    o_part, m, l, used = partials(q, HKV, splits)
+    _tree_attention_kernel[(blocks, R * HKV, splits)](
         q.contiguous(), k_cache, v_cache, q if slots is None else slots, prefix_lens,
         k_tree.contiguous(), v_tree.contiguous(), words,
         q if positions is None else positions.contiguous(), q if table is None else table, o_part, m, l, used,
@@ -274,9 +278,6 @@ def tree_attention(
         k_cache.shape[0] if table is None else table.shape[0], 0 if table is None else table.stride(0),
         HQ=HQ, HKV=HKV, DH=DH, S=splits, BM=BM, BN=BN, FP32_DOTS=gpu.INTERPRET or q.dtype == torch.float32,
         HAS_SLOTS=slots is not None, HAS_TABLE=table is not None, WINDOW=window or 0, AUTO_SPLITS=auto,
-        # the tree's few programs first: behind a grid's unused prefix splits they started late (H200, R = 1 x 64 over
-        # 4096 tokens in a cache of 8x: 28.6 -> 25.3 us); last where they are many (R = 8: 110.3 against 113.3)
-        TREE_FIRST=4 * blocks * R * HKV <= sms,
         num_warps=num_warps or (8 if DH >= 128 else 4), num_stages=num_stages or (2 if big else 1),
     )  # fmt: skip
     return merge_partials(o_part, m, l, used, q)
@@ -286,8 +287,8 @@ def partials(q: Tensor, HKV: int, NS: int) -> tuple[Tensor, Tensor, Tensor, Tens
     """Buffers of NS partial results per query row of q [R, N, HQ, DH] (rows grouped by KV head): outputs
     [NS, R * HKV, N * G, DH], not normalised, in bf16 for bf16 q (half the bytes between the two kernels, and one more
     rounding of the size of the output's own), else fp32 (a sum of up to a split's length of values overflows fp16);
-    maxima and sums [NS, R * HKV, N * G] fp32; and int32 [R], the prefix splits each request's prefix is cut into
-    (the first of the NS - 1; the last partial is the tree's)."""
+    maxima and sums [NS, R * HKV, N * G] fp32; and int32 [R], the splits each request's keys are cut into (its
+    first partials)."""
     R, N, HQ, DH = q.shape
     parts = (NS, R * HKV, N * (HQ // HKV))
     o_part = torch.empty(*parts, DH, device=q.device, dtype=q.dtype if q.dtype == torch.bfloat16 else torch.float32)
