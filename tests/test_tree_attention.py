@@ -267,7 +267,7 @@ def test_sliding_window_over_the_prefix():
 @pytest.mark.parametrize("groups", [1, 2, 6, 40, 48, 192, 400])
 def test_default_splits(T, groups):
     """The split count minimises waves x (2 + key tiles a split) over every count up to half the tiles (at least 2
-    tiles a split) whose programs take at most 4 waves, ties to fewer; and the cases it was measured on."""
+    tiles a split) whose programs take at most 4 waves, ties to fewer splits."""
     sms, BN, N = 132, 64, 64
     tiles = -(-T // BN) + 1
     cost = lambda z: -(-z * groups // sms) * (2 + -(-tiles // z))  # noqa: E731
