@@ -26,7 +26,15 @@ def ab(var: str, values: tuple[str, ...], fn) -> list[float]:
 
 if os.environ.get("SKIP_VERIFY") != "1":
     print("verify, us: DEFER 0 / 1 (max |o diff|)")
-    for R, N, kind in ((1, 64, "ddtree"), (1, 64, "deep"), (1, 16, "chain"), (4, 64, "ddtree"), (8, 64, "ddtree"), (8, 64, "deep"), (8, 16, "chain")):
+    for R, N, kind in (
+        (1, 64, "ddtree"),
+        (1, 64, "deep"),
+        (1, 16, "chain"),
+        (4, 64, "ddtree"),
+        (8, 64, "ddtree"),
+        (8, 64, "deep"),
+        (8, 16, "chain"),
+    ):
         inputs, anc, depth = verify_inputs(R, N, kind)
         for cfg in (dict(), dict(BV=32, max_registers=168)) if R == 8 and N == 64 else (dict(),):
             kw = dict(ancestor_mask=anc, max_depth=depth, **cfg)
@@ -36,7 +44,9 @@ if os.environ.get("SKIP_VERIFY") != "1":
                 outs[d] = tree_gdn_verify_triton(*inputs, **kw)[0].float()
             diff = (outs["0"] - outs["1"]).abs().max().item()
             t = ab("GDN_DEFER", ("0", "1"), lambda kw=kw: graph_us(lambda: tree_gdn_verify_triton(*inputs, **kw), reps=10))
-            print(f"R={R} N={N} {kind:6s} depth {depth:2d} {cfg or 'default'}: {t[0]:6.2f} / {t[1]:6.2f}  ({diff:.1e})", flush=True)
+            print(
+                f"R={R} N={N} {kind:6s} depth {depth:2d} {cfg or 'default'}: {t[0]:6.2f} / {t[1]:6.2f}  ({diff:.1e})", flush=True
+            )
 
 print("commit per layer of 48, us: EARLY 0 / 1, by (BV, warps)")
 for R, N in ((1, 64), (8, 64)):
@@ -57,6 +67,10 @@ for R, N in ((1, 64), (8, 64)):
             tree_gdn_commit_triton(p, slots, ctxs, accepted)
             rel = ((p - ref).norm() / ref.norm()).item()
             assert rel < 1e-6, (bv, warps, e, rel)
-        t = ab("GDN_EARLY", ("0", "1"), lambda: graph_us(lambda: tree_gdn_commit_triton(timed, slots, ctxs, accepted), reps=2) / LAYERS)
+        t = ab(
+            "GDN_EARLY",
+            ("0", "1"),
+            lambda: graph_us(lambda: tree_gdn_commit_triton(timed, slots, ctxs, accepted), reps=2) / LAYERS,
+        )
         print(f"R={R} N={N} BV {bv:3d} warps {warps}: {t[0]:5.2f} / {t[1]:5.2f}", flush=True)
     os.environ["GDN_COMMIT_BV"], os.environ["GDN_COMMIT_WARPS"] = "32", "4"
