@@ -3,7 +3,8 @@
 # process: bench_tree_gdn (SGLang's tree-mode GDN kernel, fla's chain kernels), bench_tree_conv (SGLang's tree conv),
 # bench_tree_attention (SGLang's triton backend and FlashInfer's custom-mask prefill, JIT-built with the machine's
 # nvcc). Session 28 changed the attention's splits and the commit's loads; RESULTS' first table has session 26's
-# figures. Carry [".whl"] (sglang and fla_core wheels, .whl/gpu's flashinfer and apache-tvm-ffi). About 8 minutes.
+# figures. Carry [".whl"] (sglang and fla_core wheels, .whl/gpu's flashinfer and apache-tvm-ffi; where fla_core is
+# missing: pip download --no-deps -d .whl fla-core==0.6.0 on the CPU machine first). About 8 minutes.
 set -u
 W=.whl/sglang-0.5.10.post1-py3-none-any.whl
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core*.whl .whl/gpu/flashinfer_python-*.whl \
