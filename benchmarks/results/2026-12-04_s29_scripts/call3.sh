@@ -6,7 +6,7 @@
 set -u
 python3 benchmarks/gpu/harness.py --site /tmp/site --pair shipped --speculative-algorithm DDTREE --budgets 63 \
   --runs sglang-ddtree63 --num-prompts 8 --max-new-tokens 32 --skip-engine --tie-tolerance 0.12 \
-  --deadline 280 --out $OUT > $OUT/harness_ddtree63.log 2>&1
+  --deadline 220 --out $OUT > $OUT/harness_ddtree63.log 2>&1
 echo harness rc $?
 grep -h "tree attention verify\|verify stays with\|tree GDN verify:" $OUT/*.log | sed 's/^.*sglang-/sglang-/' | sort | uniq -c | head
 tail -n 24 $OUT/harness_ddtree63.log
