@@ -6,8 +6,9 @@ for any prefix length). A request's keys are its prefix's key tiles, then its tr
 as many splits as their count calls for (`key_splits`: the fewest waves of programs, one an SM, times the key tiles a
 program takes), so a cache much longer than the prefix costs about what one of its length does (H200, R = 1 x 64
 nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md, session 26), and the tree's keys
-need no split of their own (R = 8 x 64 nodes over 4096 tokens 110.6 -> 93.6 us, over 150 20.3 -> 16.2, but R = 1
-over 600 14.6 -> 15.3, the same splits: each program's search costs about 1 us where they are few; session 28).
+need no split of their own (R = 8 x 64 nodes over 4096 tokens 110.6 -> 93.6 us, over 150 20.3 -> 16.2, R = 4 x 64 over
+4096 57.2 -> 49.6, but R = 1 over 600 14.4 -> 15.2 with the same splits: about 0.35 us of that is the split search on
+the device, the old rule's 0.16, and the rest is not in the key loop; sessions 28 and 29).
 Rows are (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; tree keys
 are masked with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
