@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import torch
 import triton
 
@@ -20,6 +22,16 @@ def graph_us(fn, reps: int = 1, warmup_ms: int = 50, rep_ms: int = 300) -> float
         for _ in range(reps):
             fn()
     return triton.testing.do_bench(graph.replay, warmup=warmup_ms, rep=rep_ms, return_mode="median") * 1e3 / reps
+
+
+def alternating_us(fns: dict, rounds: int = 3, reps: int = 10) -> dict:
+    """A/B(/C...) in one process: `graph_us` of each fn in turn, `rounds` times, so that drift and the first-timing
+    effect (benchmarks/RESULTS.md, session 25) fall on every side alike; the median per name."""
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(graph_us(fn, reps=reps))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def print_kernel_times(fn, reps: int, top: int, title: str) -> None:

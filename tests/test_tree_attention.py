@@ -155,6 +155,30 @@ def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypat
         torch.testing.assert_close(out.double(), ref, **tol)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_tree_attention_rescales_when_a_later_tile_raises_the_max(dtype):
+    """The kernel moves a row's reference max only when a key tile raises it by more than 2^8: with prefix keys
+    scaled up along the cache, scores grow by hundreds (e^-scale) from tile to tile, so a kernel that kept the first
+    tile's reference would overflow its probabilities to inf; tiles that raise the max by less skip the rescale."""
+    gen = torch.Generator().manual_seed(5)
+    R, N, HQ, HKV, Dh, T = 2, 7, 4, 2, 16, 150
+    q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
+    ramp = torch.linspace(0.05, 60.0, T).view(1, T, 1, 1)  # scores up to ~60 x 4 sd: e^240 past fp32 from a small start
+    k_cache, v_cache = (
+        (torch.randn(R, T, HKV, Dh, generator=gen) * ramp).to(dtype),
+        torch.randn(R, T, HKV, Dh, generator=gen).to(dtype),
+    )
+    k_tree, v_tree = (torch.randn(R, N, HKV, Dh, generator=gen).to(dtype) for _ in range(2))
+    prefix_lens = torch.tensor([T, 77])
+    anc = ancestors(random_parents(R, N, gen), N - 1)
+    ref = tree_attention_ref(q.double(), k_cache.double(), v_cache.double(), prefix_lens, k_tree.double(), v_tree.double(), anc)
+    args = [t.to(DEVICE) for t in (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, anc)]
+    out = tree_attention(*args, splits=2, BM=16, BN=16).cpu().double()
+    assert out.isfinite().all()
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    torch.testing.assert_close(out, ref, **tol)
+
+
 def test_tree_attention_fp16_partials_hold_sums_beyond_fp16_range():
     """The partial outputs are not normalised: with fp16 inputs a split's sum of ~100 values near 2,000 is past
     fp16's 65,504, so they must be kept wider; the output itself (about 2,000) is in range."""

@@ -12,9 +12,13 @@ the device, the old rule's 0.16, and the rest is not in the key loop; sessions 2
 Rows are (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; tree keys
 are masked with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
-(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (all ones in prefix tiles) (H200,
-R = 1 x 16 / 64 nodes over 4096 tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: the kernel issues
-about 20% fewer instructions a tile; benchmarks/RESULTS.md, session 17); no normalisation: the merge divides once.
+(one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (H200, R = 1 x 16 / 64 nodes over 4096
+tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: about 20% fewer instructions a tile; session 17),
+and only in tiles that hold a key some row must not see (the tree's, the prefix's last partial one), and the
+accumulator rescaled only when a row's max grows by more than 2^8 (FlashAttention-4's lazy rescale): a prefix
+tile's path is about 480 instructions a warp where it was 771 (H200, R = 1 x 64 over 4096 tokens 21.7 -> 20.6 us,
+R = 8 x 64 94.7 -> 89.7, the A6000's 32 x 32 tiles 2-15% faster; session 30); no normalisation: the merge divides
+once.
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
 dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
 interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
@@ -34,23 +38,28 @@ from .. import device as gpu
 
 
 @triton.jit
-def _online_update(qv, kt, vt, valid, m_i, l_i, acc, qk_scale, FP32_DOTS: tl.constexpr):
+def _online_update(qv, kt, vt, valid, masked, m_i, l_i, acc, qk_scale, FP32_DOTS: tl.constexpr):
     """One key tile into the online softmax; maxima in base-2 units (scores times qk_scale = scale * log2 e), so that
-    each probability is one FMA and one ex2 (`tl.exp` adds a denormal guard of three instructions to each)."""
+    each probability is one FMA and one ex2 (`tl.exp` adds a denormal guard of three instructions to each). The
+    mask `valid` is applied only where `masked` (a tile with a key some row must not see). The reference max m_i
+    moves, and acc and l_i are rescaled, only when some row's max grows past it by more than 8 (probabilities then
+    stay below 2^8: FlashAttention-4's lazy rescale); most tiles skip the rescale."""
     if FP32_DOTS:  # three tf32 products: fp32 accuracy (plain tf32 is ~1e-3 off)
         s = tl.dot(qv, tl.trans(kt.to(tl.float32)), input_precision="tf32x3")
     else:
         s = tl.dot(qv, tl.trans(kt))
-    s = tl.where(valid, s, float("-inf"))
+    if masked:
+        s = tl.where(valid, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale)
-    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)  # rows with no key yet
-    p = tl.math.exp2(s * qk_scale - m_safe[:, None])
-    alpha = tl.math.exp2(m_i - m_safe)
+    if tl.max(tl.where(m_new > m_i, m_new - m_i, 0.0), axis=0) > 8.0:
+        alpha = tl.math.exp2(m_i - tl.where(m_new == float("-inf"), 0.0, m_new))
+        acc, l_i, m_i = acc * alpha[:, None], l_i * alpha, m_new
+    p = tl.math.exp2(s * qk_scale - tl.where(m_i == float("-inf"), 0.0, m_i)[:, None])  # rows with no key yet: 0
     if FP32_DOTS:
-        acc = acc * alpha[:, None] + tl.dot(p, vt.to(tl.float32), input_precision="tf32x3")
+        acc = acc + tl.dot(p, vt.to(tl.float32), input_precision="tf32x3")
     else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt)
-    return m_new, l_i * alpha + tl.sum(p, axis=1), acc
+        acc = acc + tl.dot(p.to(vt.dtype), vt)
+    return m_i, l_i + tl.sum(p, axis=1), acc
 
 
 @triton.jit
@@ -116,7 +125,10 @@ def _tree_attention_kernel(
         seen = ok[None, :] & (((word[:, None] >> cols.to(tl.int64)[None, :]) & 1) != 0)
         if WINDOW > 0:
             seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
-        m_i, l_i, acc = _online_update(qv, kt, vt, seen, m_i, l_i, acc, qk_scale, FP32_DOTS)
+        masked = tree | (n0 + BN > plen)
+        if WINDOW > 0:
+            masked = True
+        m_i, l_i, acc = _online_update(qv, kt, vt, seen, masked, m_i, l_i, acc, qk_scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     # not normalised: the merge divides once by the weighted sum of the l's (bf16 or fp32, `partials`: magnitudes
     # up to l times those of v)
