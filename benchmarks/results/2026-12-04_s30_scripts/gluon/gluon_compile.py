@@ -1,6 +1,7 @@
 """Compile `gluon_attention.py`'s kernel for sm_90a with no GPU (Triton 3.6.0, as on the device; torch not needed):
 ptxas's registers / spills and the SASS's wgmma and barrier counts.
-    python gluon_compile.py [S] [BN]   # from this folder; defaults: 22 splits (R = 1 x 64 over 4096), 64 keys a tile"""
+    python gluon_compile.py [S] [BN] [DEFER_PV]   # from this folder; defaults: 22 splits (R = 1 x 64 over 4096), 64
+    keys a tile, P.V waited at once (0)"""
 
 import collections
 import re
@@ -15,10 +16,11 @@ from triton.experimental.gluon._runtime import GluonASTSource
 
 S = int(sys.argv[1]) if len(sys.argv) > 1 else 22
 BN = int(sys.argv[2]) if len(sys.argv) > 2 else 64
+DEFER = bool(int(sys.argv[3])) if len(sys.argv) > 3 else False
 sig = {"q": "*bf16", "k_cache": "*bf16", "v_cache": "*bf16", "prefix_lens": "*i64", "k_tree": "*bf16", "v_tree": "*bf16",
        "anc": "*i64", "o_out": "*bf16", "m_out": "*fp32", "l_out": "*fp32", "N": "i32", "NW": "i32", "T": "i32",
        "qk_scale": "fp32"}  # fmt: skip
-const = dict(HQ=12, HKV=2, DH=256, S=S, BM=128, BN=BN, WARPS=8)
+const = dict(HQ=12, HKV=2, DH=256, S=S, BM=128, BN=BN, WARPS=8, DEFER_PV=DEFER)
 sig.update({k: "constexpr" for k in const})
 # pointers 16-byte aligned, as a launch specialises torch tensors' (and N, T multiples of 16 are not assumed)
 attrs = {(i,): [["tt.divisibility", 16]] for i, t in enumerate(sig.values()) if t.startswith("*")}
