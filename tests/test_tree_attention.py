@@ -157,13 +157,14 @@ def test_tree_attention_cuts_each_prefix_not_the_cache_capacity(dtype, monkeypat
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_tree_attention_rescales_when_a_later_tile_raises_the_max(dtype):
-    """The kernel moves a row's reference max only when a key tile raises it by more than 2^8: with prefix keys
-    scaled up along the cache, scores grow by hundreds (e^-scale) from tile to tile, so a kernel that kept the first
-    tile's reference would overflow its probabilities to inf; tiles that raise the max by less skip the rescale."""
+    """The kernel moves a row's reference max only when a key tile raises it by more than 8 in base 2: with prefix
+    keys scaled up along the cache, the largest scaled score grows from about 12 in the first tile to about 190 in
+    the last, so a kernel that kept the first tile's reference would overflow its probabilities (e^x past x = 88)
+    to inf, as it does with the rescale turned off (checked by hand in session 30)."""
     gen = torch.Generator().manual_seed(5)
     R, N, HQ, HKV, Dh, T = 2, 7, 4, 2, 16, 150
     q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
-    ramp = torch.linspace(0.05, 60.0, T).view(1, T, 1, 1)  # scores up to ~60 x 4 sd: e^240 past fp32 from a small start
+    ramp = torch.linspace(0.05, 60.0, T).view(1, T, 1, 1)  # keys' scale along the cache
     k_cache, v_cache = (
         (torch.randn(R, T, HKV, Dh, generator=gen) * ramp).to(dtype),
         torch.randn(R, T, HKV, Dh, generator=gen).to(dtype),
