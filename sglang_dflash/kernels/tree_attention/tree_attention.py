@@ -125,9 +125,7 @@ def _tree_attention_kernel(
         seen = ok[None, :] & (((word[:, None] >> cols.to(tl.int64)[None, :]) & 1) != 0)
         if WINDOW > 0:
             seen = seen & ((qpos[:, None] - keys[None, :] < WINDOW) | tree)
-        masked = tree | (n0 + BN > plen)
-        if WINDOW > 0:
-            masked = True
+        masked = tree | (n0 + BN > plen) | (WINDOW > 0)  # a key some row must not see
         m_i, l_i, acc = _online_update(qv, kt, vt, seen, masked, m_i, l_i, acc, qk_scale, FP32_DOTS)
     part = (split * tl.num_programs(1) + rh).to(tl.int64) * N * G + rows
     # not normalised: the merge divides once by the weighted sum of the l's (bf16 or fp32, `partials`: magnitudes
