@@ -1,5 +1,5 @@
 """Session 31: a few eager calls of the package's tree attention or one Gluon build at R = 1 x 64 over 4096 tokens, for
-Nsight Compute (`call2.sh`).
+Nsight Compute (`gluon_call.sh`).
     python3 gluon_once.py package | BN DEFER Q_ASYNC   # e.g. 32 1 0"""
 
 import sys

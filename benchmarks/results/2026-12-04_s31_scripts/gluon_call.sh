@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Session 31, call 2: the Gluon prototype with q by cp.async (A/B, R = 1 x 64 and 8 x 64), then Nsight Compute of the
-# package's kernel and of two Gluon builds at R = 1 x 64 (one launch each; stall reasons, opcodes, top SASS lines).
+# Session 31, calls 2 and 3 (no carry): the Gluon prototype with PATCHES (A/B against the package's kernel, R = 1 x 64
+# and 8 x 64), then Nsight Compute of BUILDS at R = 1 x 64 (one launch each: stall reasons, opcodes, top SASS lines).
+#   call 2: bash gluon_call.sh "gluon_qasync.patch" "package|64 0 0|32 1 0"
+#   call 3: bash gluon_call.sh "gluon_qasync.patch gluon_store.patch" "64 0 1|32 1 1"
+# A build is "package" or "BN DEFER_PV Q_ASYNC". The prototype is session 30's gluon/ folder with PATCHES applied, in
+# /tmp/g31/gluon (on the device the patched files sat in this folder instead).
 set -u
-# The prototype: session 30's gluon/ folder with gluon_qasync.patch (as it ran: the folder so patched, then in this directory)
 S=$PWD/benchmarks/results/2026-12-04_s31_scripts
 rm -rf /tmp/g31 && mkdir /tmp/g31 && cp -r benchmarks/results/2026-12-04_s30_scripts/gluon /tmp/g31/ && cp $S/gluon_once.py /tmp/g31/gluon/
-for p in gluon_qasync.patch; do (cd /tmp/g31 && patch -s -p0 < $S/$p) || exit 1; done
+for p in $1; do (cd /tmp/g31 && patch -s -p0 < $S/$p) || exit 1; done
 export PYTHONPATH=$PWD:/tmp/g31/gluon
 D=/tmp/g31/gluon
 timeout 200 python3 $D/gluon_ab.py --short > $OUT/ab.log 2>&1; echo ab rc $?
-for v in "package" "64 0 0" "32 1 0"; do
+IFS='|' read -ra builds <<< "$2"
+for v in "${builds[@]}"; do
   n=$(echo $v | tr ' ' _); k='regex:^_tree_attention_kernel'; [ "$v" = package ] || k='regex:_gluon'
   timeout 100 ncu --set full --import-source yes -k $k --launch-skip 2 -c 1 -o /tmp/$n python3 $D/gluon_once.py $v > /tmp/ncu_$n.txt 2>&1; echo ncu $n rc $?
   ncu --import /tmp/$n.ncu-rep --page source --print-source sass --csv > /tmp/$n.csv 2>/dev/null
