@@ -108,7 +108,8 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
         live[-1] = -1
     expected = x["state_pool"].double().clone()
     tree_gdn_commit_ref(expected, live, ref_ctx, accepted)
-    tree_gdn_commit_triton(dev["state_pool"], live.to(DEVICE), ctx, accepted.to(DEVICE), BV=16)
+    # V = 16: the wrapper's default tile (a V below its 32 columns once launched no program); else two tiles a V-head
+    tree_gdn_commit_triton(dev["state_pool"], live.to(DEVICE), ctx, accepted.to(DEVICE), BV=16 if V > 16 else None)
     got = dev["state_pool"].cpu()
     if R > 1:
         assert torch.equal(got[slots[-1]], x["state_pool"][slots[-1]]), "a slot < 0 request was written"

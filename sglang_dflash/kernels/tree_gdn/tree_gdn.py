@@ -586,12 +586,13 @@ def aligned_ancestor_mask(mask: Tensor, first: int | None = None) -> Tensor:
 
 
 def tree_gdn_commit_triton(
-    state_pool: Tensor, slots: Tensor, ctx: TreeGDNTritonContext, accepted_nodes: Tensor, BV: int = 32
+    state_pool: Tensor, slots: Tensor, ctx: TreeGDNTritonContext, accepted_nodes: Tensor, BV: int | None = None
 ) -> None:
     """state_pool[slots[r]] <- the state after request r's accepted path (accepted_nodes long
     [R, L + 1] from the root, padded -1); slots[r] < 0 is left untouched. Several layers in one
     launch: state_pool [layers, S, HV, V, K] with a context of `stack_contexts` (leading layer dim) or of
-    `context_tables` (each field a `LayerTable`: the layers' own tensors, read where they are)."""
+    `context_tables` (each field a `LayerTable`: the layers' own tensors, read where they are). BV: V columns a program,
+    32 or V if smaller (a V of 16 once launched no program, so committed nothing)."""
     layered = state_pool.dim() == 5
     pool = state_pool if layered else state_pool[None]
     table = isinstance(ctx.u, LayerTable)
@@ -609,6 +610,9 @@ def tree_gdn_commit_triton(
     layers, S = pool.shape[:2]
     if not pool.is_contiguous() or count != layers:
         raise ValueError(f"need a contiguous pool and a context per layer, got pool {list(pool.shape)}, {count} contexts")
+    BV = BV or min(32, V)
+    if V % BV:
+        raise ValueError(f"need V % BV == 0, got V={V}, BV={BV}")
     LA = accepted_nodes.shape[1]
     _tree_gdn_commit_kernel[(V // BV, R * HV, layers)](
         pool, slots, u, G, k, k_like, accepted_nodes.contiguous(), N, LA, S, R, k_row,
