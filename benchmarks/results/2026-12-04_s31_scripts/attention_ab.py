@@ -1,8 +1,10 @@
-"""Session 31, call 8: the merge's first UNROLL splits loaded before the request's split count arrives (the working
-tree) against HEAD f27707e's merge (its kernel file copied to `_old.py`, as call8.sh does), the whole attention in one
-process, over the cache (as the bench) and through a token table 8x the prefix (as a server reads it). Graph-timed,
-sides alternated three times, medians; outputs compared.
-    PYTHONPATH=$PWD python3 benchmarks/results/2026-12-04_s31_scripts/merge_peel_ab.py"""
+"""Session 31: the working tree's tree attention against an older kernel file copied to `_old.py` beside it (call8.sh
+and next_call1.sh say how), the whole attention in one process, over the cache (as the bench) and through a token
+table 8x the prefix (as a server reads it). Graph-timed, sides alternated three times, medians; outputs compared.
+Call 8: the merge's first loads before the split count (`merge_peel.patch`) against f27707e.
+    PYTHONPATH=$PWD python3 benchmarks/results/2026-12-04_s31_scripts/attention_ab.py OLD_LABEL NEW_LABEL"""
+
+import sys
 
 import torch
 
@@ -31,7 +33,7 @@ def calls(a, table: bool):
 
 a = inputs((12, 2, 256), 1, 64, 4096)
 graph_us(lambda: tree_attention(*a), reps=10)  # discarded: the first timing in a process runs fast (session 25)
-print("| heads | R x N | prefix | read | f27707e | merge peeled | change | max abs difference |")
+print(f"| heads | R x N | prefix | read | {sys.argv[1]} | {sys.argv[2]} | change | max abs difference |")
 print("|---|---|---|---|---|---|---|---|", flush=True)
 for heads, R, N, prefix, table in (
     ((12, 2, 256), 1, 64, 4096, False), ((12, 2, 256), 1, 16, 4096, False), ((12, 2, 256), 1, 65, 4096, False),
