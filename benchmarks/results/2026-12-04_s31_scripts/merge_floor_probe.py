@@ -33,23 +33,36 @@ def _empty(out):
 
 
 R, N, HQ, HKV, DH, S = 1, 64, 12, 2, 256, 22
-q = torch.randn(R, N, HQ, DH, device="cuda").bfloat16()
-o_part, m, l, used = partials(q, HKV, S)
-o_part.normal_()
-m.normal_()
-l.uniform_(1.0, 2.0)
-used.fill_(S)
-flat = o_part.view(-1)
-sms = gpu.multiprocessor_count(q.device)
-print(f"partials {o_part.numel() * 2 / 1e6:.2f} MB, {sms} SMs")
-out = torch.empty(64 * sms, device="cuda")
-print(f"| merge_partials | {graph_us(lambda: merge_partials(o_part, m, l, used, q), reps=10):.2f} |", flush=True)
-print(f"| torch sum over the splits | {graph_us(lambda: o_part.sum(0), reps=10):.2f} |", flush=True)
-print(f"| empty Triton kernel | {graph_us(lambda: _empty[(sms,)](out), reps=10):.2f} |", flush=True)
-for k in (1, 2, 4, 8):
-    for warps, block in ((4, 4096), (8, 8192), (8, 16384)):
-        P = k * sms
-        per = triton.cdiv(triton.cdiv(flat.numel(), P), block) * block
-        t = graph_us(lambda: _stream[(P,)](flat, out, flat.numel(), per, BLOCK=block, num_warps=warps), reps=10)
-        print(f"| stream, {k} programs an SM, {warps} warps, {block} a load | {t:.2f} | "
-              f"{flat.numel() * 2 / t / 1e6:.2f} TB/s |", flush=True)  # fmt: skip
+
+
+def random_partials():
+    """(q, and `partials`' buffers filled at random, every split used) of R = 1 x 64 over 4096 tokens: S = 22 splits."""
+    q = torch.randn(R, N, HQ, DH, device="cuda").bfloat16()
+    o_part, m, l, used = partials(q, HKV, S)
+    o_part.normal_()
+    m.normal_()
+    l.uniform_(1.0, 2.0)
+    used.fill_(S)
+    return q, o_part, m, l, used
+
+
+def main() -> None:
+    q, o_part, m, l, used = random_partials()
+    flat = o_part.view(-1)
+    sms = gpu.multiprocessor_count(q.device)
+    print(f"partials {o_part.numel() * 2 / 1e6:.2f} MB, {sms} SMs")
+    out = torch.empty(64 * sms, device="cuda")
+    print(f"| merge_partials | {graph_us(lambda: merge_partials(o_part, m, l, used, q), reps=10):.2f} |", flush=True)
+    print(f"| torch sum over the splits | {graph_us(lambda: o_part.sum(0), reps=10):.2f} |", flush=True)
+    print(f"| empty Triton kernel | {graph_us(lambda: _empty[(sms,)](out), reps=10):.2f} |", flush=True)
+    for k in (1, 2, 4, 8):
+        for warps, block in ((4, 4096), (8, 8192), (8, 16384)):
+            P = k * sms
+            per = triton.cdiv(triton.cdiv(flat.numel(), P), block) * block
+            t = graph_us(lambda: _stream[(P,)](flat, out, flat.numel(), per, BLOCK=block, num_warps=warps), reps=10)
+            print(f"| stream, {k} programs an SM, {warps} warps, {block} a load | {t:.2f} | "
+                  f"{flat.numel() * 2 / t / 1e6:.2f} TB/s |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -14,9 +14,10 @@ best plain read).
 import torch
 import triton
 import triton.language as tl
+from merge_floor_probe import random_partials
 
 from benchmarks.timing import graph_us
-from sglang_dflash.kernels.tree_attention.tree_attention import _split_weight, merge_partials, partials
+from sglang_dflash.kernels.tree_attention.tree_attention import _split_weight, merge_partials
 
 
 @triton.jit
@@ -57,13 +58,9 @@ def _steps_kernel(o_part, m, l, used_splits, out, N, NS, S1: tl.constexpr, HQ: t
     tl.store(out + dst, (num / tl.where(live, den, 1.0)[:, None]).to(out.dtype.element_ty), mask=live[:, None])
 
 
-R, N, HQ, HKV, DH, S = 1, 64, 12, 2, 256, 22
-q = torch.randn(R, N, HQ, DH, device="cuda").bfloat16()
-o_part, m, l, used = partials(q, HKV, S)
-o_part.normal_()
-m.normal_()
-l.uniform_(1.0, 2.0)
-used.fill_(S)
+q, o_part, m, l, used = random_partials()
+R, N, HQ, DH = q.shape
+HKV, S = m.shape[1] // R, m.shape[0]
 out = torch.empty_like(q)
 ref = merge_partials(o_part, m, l, used, q)
 print(f"| merge_partials | {graph_us(lambda: merge_partials(o_part, m, l, used, q), reps=10):.2f} |", flush=True)
