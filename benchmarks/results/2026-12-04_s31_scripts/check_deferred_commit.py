@@ -12,13 +12,10 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests"))
+from test_tree_gdn_kernel import rel_err  # noqa: E402
 from tree_helpers import DEVICE, accepted_paths, gdn_inputs, random_parents  # noqa: E402
 
 from sglang_dflash.kernels.tree_gdn.tree_gdn import tree_gdn_commit_triton, tree_gdn_verify_triton  # noqa: E402
-
-
-def rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((x.double() - ref.double()).norm() / ref.double().norm()).item()
 
 
 @pytest.mark.parametrize(
