@@ -49,6 +49,14 @@ def attention_inputs(R: int, N: int, gen: torch.Generator, dev: str = "cuda") ->
     return (q, k_cache, v_cache, prefix_lens, k_tree, v_tree, ancestor_bits(tree.ancestor_mask)), tree.ancestor_mask
 
 
+def attention_inputs_at(heads: tuple[int, int, int], R: int, N: int, prefix: int) -> tuple[tuple, torch.Tensor]:
+    """`attention_inputs` on CUDA at heads (HQ, HKV, DH) over `prefix` tokens, seeded by R and N, as the A/B scripts
+    in results/ take them. Sets the module's shapes, so later calls see them too."""
+    global HQ, HKV, DH, PREFIX
+    (HQ, HKV, DH), PREFIX = heads, prefix
+    return attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))
+
+
 def sweep(dev: str = "cuda") -> None:
     """R = 1, N = 64 over the 4096-token prefix: ours by tile sizes, warps, pipeline stages and prefix splits."""
     args, _ = attention_inputs(1, 64, torch.Generator(device=dev).manual_seed(1), dev)

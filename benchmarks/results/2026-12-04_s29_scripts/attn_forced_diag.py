@@ -4,28 +4,22 @@ split search on the device): if the forced pair still differs, the search is not
 the tree split) / HEAD (S' splits of prefix + tree), graph-timed, sides alternated three times, medians; then each
 kernel's eager time of the forced pair. Copy 4b00535's file to `_old.py` first (call2.sh does)."""
 
-import statistics
 
 import torch
 from sglang_dflash.kernels.tree_attention._old import tree_attention as old_attention  # 4b00535's file, copied
 
 import benchmarks.kernels.bench_tree_attention as bta
-from benchmarks.timing import graph_us, print_kernel_times
+from benchmarks.timing import alternating_us, graph_us, print_kernel_times
 from sglang_dflash.kernels.tree_attention import tree_attention
 
 
 def ab(old, new) -> tuple[float, float]:
-    times = {"old": [], "new": []}
-    for _ in range(3):
-        times["old"].append(graph_us(old, reps=10))
-        times["new"].append(graph_us(new, reps=10))
-    return statistics.median(times["old"]), statistics.median(times["new"])
+    t = alternating_us({"old": old, "new": new})
+    return t["old"], t["new"]
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 args = inputs((12, 2, 256), 1, 16, 4096)

@@ -19,9 +19,7 @@ SMS = gpu.multiprocessor_count(torch.device("cuda"))
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 def separate(args, S):

@@ -13,10 +13,7 @@ from benchmarks.timing import alternating_us, graph_us, print_kernel_times
 from sglang_dflash.kernels.tree_attention import tree_attention, tree_attention_ref
 
 
-def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))
+inputs = bta.attention_inputs_at
 
 
 args, mask = inputs((12, 2, 256), 1, 64, 4096)

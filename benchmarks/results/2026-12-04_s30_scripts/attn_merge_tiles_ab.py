@@ -12,9 +12,7 @@ from sglang_dflash.kernels.tree_attention import tree_attention
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 a = inputs((12, 2, 256), 1, 64, 4096)

@@ -15,9 +15,7 @@ SM86 = dict(BM=32, BN=32, num_warps=8, num_stages=1)
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 a = inputs((12, 2, 256), 1, 64, 4096)

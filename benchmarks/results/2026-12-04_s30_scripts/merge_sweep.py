@@ -18,9 +18,7 @@ mod = importlib.import_module("sglang_dflash.kernels.tree_attention.tree_attenti
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 def captured(args):

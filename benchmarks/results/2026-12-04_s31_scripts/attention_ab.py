@@ -14,9 +14,7 @@ from sglang_dflash.kernels.tree_attention import _old, tree_attention
 
 
 def inputs(heads, R, N, prefix):
-    bta.HQ, bta.HKV, bta.DH = heads
-    bta.PREFIX = prefix
-    return bta.attention_inputs(R, N, torch.Generator(device="cuda").manual_seed(R * 100 + N))[0]
+    return bta.attention_inputs_at(heads, R, N, prefix)[0]
 
 
 def calls(a, table: bool):
