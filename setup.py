@@ -1,8 +1,8 @@
 """Ships `sglang_dflash.pth` at the root of site-packages (pyproject.toml has everything else).
 
-SGLang 0.5.10/0.5.11 have no plugin loader and spawn their schedulers in fresh processes, so the
-plugin registers itself through a .pth line that Python runs at every start (see
-sglang_dflash/sglang/bootstrap.py: a path lookup when SGLang is absent, nothing imported).
+SGLang 0.5.10.post1 has no plugin loader and spawns its schedulers in fresh processes, so there the plugin
+registers itself through a .pth line that Python runs at every start (sglang_dflash/sglang/plugin/bootstrap.py:
+a path lookup when SGLang is absent or loads plugins itself, as 0.5.11 does through the entry point).
 """
 
 import os

@@ -27,9 +27,9 @@ A corpus tokenized on one machine (--write-corpus: its stdlib, test suite includ
       --target-time 195 --draft-steps 20000 --draft-time 185 --rollout-time 40   # the shipped target (one H200, 438 s)
   python benchmarks/train_tiny_pair.py --out /tmp/tok --tokenizer sglang_dflash/assets/tiny-pair/target \
       --write-corpus build/tinypair/corpus.pt                                   # the v2 corpus (CPU, 27 s)
-  bash benchmarks/results/2026-11-29_h200_tiny_pair_v2.sh                       # the shipped drafter (one H200, 439 s)
+  git show 9cdaba4:benchmarks/results/2026-11-29_h200_tiny_pair_v2.sh | bash   # the shipped drafter (one H200, 439 s)
   python benchmarks/train_tiny_pair.py --eval-only --out /tmp/pair             # its evaluation (CPU)
-  bash benchmarks/results/2026-11-30_h200_tiny_pair_v3.sh                       # drafter v3: from v2, demo-like
+  git show 9cdaba4:benchmarks/results/2026-11-30_h200_tiny_pair_v3.sh | bash   # drafter v3: from v2, demo-like
                                                                                 # validation (one H200, 430 s)
 """
 

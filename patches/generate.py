@@ -1,21 +1,25 @@
 #!/usr/bin/env python3
-"""Write patches/: sglang-dflash as a patch series against SGLang's source, the way an upstream PR would add it.
+"""Write patches/<release>/: sglang-dflash as a patch series against one SGLang release's source, the way an
+upstream PR would add it.
 
-Everything is generated from the plugin's own code, so the series follows the plugin:
+Everything is generated from the plugin's own code, so each series follows the plugin:
 
-- the SGLang-independent core (`sglang_dflash/{ddtree,dflash}.py`, `kernels/`, `models/`) is copied
-  file by file into the new package `python/sglang/srt/speculative/dflash/` (its relative imports
-  stay as they are; an import leaving that set stops the generator);
-- the SGLang-facing modules (`sglang_dflash/sglang/*.py`) become files under
-  `python/sglang/srt/speculative/` and `python/sglang/srt/models/dflash.py`, with their relative
-  imports rewritten to absolute `sglang.srt...` ones;
-- each runtime hook of `sglang_dflash/sglang/hooks.py` becomes the direct edit of the SGLang file it
-  patches, made by exact-text replacement on the pristine file and diffed with difflib. An anchor
-  that is not found exactly once stops the generator with a message: that is how an SGLang release
-  other than RELEASE shows up.
+- the SGLang-independent core (`sglang_dflash/{ddtree,dflash,cuda_graph,env}.py`, `kernels/`, `models/`) is
+  copied file by file into a new package `python/sglang/srt/speculative/<prefix>/` (its relative imports stay as
+  they are; an import leaving that set stops the generator);
+- the SGLang-facing modules (`sglang_dflash/sglang/*.py` but `algorithm.py`) become files
+  `python/sglang/srt/speculative/<prefix>_*.py` (and `python/sglang/srt/models/<prefix>.py` for the drafter model
+  where SGLang has none), with their relative imports rewritten to absolute `sglang.srt...` ones; the field names
+  SGLang renamed between releases (`names.fields()`) become the release's own;
+- each hook of `sglang_dflash/sglang/plugin/patches.py` that the release's table (`plugin/versions.py`) applies
+  becomes a direct edit of the SGLang function it goes around (`algorithm.DraftTreeAlgorithm` becomes members of
+  SGLang's `SpeculativeAlgorithm`), made by exact-text replacement on the pristine file and diffed with difflib.
+  An anchor that is not found exactly once, or not inside the function the table names, stops the generator with
+  a message: that is how another SGLang release (or changed plugin code) shows up. The plugin package itself is
+  not ported: upstream needs no plugin.
 
-    python patches/generate.py                      # against the installed sglang (must be RELEASE)
-    python patches/generate.py --sglang-src ~/sglang --out /tmp/patches   # against a git checkout
+    python patches/generate.py                                   # the installed sglang's release
+    python patches/generate.py --release 0.5.11 --sglang-src DIR  # DIR: a checkout, or an unpacked wheel
 """
 
 from __future__ import annotations
@@ -26,52 +30,102 @@ import difflib
 import re
 import shutil
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-RELEASE = "0.5.10.post1"
 HERE = Path(__file__).resolve().parent
 PKG = HERE.parent / "sglang_dflash"
-SRT = "python/sglang/srt"
+sys.path.insert(0, str(PKG.parent))
+from sglang_dflash.sglang.names import ALGORITHMS, DDTREE, DFLASH, DFLASH_CHAIN  # noqa: E402
+from sglang_dflash.sglang.plugin import versions  # noqa: E402
+
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
-# The SGLang-independent core, vendored as the package sglang.srt.speculative.dflash.
-CORE = ("ddtree.py", "dflash.py", "cuda_graph.py", "kernels", "models")
-CORE_PACKAGE = "sglang.srt.speculative.dflash"
+# The SGLang-independent core, vendored as the package sglang.srt.speculative.<prefix>.
+CORE = ("ddtree.py", "dflash.py", "cuda_graph.py", "env.py", "kernels", "models")
 
-# Plugin module -> upstream module, for the SGLang-facing modules that make sense upstream.
+# Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_ (the drafter model: models.<prefix>).
 FACING = {
-    "sglang_dflash.sglang.draft_model": "sglang.srt.models.dflash",
-    "sglang_dflash.sglang.hidden_capture": "sglang.srt.speculative.dflash_hidden_capture",
-    "sglang_dflash.sglang.verify_io": "sglang.srt.speculative.dflash_verify_io",
-    "sglang_dflash.sglang.vocab_parallel": "sglang.srt.speculative.dflash_vocab_parallel",
-    "sglang_dflash.sglang.server_args": "sglang.srt.speculative.dflash_server_args",
-    "sglang_dflash.sglang.dflash_worker": "sglang.srt.speculative.dflash_worker",
-    "sglang_dflash.sglang.tree_gdn_backend": "sglang.srt.speculative.dflash_tree_gdn",
-    "sglang_dflash.sglang.memory_plan": "sglang.srt.speculative.dflash_memory_plan",
-    "sglang_dflash.sglang.step_profile": "sglang.srt.speculative.dflash_step_profile",
+    "sglang_dflash.sglang.names": "names",
+    "sglang_dflash.sglang.hidden_capture": "hidden_capture",
+    "sglang_dflash.sglang.verify_io": "verify_io",
+    "sglang_dflash.sglang.vocab_parallel": "vocab_parallel",
+    "sglang_dflash.sglang.server_args": "server_args",
+    "sglang_dflash.sglang.dflash_worker": "worker",
+    "sglang_dflash.sglang.tree_gdn_backend": "tree_gdn",
+    "sglang_dflash.sglang.memory_plan": "memory_plan",
+    "sglang_dflash.sglang.step_profile": "step_profile",
 }
-# Plugin modules that are not ported (their job is done by the direct edits below), except for the
-# constants the ported modules import from them, which the core package's __init__ defines.
-CONSTANTS = {
-    "sglang_dflash.sglang.algorithm": ("ALGORITHMS",),
-    "sglang_dflash.sglang.hooks": ("NUM_REQS_ATTR",),
+DRAFT_MODEL = "sglang_dflash.sglang.draft_model"
+# Plugin modules beside them that are not ported: the enum members and the edits replace them.
+NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm")
+# Plugin-only parts of the ported names module (the release's field names are written out instead).
+DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
+# The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the
+# algorithm itself, so only server arguments are asked).
+IS_OURS = f'''
+
+def is_ours(server_args) -> bool:
+    """The server arguments (their algorithm name made canonical by `ServerArgs.__post_init__`) are served by the
+    {DFLASH_CHAIN} / {DDTREE} workers."""
+    return getattr(server_args, "speculative_algorithm", None) in ALGORITHMS
+'''
+# Plugin hooks with no upstream edit.
+PLUGIN_ONLY = {
+    "scheduler_init": "turns the runtime hooks on in a scheduler that serves ours (upstream, the edits are there)",
 }
-# Plugin-only parts of the ported modules: top-level definitions to leave out, and exact edits.
-DROP_DEFS = {
-    "sglang_dflash.sglang.server_args": ("SUPPORTED_SGLANG", "sglang_version", "check_sglang_version"),
-    "sglang_dflash.sglang.hidden_capture": ("patch_model_runner",),
-    "sglang_dflash.sglang.tree_gdn_backend": (
-        "patch_hybrid_backend",
-        "patch_gdn_backend",
-        "patch_memory_pool",
-        "plugin_tree_verify",
-        "_global_server_args",
-    ),
-    "sglang_dflash.sglang.memory_plan": ("patch_kv_cache_mixin",),
-}
-PLUGIN_EDITS = {
-    "sglang_dflash.sglang.server_args": (("    check_sglang_version()\n", ""),),
+
+
+@dataclass(frozen=True)
+class Target:
+    """One supported SGLang release and where the port goes in it."""
+
+    release: str
+    prefix: str  # upstream names: speculative/<prefix>/, speculative/<prefix>_*.py, models/<prefix>.py
+    slug: str  # the algorithms in patch file names
+    draft_model: bool  # port draft_model.py (False where SGLang has a DFlashDraftModel of its own)
+    why: str
+
+    @property
+    def table(self) -> versions.Release:
+        table = versions.release(self.release)
+        if table is None:
+            raise UnsupportedSource(f"plugin/versions.py has no table for SGLang {self.release}")
+        return table
+
+    @property
+    def core(self) -> str:
+        return f"sglang.srt.speculative.{self.prefix}"
+
+    def module(self, name: str) -> str:
+        """The upstream module of FACING's `name` (e.g. "worker": sglang.srt.speculative.dflash_worker)."""
+        return f"sglang.srt.speculative.{self.prefix}_{name}"
+
+    @property
+    def facing(self) -> dict[str, str]:
+        out = {m: self.module(n) for m, n in FACING.items()}
+        if self.draft_model:
+            out[DRAFT_MODEL] = f"sglang.srt.models.{self.prefix}"
+        return out
+
+
+TARGETS = {
+    t.release: t
+    for t in (
+        Target(
+            "0.5.10.post1", "dflash", "dflash-ddtree", True, "This release has no DFLASH: `DFLASH` is DFLASH_CHAIN's other name."
+        ),
+        Target(
+            "0.5.11",
+            "ddtree",
+            "ddtree-dflash-chain",
+            False,
+            "This release has a DFLASH of its own (`speculative/dflash_*.py`, `models/dflash.py`), which stays as it is: "
+            "ours go by DDTREE and DFLASH_CHAIN, under `speculative/ddtree*`, and SGLang's `DFlashDraftModel` stays the "
+            "architecture's model.",
+        ),
+    )
 }
 
 
@@ -82,16 +136,39 @@ class UnsupportedSource(RuntimeError):
 # ----------------------------------------------------------------------------- text helpers
 
 
+@dataclass(frozen=True)
+class Edit:
+    path: str  # upstream file
+    within: str | None  # "Class" or "Class.function" the anchor must start in (None: anywhere, e.g. imports)
+    old: str
+    new: str
+
+
 def edit(text: str, old: str, new: str, where: str) -> str:
     """text with `old` (which must occur exactly once) replaced by `new`."""
     n = text.count(old)
     if n != 1:
         first = old.strip().splitlines()[0] if old.strip() else repr(old)
         raise UnsupportedSource(
-            f"{where}: anchor {first!r} found {n} times, expected once. This generator targets SGLang {RELEASE}; "
-            "another release (or changed plugin code) needs its anchors updated in patches/generate.py."
+            f"{where}: anchor {first!r} found {n} times, expected once. This release's source (or the plugin's "
+            "code) is not what patches/generate.py knows: update its anchors."
         )
     return text.replace(old, new)
+
+
+def check_within(text: str, e: Edit) -> None:
+    """The anchor starts inside the class or function e.within of `text`."""
+    if e.within is None:
+        return
+    line = text[: text.index(e.old)].count("\n") + 1
+    nodes = ast.parse(text).body
+    for name in e.within.split("."):
+        node = next((n for n in nodes if getattr(n, "name", None) == name), None)
+        if node is None:
+            raise UnsupportedSource(f"{e.path}: no {e.within}")
+        nodes = node.body
+    if not node.lineno <= line <= node.end_lineno:
+        raise UnsupportedSource(f"{e.path}: anchor at line {line} is outside {e.within}")
 
 
 def drop_defs(text: str, names, where: str) -> str:
@@ -99,7 +176,7 @@ def drop_defs(text: str, names, where: str) -> str:
     lines = text.splitlines(keepends=True)
     spans = {}
     for node in ast.parse(text).body:
-        targets = [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        targets = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
         for name in [getattr(node, "name", None), *targets]:
             if name in names:
                 start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
@@ -123,26 +200,29 @@ def resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
 
 
 def rewrite_imports(text: str, module: str, is_package: bool, upstream) -> str:
-    """Rewrite each relative import of `module` by `upstream(target, names, where)`: None keeps it, else the
-    new `from X import` head."""
+    """Rewrite each relative import of `module` by `upstream(target, names, where)`: None keeps it, else (the new
+    `from X import` module, the names to keep); a statement left with no names goes."""
     lines = text.splitlines(keepends=True)
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.ImportFrom) and node.level:
-            target = resolve(module, is_package, node.level, node.module)
-            new = upstream(target, [a.name for a in node.names], f"{module} line {node.lineno}")
-            if new is not None:
-                i = node.lineno - 1
-                head = re.compile(r"from\s+\.+[\w.]*\s+import")
-                lines[i] = lines[i][: node.col_offset] + head.sub(f"from {new} import", lines[i][node.col_offset :], 1)
+    for node in sorted(ast.walk(ast.parse(text)), key=lambda n: -getattr(n, "lineno", 0)):
+        if not (isinstance(node, ast.ImportFrom) and node.level):
+            continue
+        target = resolve(module, is_package, node.level, node.module)
+        new = upstream(target, [a.name for a in node.names], f"{module} line {node.lineno}")
+        if new is None:
+            continue
+        head, keep = new
+        first, last = node.lineno - 1, node.end_lineno
+        indent = lines[first][: node.col_offset]
+        kept = [a for a in node.names if a.name in keep]
+        if len(kept) == len(node.names):  # the names as they were: only the module changes
+            pattern = re.compile(r"from\s+\.+[\w.]*\s+import")
+            lines[first] = indent + pattern.sub(f"from {head} import", lines[first][node.col_offset :], 1)
+        elif kept:
+            names = ", ".join(a.name + (f" as {a.asname}" if a.asname else "") for a in kept)
+            lines[first:last] = [f"{indent}from {head} import {names}\n"]
+        else:
+            lines[first:last] = []
     return "".join(lines)
-
-
-def literal(path: Path, name: str):
-    """The value of the top-level constant `name` of a plugin source file (read, not imported)."""
-    for node in ast.parse(path.read_text()).body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise UnsupportedSource(f"{path}: no constant {name}")
 
 
 def module_name(path: Path) -> tuple[str, bool]:
@@ -158,288 +238,436 @@ def upstream_path(module: str, is_package: bool = False) -> str:
 # ----------------------------------------------------------------------------- the plugin's files, ported
 
 
-def core_files() -> dict[str, str]:
+def core_files(t: Target) -> dict[str, str]:
     """The core package: every .py file of CORE, copied; relative imports must stay inside it."""
     files = sorted(p for c in CORE for p in ([PKG / c] if c.endswith(".py") else (PKG / c).rglob("*.py")))
     vendored = {module_name(p)[0] for p in files}
 
     def inside(target, names, where):
-        if not (target in vendored or any(f"{target}.{n}" in vendored for n in names)):
+        if not (target in vendored or all(f"{target}.{n}" in vendored for n in names)):
             raise UnsupportedSource(f"{where}: import of {target} leaves the vendored core {CORE}; extend CORE")
         return None
 
     out = {}
     for p in files:
         module, is_package = module_name(p)
-        out[upstream_path(CORE_PACKAGE + module.removeprefix("sglang_dflash"), is_package)] = rewrite_imports(
+        out[upstream_path(t.core + module.removeprefix("sglang_dflash"), is_package)] = rewrite_imports(
             p.read_text(), module, is_package, inside
         )
-    constants = {
-        name: literal(PKG / "sglang" / (m.rsplit(".", 1)[1] + ".py"), name) for m, ns in CONSTANTS.items() for name in ns
-    }
-    out[upstream_path(CORE_PACKAGE, True)] = (
-        '"""DFLASH and DDTREE speculative decoding: draft trees, acceptance, Triton kernels and reference models.\n\n'
+    out[upstream_path(t.core, True)] = (
+        f'"""{DDTREE} and {DFLASH_CHAIN} speculative decoding: draft trees, acceptance, Triton kernels and reference '
+        "models.\n\n"
         "Framework-independent (plain torch and Triton, no SGLang import): the SGLang side lives in\n"
-        "`sglang.srt.speculative.dflash_*` and `sglang.srt.models.dflash`.\n"
-        '"""\n\n'
-        f"ALGORITHMS = {constants['ALGORITHMS']!r}\n\n"
-        "# Set by the DFLASH/DDTREE workers on their EagleVerifyInput: the number of real requests in the verify\n"
-        "# batch, so that the GDN backend's CUDA-graph replay does not take a length-1 request for padding.\n"
-        f"NUM_REQS_ATTR = {constants['NUM_REQS_ATTR']!r}\n"
+        f"`{t.module('*')}`{f' and `sglang.srt.models.{t.prefix}`' if t.draft_model else ''}. `env` holds the\n"
+        "SGLANG_DFLASH_* switches.\n"
+        '"""\n'
     )
     return out
 
 
-def facing_upstream(target, names, where):
-    core = "sglang_dflash." + target.removeprefix("sglang_dflash.").split(".")[0]
-    if core in {f"sglang_dflash.{c.removesuffix('.py')}" for c in CORE}:
-        return CORE_PACKAGE + target.removeprefix("sglang_dflash")
-    if target in FACING:
-        return FACING[target]
-    if target in CONSTANTS and set(names) <= set(CONSTANTS[target]):
-        return CORE_PACKAGE
-    raise UnsupportedSource(f"{where}: imports {names} from {target}, which has no upstream place; extend FACING or CONSTANTS")
+def plugin_modules() -> list[str]:
+    return sorted(module_name(p)[0] for p in (PKG / "sglang").glob("*.py"))
 
 
-def facing_files() -> dict[str, str]:
+def facing_files(t: Target) -> dict[str, str]:
+    """The SGLang-facing modules, with absolute imports, the release's field names and `is_ours` in the names
+    module."""
+    facing = t.facing
+    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL} - set(NOT_PORTED))
+    if unknown:
+        raise UnsupportedSource(f"plugin modules {unknown} have no upstream place; extend FACING or NOT_PORTED")
+    core = {c.removesuffix(".py") for c in CORE}
+    names_module = facing["sglang_dflash.sglang.names"]
+
+    def upstream(target, names, where):
+        if target == "sglang_dflash" and all(n in core for n in names):
+            return t.core, names
+        if target.split(".")[1:2] and target.split(".")[1] in core:
+            return t.core + target.removeprefix("sglang_dflash"), names
+        if target in facing:
+            return facing[target], [n for n in names if n not in DROP_DEFS.get(target, ())]
+        if target == "sglang_dflash.sglang.algorithm" and names == ["is_ours"]:
+            return names_module, names
+        raise UnsupportedSource(f"{where}: imports {names} from {target}, which has no upstream place; extend FACING")
+
     out = {}
-    for module, upstream in FACING.items():
+    for module, dest in facing.items():
         text = (PKG.parent / (module.replace(".", "/") + ".py")).read_text()
         text = drop_defs(text, DROP_DEFS.get(module, ()), module)
-        for old, new in PLUGIN_EDITS.get(module, ()):
-            text = edit(text, old, new, module)
-        out[upstream_path(upstream)] = rewrite_imports(text, module, False, facing_upstream)
+        if module == "sglang_dflash.sglang.names":
+            text += IS_OURS
+        if module == "sglang_dflash.sglang.dflash_worker":
+            text = literal_fields(text, t.table.fields, module)
+        out[upstream_path(dest)] = rewrite_imports(text, module, False, upstream)
     return out
+
+
+def literal_fields(text: str, f, where: str) -> str:
+    """The worker with the release's SGLang field names written out where it asks `names.fields()` for them."""
+    edits = (
+        ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
+        ("        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_\n", ""),
+        (
+            '            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},\n'
+            '            **{f"{retrieve}_cum_len": None},\n',
+            "".join(f'            {f.retrieve}_{k}=f["retrieve_{k}"],\n' for k in ("index", "next_token", "next_sibling"))
+            + f"            {f.retrieve}_cum_len=None,\n",
+        ),
+        (
+            "**{fields().result_accepted_per_req: accept_len_cpu})",
+            f"{f.result_accepted_per_req}=accept_len_cpu)",
+        ),
+        (
+            "            **{fields().result_accepted: sum(accept_len_cpu), fields().result_accepted_per_req: accept_len_cpu},\n",
+            f"            {f.result_accepted}=sum(accept_len_cpu),\n            {f.result_accepted_per_req}=accept_len_cpu,\n",
+        ),
+        (
+            "            counter = fields().req_accepted\n            setattr(req, counter, getattr(req, counter) + n - 1)\n",
+            f"            req.{f.req_accepted} += n - 1\n",
+        ),
+    )
+    for old, new in edits:
+        text = edit(text, old, new, where)
+    if "fields()" in text:
+        raise UnsupportedSource(f"{where}: a names.fields() use with no literal in generate.py's literal_fields")
+    return text
 
 
 # ----------------------------------------------------------------------------- the hooks, as direct edits
 
-ALGOS = literal(PKG / "sglang" / "algorithm.py", "ALGORITHMS")
-SPEC_INFO = f"{SRT}/speculative/spec_info.py"
-SERVER_ARGS = f"{SRT}/server_args.py"
-MODEL_RUNNER = f"{SRT}/model_executor/model_runner.py"
-MAMBA_BACKEND = f"{SRT}/layers/attention/hybrid_linear_attn_backend.py"
-GDN_BACKEND = f"{SRT}/layers/attention/linear/gdn_backend.py"
-KV_CACHE_MIXIN = f"{SRT}/model_executor/model_runner_kv_cache_mixin.py"
 
-# (file, anchor, replacement), applied in order; each anchor must occur exactly once.
-REGISTRATION_EDITS = (
-    (SPEC_INFO, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + "".join(f"    {a} = auto()\n" for a in ALGOS)),
-    (
-        SPEC_INFO,
-        "        # NOTE: EAGLE3 is a variant of EAGLE\n"
-        "        return self == SpeculativeAlgorithm.EAGLE or self == SpeculativeAlgorithm.EAGLE3\n",
-        "        # NOTE: EAGLE3 is a variant of EAGLE. DFLASH and DDTREE verify their drafts through EAGLE's\n"
-        "        # target-verify path (TARGET_VERIFY CUDA graphs sized by speculative_num_draft_tokens, the tree\n"
-        "        # custom_mask of the attention backends, the hybrid GDN layers' verify metadata).\n"
-        "        return self in (\n"
-        "            SpeculativeAlgorithm.EAGLE,\n"
-        "            SpeculativeAlgorithm.EAGLE3,\n"
-        "            SpeculativeAlgorithm.DFLASH,\n"
-        "            SpeculativeAlgorithm.DDTREE,\n"
-        "        )\n",
-    ),
-    (
-        SPEC_INFO,
-        "    def supports_spec_v2(self) -> bool:\n        return self.is_eagle() or self.is_standalone()\n",
-        "    def is_dflash(self) -> bool:\n"
-        "        return self == SpeculativeAlgorithm.DFLASH\n\n"
-        "    def is_ddtree(self) -> bool:\n"
-        "        return self == SpeculativeAlgorithm.DDTREE\n\n"
-        "    def supports_spec_v2(self) -> bool:\n"
-        "        if self.is_dflash() or self.is_ddtree():\n"
-        "            return False\n"
-        "        return self.is_eagle() or self.is_standalone()\n",
-    ),
-    (
-        SPEC_INFO,
-        "        enable_overlap = not server_args.disable_overlap_schedule\n",
-        "        if self.is_dflash() or self.is_ddtree():\n"
-        "            # Non-overlap scheduler only (the server arguments force it).\n"
-        "            from sglang.srt.speculative.dflash_worker import DDTreeWorker, DFlashWorker\n\n"
-        "            return DFlashWorker if self.is_dflash() else DDTreeWorker\n\n"
-        "        enable_overlap = not server_args.disable_overlap_schedule\n",
-    ),
-    (
-        SERVER_ARGS,
-        '            choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"],\n            help="Speculative algorithm.",\n',
-        f'            choices=["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", {", ".join(map(repr, ALGOS))}],\n'.replace(
-            "'", '"'
+WIDTH = 88  # SGLang's black line length: the added lines keep to it
+
+
+def imports(indent: int, module: str, names: str) -> str:
+    """`from module import names` at `indent`, wrapped as black wraps it."""
+    pad = " " * indent
+    line = f"{pad}from {module} import {names}\n"
+    if len(line) <= WIDTH + 1:
+        return line
+    return f"{pad}from {module} import (\n" + "".join(f"{pad}    {n},\n" for n in names.split(", ")) + f"{pad})\n"
+
+
+def comment(indent: int, text: str) -> str:
+    """`text` as comment lines at `indent`, filled to WIDTH."""
+    pad = " " * indent + "# "
+    return textwrap.fill(text, WIDTH, initial_indent=pad, subsequent_indent=pad) + "\n"
+
+
+def if_ours(indent: int, algorithm: str, also: str = "") -> str:
+    """The `if` line(s) testing that the SpeculativeAlgorithm `algorithm` is one of ours (and `also`)."""
+    pad, test = " " * indent, f"{algorithm}.is_dflash_chain() or {algorithm}.is_ddtree()"
+    line = f"{pad}if ({test}) and {also}:\n" if also else f"{pad}if {test}:\n"
+    if len(line) <= WIDTH + 1:
+        return line
+    return f"{pad}if (\n{pad}    {test}\n{pad}) and {also}:\n"
+
+
+def canonical(t: Target, indent: int, name: str, target: str, what: str = "") -> str:
+    """`target = names.canonical_name(name)` for this release, with its imports (and the comment `what`)."""
+    pad = " " * indent
+    env = imports(indent, t.core, "env as dflash_env") if t.table.has_dflash else ""
+    override = "dflash_env.OVERRIDE_DFLASH.on()" if t.table.has_dflash else "False"
+    if t.table.has_dflash:
+        why = f"{DFLASH} stays SGLang's own unless SGLANG_DFLASH_OVERRIDE_DFLASH=1 makes it {DFLASH_CHAIN}"
+    else:
+        why = f"{DFLASH} is {DFLASH_CHAIN}'s other name (SGLang has no {DFLASH} of its own)"
+    return (
+        env
+        + imports(indent, t.module("names"), "canonical_name")
+        + "\n"
+        + comment(indent, f"{what} {why}".strip())
+        + f"{pad}{target} = canonical_name(\n"
+        f"{pad}    {name},\n"
+        f"{pad}    sglang_has_dflash={t.table.has_dflash},\n"
+        f"{pad}    override_dflash={override},\n"
+        f"{pad})\n"
+    )
+
+
+def algorithm_edits(t: Target) -> list[Edit]:
+    """`algorithm.DraftTreeAlgorithm` as members of SGLang's enum: is_eagle(), no spec v2, its create_worker."""
+    spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
+    members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
+    return [
+        Edit(spec_info, enum, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + members),
+        Edit(
+            spec_info,
+            f"{enum}.is_eagle",
+            f"        # NOTE: EAGLE3 is a variant of EAGLE\n        return self == {enum}.EAGLE or self == {enum}.EAGLE3\n",
+            f"        # NOTE: EAGLE3 is a variant of EAGLE. {DFLASH_CHAIN} and {DDTREE} verify their\n"
+            "        # drafts through EAGLE's target-verify path (TARGET_VERIFY CUDA graphs sized by\n"
+            "        # speculative_num_draft_tokens, the tree custom_mask of the attention backends,\n"
+            "        # the hybrid GDN layers' verify metadata).\n"
+            "        return self in (\n"
+            + "".join(f"            {enum}.{a},\n" for a in ("EAGLE", "EAGLE3", *ALGORITHMS))
+            + "        )\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.supports_spec_v2",
+            "    def supports_spec_v2(self) -> bool:\n        return self.is_eagle() or self.is_standalone()\n",
+            "    def is_dflash_chain(self) -> bool:\n"
+            f"        return self == {enum}.{DFLASH_CHAIN}\n\n"
+            "    def is_ddtree(self) -> bool:\n"
+            f"        return self == {enum}.{DDTREE}\n\n"
+            "    def supports_spec_v2(self) -> bool:\n" + if_ours(8, "self") + "            return False\n"
+            "        return self.is_eagle() or self.is_standalone()\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.create_worker",
+            "        enable_overlap = not server_args.disable_overlap_schedule\n",
+            if_ours(8, "self")
+            + "            # Non-overlap scheduler only (the server arguments force it).\n"
+            + imports(12, t.module("worker"), "DDTreeWorker, DFlashWorker")
+            + "\n            return DDTreeWorker if self.is_ddtree() else DFlashWorker\n\n"
+            "        enable_overlap = not server_args.disable_overlap_schedule\n",
+        ),
+    ]
+
+
+def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
+    """The direct edits that stand for one hook of the release's table (it goes around hook.target)."""
+    path, within, name = upstream_path(hook.module), ".".join(hook.path), hook.hook
+    quoted, both = ", ".join(f'"{a}"' for a in ALGORITHMS), f"{DDTREE} and {DFLASH_CHAIN}"
+    if name == "from_string":
+        anchor = "        try:\n            return cls[name.upper()]\n"
+        body = canonical(t, 8, "name", "canonical") + anchor.replace("name.upper()", "(canonical or name).upper()")
+        return [Edit(path, within, anchor, body)]
+    if name == "add_cli_args":
+        found = re.findall(r'( {12}choices=\[([^\]\n]*)\],\n {12}help="Speculative algorithm\.",\n)', read(path))
+        if len(found) != 1:
+            raise UnsupportedSource(f"{path}: the --speculative-algorithm choices found {len(found)} times, expected once")
+        old, choices = found[0]
+        return [
+            Edit(
+                path,
+                within,
+                old,
+                "            choices=[\n"
+                + "".join(f"                {c.strip()},\n" for c in [*choices.split(","), *quoted.split(", ")])
+                + "            ],\n"
+                f'            help="Speculative algorithm. {DDTREE}: a DFlash block drafter\'s best "\n'
+                '            "--speculative-num-draft-tokens - 1 prefixes verified as one tree; "\n'
+                f'            "{DFLASH_CHAIN}: the same drafter verified as a chain.",\n',
+            )
+        ]
+    if name == "post_init":
+        doc = (
+            "    def __post_init__(self):\n"
+            '        """\n'
+            "        Orchestrates the handling of various server arguments, ensuring proper configuration and validation.\n"
+            '        """\n'
         )
-        + '            help="Speculative algorithm. DFLASH: a DFlash block drafter verified as a chain; DDTREE: '
-        'its best --speculative-num-draft-tokens - 1 prefixes verified as one tree.",\n',
-    ),
-    (
-        SERVER_ARGS,
-        "    def _handle_model_specific_adjustments(self):\n",
-        "    def _handle_model_specific_adjustments(self):\n"
-        "        from sglang.srt.speculative.dflash import ALGORITHMS as DFLASH_ALGORITHMS\n\n"
-        "        if str(self.speculative_algorithm).upper() in DFLASH_ALGORITHMS:\n"
-        "            from sglang.srt.speculative.dflash_server_args import resolve_radix_cache\n\n"
-        "            resolve_radix_cache(self)  # before the hybrid models' radix-cache checks below\n\n",
-    ),
-    (
-        SERVER_ARGS,
-        "    def _handle_speculative_decoding(self):\n",
-        "    def _handle_speculative_decoding(self):\n"
-        "        from sglang.srt.speculative.dflash import ALGORITHMS as DFLASH_ALGORITHMS\n\n"
-        "        if str(self.speculative_algorithm).upper() in DFLASH_ALGORITHMS:\n"
-        "            from sglang.srt.speculative.dflash_server_args import resolve_speculative_args\n\n"
-        "            resolve_speculative_args(self)\n\n",
-    ),
-)
+        return [
+            Edit(
+                path,
+                within,
+                doc,
+                doc
+                + canonical(
+                    t,
+                    8,
+                    "self.speculative_algorithm",
+                    "name",
+                    what=f"{both} by their canonical names, before any check reads them;",
+                )
+                + "        if name:\n"
+                "            self.speculative_algorithm = name\n",
+            )
+        ]
+    if name in ("model_specific_adjustments", "speculative_decoding"):
+        head = f"    def {hook.path[-1]}(self):\n"
+        resolve = "resolve_radix_cache" if name == "model_specific_adjustments" else "resolve_speculative_args"
+        note = "            # before the hybrid models' radix-cache checks below\n" if resolve == "resolve_radix_cache" else ""
+        return [
+            Edit(
+                path,
+                within,
+                head,
+                head
+                + f"        if self.speculative_algorithm in ({quoted}):\n"
+                + imports(12, t.module("server_args"), resolve)
+                + f"\n{note}            {resolve}(self)\n\n",
+            )
+        ]
+    if name == "add_request_to_queue":
+        head = "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n"
+        return [
+            Edit(
+                path,
+                within,
+                head,
+                head
+                + if_ours(8, "self.spec_algorithm", "not req.finished()")
+                + imports(12, t.module("worker"), "fit_to_drafter, request_unsupported")
+                + "\n"
+                "            # features the workers cannot serve losslessly yet; prompts past the\n"
+                "            # drafter's positions\n"
+                "            worker = self.draft_worker\n"
+                "            message = request_unsupported(req) or fit_to_drafter(\n"
+                "                req, worker.max_len, worker.num_nodes\n"
+                "            )\n"
+                "            if message:\n"
+                "                req.set_finish_with_abort(message)\n\n",
+            )
+        ]
+    if name == "init_device_graphs":
+        head = '    def init_device_graphs(self):\n        """Capture device graphs."""\n'
+        return [
+            Edit(
+                path,
+                within,
+                head,
+                head
+                + if_ours(8, "self.spec_algorithm", "not self.is_draft_worker")
+                + "            # The drafter reads the target's hidden states at its tapped layers from a\n"
+                "            # static buffer that the target's graphs must write: install the capture\n"
+                "            # before they are captured, and the tree verify's static buffers with it.\n"
+                + imports(12, t.module("hidden_capture"), "install_before_graphs")
+                + imports(12, t.module("tree_gdn"), "install as install_tree_gdn")
+                + "\n"
+                "            install_before_graphs(self)\n"
+                "            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0\n\n",
+            )
+        ]
+    if name == "replay_metadata":
+        return [
+            Edit(
+                path,
+                None,
+                "from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput\n",
+                imports(0, t.module("names"), "NUM_REQS_ATTR")
+                + "from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput\n",
+            ),
+            Edit(
+                path,
+                within,
+                "        num_padding = torch.count_nonzero(\n"
+                "            seq_lens_cpu == self.get_cuda_graph_seq_len_fill_value()\n"
+                "        )\n",
+                "        # Padding rows have the fill value as their length. A real request can have it\n"
+                "        # too (a one-token prompt at its first verify): where the verify input records\n"
+                "        # its number of real requests, count only the rows after them.\n"
+                "        num_reqs = getattr(spec_info, NUM_REQS_ATTR, None)\n"
+                "        padding_lens = seq_lens_cpu if num_reqs is None else seq_lens_cpu[num_reqs:]\n"
+                "        num_padding = torch.count_nonzero(\n"
+                "            padding_lens == self.get_cuda_graph_seq_len_fill_value()\n"
+                "        )\n",
+            ),
+        ]
+    if name == "hybrid_forward_extend":
+        return [
+            Edit(
+                path,
+                within,
+                "        if layer_id in self.full_attn_layers:\n            return self.full_attn_backend.forward_extend(\n",
+                "        if layer_id in self.full_attn_layers:\n"
+                "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
+                + imports(16, t.module("tree_gdn"), "attention_serves, workspace")
+                + "\n"
+                f"                tree_verify = workspace()  # {DFLASH_CHAIN}/{DDTREE}\n"
+                "                if (\n"
+                "                    tree_verify is not None\n"
+                "                    and tree_verify.attention_for(self.full_attn_backend)\n"
+                "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
+                "                ):\n"
+                "                    # the first full-attention layer makes the step's mask\n"
+                "                    first = layer_id == min(self.full_attn_layers)\n"
+                "                    return tree_verify.attention(\n"
+                "                        layer, forward_batch, q, k, v, save_kv_cache, first\n"
+                "                    )\n"
+                "            return self.full_attn_backend.forward_extend(\n",
+            )
+        ]
+    if name == "gdn_forward_extend":
+        return [
+            Edit(
+                path,
+                within,
+                "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
+                "        assert isinstance(mixed_qkv, torch.Tensor)\n"
+                "        if forward_batch.forward_mode.is_target_verify():\n"
+                + imports(12, t.module("tree_gdn"), "workspace")
+                + "\n"
+                f"            # {DFLASH_CHAIN}/{DDTREE}, unless SGLANG_DFLASH_TREE_GDN=0\n"
+                "            tree_verify = workspace()\n"
+                "            if tree_verify is not None:\n"
+                "                return tree_verify.verify(self, layer, forward_batch, mixed_qkv, a, b)\n"
+                "        seq_len = mixed_qkv.shape[0]\n",
+            )
+        ]
+    if name == "req_to_token_pool_init":  # at its caller, where the server arguments are at hand
+        mixin, pools = upstream_path(versions.KV_MIXIN), "ModelRunnerKVCacheMixin._init_pools"
+        head = "            elif config := self.mambaish_config:\n"
+        return [
+            Edit(
+                mixin,
+                pools,
+                head + "                self.req_to_token_pool = HybridReqToTokenPool(\n",
+                head
+                + imports(16, t.module("tree_gdn"), "spec_state_size")
+                + "\n                self.req_to_token_pool = HybridReqToTokenPool(\n",
+            ),
+            Edit(
+                mixin,
+                pools,
+                "                    mamba_spec_state_size=max_num_reqs,\n",
+                f"                    # one request slot where the {DFLASH_CHAIN}/{DDTREE} tree verify\n"
+                "                    # replaces the per-node GDN verify states (it never reads them)\n"
+                "                    mamba_spec_state_size=spec_state_size(\n"
+                "                        self.server_args, max_num_reqs\n"
+                "                    ),\n",
+            ),
+        ]
+    if name == "handle_max_mamba_cache":
+        head = "    def handle_max_mamba_cache(self: ModelRunner, total_rest_memory):\n"
+        return [
+            Edit(
+                path,
+                within,
+                head,
+                head
+                + if_ours(8, "self.spec_algorithm", "not self.is_draft_worker")
+                + imports(12, t.module("memory_plan"), "rest_memory_adjustment_gib")
+                + "\n"
+                "            # the drafter's weights are loaded after this plan; with the tree GDN\n"
+                "            # verify, the per-node GDN verify states reserved below are allocated for\n"
+                "            # one request only\n"
+                "            total_rest_memory += rest_memory_adjustment_gib(self)\n\n",
+            )
+        ]
+    if name in ("cell_size_per_token", "compute_cell_size"):
+        runner = "self" if name == "cell_size_per_token" else "mr"
+        tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n"
+        tail += "" if name == "cell_size_per_token" else "\n"
+        return [
+            Edit(
+                path,
+                within,
+                tail + "        return cell_size\n",
+                tail
+                + if_ours(8, f"{runner}.spec_algorithm", f"not {runner}.is_draft_worker")
+                + imports(12, t.module("memory_plan"), "draft_cell_bytes")
+                + "\n"
+                "            # the drafter's context K/V sits at the target's KV slots: one entry per\n"
+                "            # KV-cache token\n"
+                f"            cell_size += draft_cell_bytes({runner})\n"
+                "        return cell_size\n",
+            )
+        ]
+    raise UnsupportedSource(f"hook {name} ({hook.target}) has no upstream edit in patches/generate.py; add one")
 
-SCHEDULER = f"{SRT}/managers/scheduler.py"
-ADMISSION_EDITS = (
-    (
-        SCHEDULER,
-        "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n",
-        "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n"
-        "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not req.finished():\n"
-        "            from sglang.srt.speculative.dflash_worker import fit_to_drafter, request_unsupported\n\n"
-        "            # features the workers cannot serve losslessly yet; prompts past the drafter's positions\n"
-        "            worker = self.draft_worker\n"
-        "            message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, worker.num_nodes)\n"
-        "            if message:\n"
-        "                req.set_finish_with_abort(message)\n",
-    ),
-)
 
-CAPTURE_EDITS = (
-    (
-        MODEL_RUNNER,
-        '    def init_device_graphs(self):\n        """Capture device graphs."""\n',
-        '    def init_device_graphs(self):\n        """Capture device graphs."""\n'
-        "        if (self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()) and not self.is_draft_worker:\n"
-        "            # The drafter reads the target's hidden states at its tapped layers from a static buffer that\n"
-        "            # the target's graphs must write: install the capture before they are captured.\n"
-        "            from sglang.srt.speculative.dflash_hidden_capture import install_before_graphs\n"
-        "            from sglang.srt.speculative.dflash_tree_gdn import install as install_tree_gdn\n\n"
-        "            install_before_graphs(self)\n"
-        "            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0\n\n",
-    ),
-)
-
-REPLAY_EDITS = (
-    (
-        MAMBA_BACKEND,
-        "from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput\n",
-        "from sglang.srt.speculative.dflash import NUM_REQS_ATTR\n"
-        "from sglang.srt.speculative.eagle_info import EagleDraftInput, EagleVerifyInput\n",
-    ),
-    (
-        MAMBA_BACKEND,
-        "        num_padding = torch.count_nonzero(\n"
-        "            seq_lens_cpu == self.get_cuda_graph_seq_len_fill_value()\n"
-        "        )\n",
-        "        # Padding rows have the fill value as their length. A real request can have it too (a\n"
-        "        # one-token prompt at its first verify): where the verify input records its number of real\n"
-        "        # requests, count only the rows after them.\n"
-        "        num_reqs = getattr(spec_info, NUM_REQS_ATTR, None)\n"
-        "        padding_lens = seq_lens_cpu if num_reqs is None else seq_lens_cpu[num_reqs:]\n"
-        "        num_padding = torch.count_nonzero(\n"
-        "            padding_lens == self.get_cuda_graph_seq_len_fill_value()\n"
-        "        )\n",
-    ),
-)
-
-
-TREE_GDN_EDITS = (
-    (
-        GDN_BACKEND,
-        "        assert isinstance(mixed_qkv, torch.Tensor)\n        seq_len = mixed_qkv.shape[0]\n",
-        "        assert isinstance(mixed_qkv, torch.Tensor)\n"
-        "        if forward_batch.forward_mode.is_target_verify():\n"
-        "            from sglang.srt.speculative.dflash_tree_gdn import workspace\n\n"
-        "            tree_verify = workspace()  # DFLASH/DDTREE, unless SGLANG_DFLASH_TREE_GDN=0\n"
-        "            if tree_verify is not None:\n"
-        "                return tree_verify.verify(self, layer, forward_batch, mixed_qkv, a, b)\n"
-        "        seq_len = mixed_qkv.shape[0]\n",
-    ),
-)
-
-TREE_ATTENTION_EDITS = (
-    (
-        MAMBA_BACKEND,
-        "        if layer_id in self.full_attn_layers:\n            return self.full_attn_backend.forward_extend(\n",
-        "        if layer_id in self.full_attn_layers:\n"
-        "            if forward_batch.forward_mode.is_target_verify():\n"
-        "                from sglang.srt.speculative.dflash_tree_gdn import attention_serves, workspace\n\n"
-        "                tree_verify = workspace()  # DFLASH/DDTREE\n"
-        "                if (\n"
-        "                    tree_verify is not None\n"
-        "                    and tree_verify.attention_for(self.full_attn_backend)\n"
-        "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
-        "                ):\n"
-        "                    first = layer_id == min(self.full_attn_layers)  # makes the step's mask\n"
-        "                    return tree_verify.attention(layer, forward_batch, q, k, v, save_kv_cache, first)\n"
-        "            return self.full_attn_backend.forward_extend(\n",
-    ),
-)
-
-MEMORY_PLAN_EDITS = (
-    (
-        KV_CACHE_MIXIN,
-        "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n"
-        "                )\n"
-        "        return cell_size\n",
-        "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n"
-        "                )\n"
-        "        if (\n"
-        "            self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree()\n"
-        "        ) and not self.is_draft_worker:\n"
-        "            # the drafter's context K/V sits at the target's KV slots: one entry per KV-cache token\n"
-        "            cell_size += dflash_draft_bytes(\n"
-        "                dflash_draft_config(self.server_args),\n"
-        "                self.model_config.dtype,\n"
-        "                self.server_args.tp_size,\n"
-        "            )[1]\n"
-        "        return cell_size\n",
-    ),
-    (
-        KV_CACHE_MIXIN,
-        "        assert config is not None\n\n        # reserve the memory for the intermediate mamba states used for spec dec\n",
-        "        assert config is not None\n\n"
-        "        if self.spec_algorithm.is_dflash() or self.spec_algorithm.is_ddtree():\n"
-        "            # the drafter's weights are loaded after this plan\n"
-        "            total_rest_memory -= dflash_reserve_gib(server_args, self.model_config.dtype)\n\n"
-        "        # reserve the memory for the intermediate mamba states used for spec dec\n",
-    ),
-    (
-        KV_CACHE_MIXIN,
-        "                config.mamba2_cache_params.mamba_cache_per_req\n"
-        "                * max_running_requests\n"
-        "                * server_args.speculative_num_draft_tokens\n",
-        "                config.mamba2_cache_params.mamba_cache_per_req\n"
-        "                * max(dflash_spec_state_size(server_args, max_running_requests), 1)  # one slot with the tree verify\n"
-        "                * server_args.speculative_num_draft_tokens\n",
-    ),
-    (
-        KV_CACHE_MIXIN,
-        "                    mamba_spec_state_size=max_num_reqs,\n",
-        "                    # no per-node GDN verify states when the tree verify replaces them\n"
-        "                    mamba_spec_state_size=dflash_spec_state_size(self.server_args, max_num_reqs),\n",
-    ),
-    (
-        KV_CACHE_MIXIN,
-        "from sglang.srt.mem_cache.memory_pool import (\n",
-        "from sglang.srt.speculative.dflash_memory_plan import (\n"
-        "    draft_bytes as dflash_draft_bytes,\n"
-        "    draft_config as dflash_draft_config,\n"
-        "    reserve_gib as dflash_reserve_gib,\n"
-        ")\n"
-        "from sglang.srt.speculative.dflash_tree_gdn import (\n"
-        "    spec_state_size as dflash_spec_state_size,\n"
-        ")\n"
-        "from sglang.srt.mem_cache.memory_pool import (\n",
-    ),
-)
-
-
-def apply_edits(read, edits) -> dict[str, str]:
+def apply_edits(read, edits: list[Edit]) -> dict[str, str]:
     out = {}
-    for path, old, new in edits:
-        out[path] = edit(out.get(path, read(path)), old, new, path)
+    for e in edits:
+        if e.path not in out and not exists(read, e.path):
+            raise UnsupportedSource(f"{e.path}: not in this source, which is not the release patches/generate.py knows")
+        text = out.get(e.path) or read(e.path)
+        out[e.path] = edit(text, e.old, e.new, e.path)
+        check_within(text, e)
     return out
 
 
@@ -453,129 +681,168 @@ class Patch:
     body: str
     files: dict[str, str] = field(default_factory=dict)  # upstream path -> new text
     new: bool = True  # the files are new (else: edits of existing files)
+    hooks: tuple[str, ...] = ()  # the plugin hooks it stands for (edits)
 
 
-def series(read) -> list[Patch]:
-    """The patches, in order. read(path) gives a pristine SGLang file's text ('python/sglang/...')."""
-    core, facing = core_files(), facing_files()
-    model = upstream_path(FACING["sglang_dflash.sglang.draft_model"])
+def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[Edit]]]:
+    """(slug, subject, body, hooks, other edits) of each patch that edits SGLang, in order; every hook of the
+    release's table but PLUGIN_ONLY's is in exactly one."""
+    both = f"{DFLASH_CHAIN} and {DDTREE}"
+    alias = (
+        f"SGLang's own {DFLASH} is unchanged ({DFLASH} names it unless SGLANG_DFLASH_OVERRIDE_DFLASH=1).\n"
+        if t.table.has_dflash
+        else f"{DFLASH} is accepted as {DFLASH_CHAIN}'s other name (this release has no {DFLASH} of its own).\n"
+    )
+    cell = f"{versions.POOL_CONFIGURATOR.rsplit('.', 1)[1]}'s" if t.table.has_dflash else "the KV-cache mixin's"
     return [
-        Patch(
-            "speculative-add-dflash-ddtree-core",
-            "[Speculative] Add the DFLASH/DDTREE core: draft trees, acceptance and tree kernels",
-            "Add sglang.srt.speculative.dflash, framework-independent (torch and Triton only):\n"
-            "- ddtree.py: DDTree draft trees (exact top-B prefixes of the drafter's per-depth marginals,\n"
-            "  built on the GPU without a host round-trip), greedy and lossless sampling acceptance;\n"
-            "- dflash.py: a DFlash chain as the degenerate tree, so chain and tree share verify and commit;\n"
-            "- kernels/: Triton tree build/walk, vocabulary top-k/argmax, tree Gated DeltaNet verify/commit,\n"
-            "  tree causal conv and tree attention, each beside the torch reference it is tested against;\n"
-            "- models/: the z-lab DFlash config parsing and target/drafter pair checks, and plain-torch\n"
-            "  reference models (drafter, Qwen3.5 hybrid target).\n"
-            "Nothing in SGLang uses it yet.",
-            core,
+        (
+            f"speculative-register-{t.slug}",
+            f"[Speculative] Register {both} as speculative algorithms",
+            f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Both answer\n"
+            "is_eagle(), so the shared code gives their verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs,\n"
+            "tree custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not support\n"
+            "spec v2. create_worker returns DFlashWorker / DDTreeWorker; --speculative-algorithm accepts both;\n"
+            "__post_init__ gives the algorithm its canonical name before any check reads it, and\n"
+            "_handle_speculative_decoding resolves their arguments first (resolve_speculative_args);\n"
+            "_handle_model_specific_adjustments settles the radix cache and the mamba scheduler strategy before the\n"
+            "hybrid models' checks.\n" + alias,
+            ("from_string", "add_cli_args", "post_init", "model_specific_adjustments", "speculative_decoding"),
+            algorithm_edits(t),
         ),
-        Patch(
-            "models-add-dflash-draft-model",
-            "[Model] Add DFlashDraftModel, the z-lab DFlash block drafter",
-            'Support `architectures: ["DFlashDraftModel"]` checkpoints (e.g. z-lab/Qwen3.6-27B-DFlash) on\n'
-            "SGLang layers: tensor-parallel attention and MLP, ENCODER_ONLY attention over the draft block\n"
-            "(sliding layers: DECODER with the window), no embedding or LM head (the target's are used).\n"
-            "Registered through EntryClass like every module of sglang.srt.models.",
-            {model: facing[model]},
+        (
+            f"model-runner-{t.prefix}-hidden-capture",
+            f"[Speculative] Install the {DFLASH_CHAIN}/{DDTREE} hidden capture before target graph capture",
+            "The drafter is conditioned on the target's hidden states at its tapped layers. The capture copies\n"
+            "them into a static buffer, so it must be installed on the target model before\n"
+            "ModelRunner.init_device_graphs captures the CUDA graphs (replays run no Python); the tree verify's\n"
+            "static buffers are made there too.",
+            ("init_device_graphs",),
+            [],
         ),
-        Patch(
-            "speculative-add-dflash-ddtree-workers",
-            "[Speculative] Add DFLASH and DDTREE workers, hidden capture and server-argument resolution",
-            "- dflash_worker.py: DFlashWorker (chain) and DDTreeWorker (tree) for the non-overlap scheduler,\n"
-            "  verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
-            "- dflash_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
-            "  static buffer the target's CUDA graphs write;\n"
-            "- dflash_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"
-            "- dflash_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
-            "- dflash_step_profile.py: per-phase step times when SGLANG_DFLASH_PROFILE names a file;\n"
-            "- dflash_server_args.py: defaults for DFLASH/DDTREE and refusals before serving starts\n"
-            "  (drafter/target mismatch, DP attention, PP, page size for DDTREE, ...).\n"
-            "Not wired in yet.",
-            {p: t for p, t in facing.items() if p != model},
-        ),
-        Patch(
-            "speculative-register-dflash-ddtree",
-            "[Speculative] Register DFLASH and DDTREE as speculative algorithms",
-            "SpeculativeAlgorithm gets DFLASH and DDTREE (is_dflash()/is_ddtree()). Both answer is_eagle(),\n"
-            "so the shared code gives their verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs, tree\n"
-            "custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not\n"
-            "support spec v2. create_worker returns DFlashWorker / DDTreeWorker;\n"
-            "--speculative-algorithm accepts both, and _handle_speculative_decoding resolves their arguments\n"
-            "first (dflash_server_args.resolve_speculative_args); _handle_model_specific_adjustments settles the\n"
-            "radix cache and the mamba scheduler strategy before the hybrid models' checks.",
-            apply_edits(read, REGISTRATION_EDITS),
-            new=False,
-        ),
-        Patch(
-            "model-runner-dflash-hidden-capture",
-            "[Speculative] Install the DFLASH/DDTREE hidden capture before target graph capture",
-            "The drafter is conditioned on the target's hidden states at its tapped layers. The capture\n"
-            "copies them into a static buffer, so it must be installed on the target model before\n"
-            "ModelRunner.init_device_graphs captures the CUDA graphs (replays run no Python).",
-            apply_edits(read, CAPTURE_EDITS),
-            new=False,
-        ),
-        Patch(
-            "scheduler-dflash-admission",
-            "[Speculative] Abort DFLASH/DDTREE requests the workers cannot serve yet, at admission",
+        (
+            f"scheduler-{t.prefix}-admission",
+            f"[Speculative] Abort {DFLASH_CHAIN}/{DDTREE} requests the workers cannot serve yet, at admission",
             "Logprobs, grammar, min-p, penalties, logit_bias and custom logit processors are not served\n"
-            "losslessly by the DFLASH/DDTREE workers yet. Such a request now finishes at admission with an\n"
-            "error naming the feature (as an over-long prompt does), instead of reaching the worker.",
-            apply_edits(read, ADMISSION_EDITS),
-            new=False,
+            f"losslessly by the {both} workers yet. Such a request now finishes at admission with an\n"
+            "error naming the feature (as a prompt past the drafter's positions does), instead of reaching the\n"
+            "worker.",
+            ("add_request_to_queue",),
+            [],
         ),
-        Patch(
+        (
             "mamba-graph-replay-padding",
             "[Bugfix] Hybrid GDN graph replay: a length-1 request is not padding",
             "MambaAttnBackendBase._replay_metadata counts CUDA-graph padding as the rows whose seq_lens_cpu\n"
             "equals the fill value (1). A real request of length 1 (a one-token prompt at its first verify)\n"
             "is then taken for padding: the batch's last real request is verified from state slot -1 and\n"
             "emits garbage. Verify inputs that record their number of real requests (NUM_REQS_ATTR, set by\n"
-            "the DFLASH/DDTREE workers) now have only the rows after them counted; others are unchanged.",
-            apply_edits(read, REPLAY_EDITS),
-            new=False,
+            f"the {both} workers) now have only the rows after them counted; others are unchanged.",
+            ("replay_metadata",),
+            [],
         ),
-        Patch(
+        (
             "gdn-backend-tree-verify",
-            "[Speculative] GDN TARGET_VERIFY through tree kernels for DFLASH/DDTREE",
-            "The GDN layers of a DFLASH/DDTREE verify run the tree conv and\n"
-            "tree Gated DeltaNet kernels (outputs for every node, pools untouched, no per-node state), and\n"
-            "the worker commits the accepted path of every layer in one launch each, instead of the\n"
-            "intermediate_ssm / intermediate_conv_window snapshots and update_mamba_state_after_mtp_verify,\n"
-            "which the next patch allocates for one request slot only. SGLANG_DFLASH_TREE_GDN=0 keeps SGLang's\n"
-            "own path.",
-            apply_edits(read, TREE_GDN_EDITS),
-            new=False,
+            f"[Speculative] GDN TARGET_VERIFY through tree kernels for {both}",
+            f"The GDN layers of a {DFLASH_CHAIN}/{DDTREE} verify run the tree conv and tree Gated DeltaNet kernels\n"
+            "(outputs for every node, pools untouched, no per-node state), and the worker commits the accepted\n"
+            "path of every layer in one launch each, instead of the intermediate_ssm / intermediate_conv_window\n"
+            "snapshots and update_mamba_state_after_mtp_verify, which the last patch allocates for one request\n"
+            "slot only. SGLANG_DFLASH_TREE_GDN=0 keeps SGLang's own path.",
+            ("gdn_forward_extend",),
+            [],
         ),
-        Patch(
+        (
             "hybrid-backend-tree-attention",
             "[Speculative] Full-attention TARGET_VERIFY through the tree attention kernel",
-            "The full-attention layers of a hybrid model's DFLASH/DDTREE verify run the tree attention kernel\n"
-            "where it was measured faster than the attention backend (Hopper, against flashinfer and triton;\n"
-            "SGLANG_DFLASH_TREE_ATTENTION=1 / 0 forces it on / off): the prefix read from the KV pool through\n"
-            "req_to_token, the draft nodes through the tree's ancestor mask, each request's prefix cut into\n"
-            "splits by its own length. Layers with a logit cap, a sliding window or an fp8 KV cache keep the\n"
+            f"The full-attention layers of a hybrid model's {DFLASH_CHAIN}/{DDTREE} verify run the tree attention\n"
+            "kernel where it was measured faster than the attention backend (Hopper, against flashinfer and\n"
+            "triton; SGLANG_DFLASH_TREE_ATTENTION=1 / 0 forces it on / off): the prefix read from the KV pool\n"
+            "through req_to_token, the draft nodes through the tree's ancestor mask, each request's prefix cut\n"
+            "into splits by its own length. Layers with a logit cap, a sliding window or an fp8 KV cache keep the\n"
             "attention backend.",
-            apply_edits(read, TREE_ATTENTION_EDITS),
-            new=False,
+            ("hybrid_forward_extend",),
+            [],
         ),
-        Patch(
-            "memory-plan-dflash-drafter",
-            "[Speculative] DFLASH/DDTREE memory plan: the drafter's KV and weights, one slot of GDN states",
-            "The DFLASH/DDTREE worker keeps the drafter's context K/V at the target's KV slots (an entry per\n"
-            "KV-cache token), so its per-token bytes join the cell size; its weights are loaded after the plan,\n"
-            "which now holds them back (dflash_memory_plan.reserve_gib). With the tree GDN verify the\n"
-            "per-node GDN verify states are never read, so they are allocated and reserved for one request\n"
-            "slot instead of max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
-            apply_edits(read, MEMORY_PLAN_EDITS),
-            new=False,
+        (
+            f"memory-plan-{t.prefix}-drafter",
+            f"[Speculative] {DFLASH_CHAIN}/{DDTREE} memory plan: the drafter's KV and weights, one slot of GDN states",
+            f"The {DFLASH_CHAIN}/{DDTREE} worker keeps the drafter's context K/V at the target's KV slots (an entry\n"
+            f"per KV-cache token), so its per-token bytes join {cell} cell size; its weights are loaded\n"
+            "after the plan, which now holds them back. With the tree GDN verify the per-node GDN verify states\n"
+            "are never read, so they are allocated and reserved for one request slot instead of\n"
+            "max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
+            ("req_to_token_pool_init", "handle_max_mamba_cache", "cell_size_per_token", "compute_cell_size"),
+            [],
         ),
     ]
+
+
+def series(t: Target, read) -> list[Patch]:
+    """The patches of release t, in order. read(path) gives a pristine SGLang file's text ('python/sglang/...')."""
+    table = t.table
+    hooks = {h.hook: h for h in (*table.stock, *table.runtime)}
+    groups = edit_patches(t)
+    grouped = [h for _, _, _, names, _ in groups for h in names if h in hooks]
+    missing = sorted(set(hooks) - set(grouped) - set(PLUGIN_ONLY))
+    if missing or len(grouped) != len(set(grouped)):
+        raise UnsupportedSource(f"hooks {missing} of SGLang {t.release}'s table have no patch in edit_patches")
+    core, facing = core_files(t), facing_files(t)
+    model = upstream_path(t.facing[DRAFT_MODEL]) if t.draft_model else None
+    both = f"{DFLASH_CHAIN} and {DDTREE}"
+    out = [
+        Patch(
+            f"speculative-add-{t.slug}-core",
+            f"[Speculative] Add the {both} core: draft trees, acceptance and tree kernels",
+            f"Add {t.core}, framework-independent (torch and Triton only):\n"
+            "- ddtree.py: DDTree draft trees (exact top-B prefixes of the drafter's per-depth marginals,\n"
+            "  built on the GPU without a host round-trip), greedy and lossless sampling acceptance;\n"
+            "- dflash.py: a DFlash chain as the degenerate tree, so chain and tree share verify and commit;\n"
+            "- kernels/: Triton tree build/walk, vocabulary top-k/argmax, tree Gated DeltaNet verify/commit,\n"
+            "  tree causal conv and tree attention, each beside the torch reference it is tested against;\n"
+            "- models/: the z-lab DFlash config parsing and target/drafter pair checks, and plain-torch\n"
+            "  reference models (drafter, Qwen3.5 hybrid target);\n"
+            "- env.py: the SGLANG_DFLASH_* switches.\n"
+            "Nothing in SGLang uses it yet.",
+            core,
+        )
+    ]
+    if model:
+        out.append(
+            Patch(
+                "models-add-dflash-draft-model",
+                "[Model] Add DFlashDraftModel, the z-lab DFlash block drafter",
+                'Support `architectures: ["DFlashDraftModel"]` checkpoints (e.g. z-lab/Qwen3.6-27B-DFlash) on\n'
+                "SGLang layers: tensor-parallel attention and MLP, ENCODER_ONLY attention over the draft block\n"
+                "(sliding layers: DECODER with the window), no embedding or LM head (the target's are used).\n"
+                "Registered through EntryClass like every module of sglang.srt.models.",
+                {model: facing[model]},
+            )
+        )
+    out.append(
+        Patch(
+            f"speculative-add-{t.slug}-workers",
+            f"[Speculative] Add {both} workers, hidden capture and server-argument resolution",
+            f"- {t.prefix}_worker.py: DFlashWorker ({DFLASH_CHAIN}) and DDTreeWorker ({DDTREE}) for the non-overlap\n"
+            "  scheduler, verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
+            f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
+            "  static buffer the target's CUDA graphs write;\n"
+            f"- {t.prefix}_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"
+            f"- {t.prefix}_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
+            f"- {t.prefix}_tree_gdn.py: the tree verify of the GDN and full-attention layers, and its commit;\n"
+            f"- {t.prefix}_memory_plan.py: the drafter's weights and per-token K/V in SGLang's memory plan;\n"
+            f"- {t.prefix}_step_profile.py: per-phase step times when SGLANG_DFLASH_PROFILE names a file;\n"
+            f"- {t.prefix}_server_args.py: defaults for {both} and refusals before serving starts\n"
+            "  (drafter/target mismatch, DP attention, PP, page size for DDTREE, ...);\n"
+            f"- {t.prefix}_names.py: the algorithms' names.\n"
+            "Not wired in yet.",
+            {p: text for p, text in facing.items() if p != model},
+        )
+    )
+    for slug, subject, body, names, edits in groups:
+        names = tuple(n for n in names if n in hooks)
+        edits = edits + [e for n in names for e in hook_edits(t, hooks[n], read)]
+        out.append(Patch(slug, subject, body, apply_edits(read, edits), new=False, hooks=names))
+    return out
 
 
 def unified_diff(path: str, old: str | None, new: str) -> tuple[str, int, int]:
@@ -637,51 +904,78 @@ def installed_sglang() -> Path:
 
     spec = importlib.util.find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit("sglang is not installed; pass --sglang-src (a checkout of the SGLang repository)")
+        raise SystemExit("sglang is not installed; pass --sglang-src (a checkout or an unpacked wheel)")
     return Path(list(spec.submodule_search_locations)[0])
 
 
-def installed_version() -> str:
+def installed_version() -> str | None:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version("sglang")
     except PackageNotFoundError:
-        return "unknown"
+        return None
 
 
 def make_upstream_tree(dest: Path) -> Path:
     """Copy the installed sglang package to dest/python/sglang (the repository's layout); returns dest."""
-    shutil.copytree(installed_sglang(), dest / "python" / "sglang", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(installed_sglang(), dest / "python" / "sglang", ignore=ignore)
     return dest
 
 
-def reader(src: Path | None):
-    """read(path) for upstream paths 'python/sglang/...', from a checkout or from the installed package."""
+def source_package(src: Path | None, release: str) -> Path:
+    """The sglang package to read: src/python/sglang (a checkout), src/sglang (an unpacked wheel) or, without src,
+    the installed one, which must be `release`."""
     if src is None:
-        package = installed_sglang()
         found = installed_version()
-        if found != RELEASE:
-            raise SystemExit(f"the installed sglang is {found}, not {RELEASE}; pass --sglang-src with a {RELEASE} checkout")
+        if found != release:
+            raise SystemExit(f"the installed sglang is {found}, not {release}; pass --sglang-src with {release}'s source")
+        return installed_sglang()
+    for package in (src / "python" / "sglang", src / "sglang"):
+        if (package / "srt").is_dir():
+            stamp = package / "_version.py"  # a wheel has it; a checkout has it once built
+            found = re.search(r"__version__ = version = '([^']+)'", stamp.read_text()) if stamp.is_file() else None
+            if found and found.group(1) != release:
+                raise SystemExit(f"{package} is SGLang {found.group(1)}, not {release}")
+            return package
+    raise SystemExit(f"{src} has neither python/sglang/srt (a checkout) nor sglang/srt (an unpacked wheel)")
 
-        def read(path: str) -> str:
-            return (package / Path(path).relative_to("python/sglang")).read_text()
 
-        return read
+def reader(package: Path):
+    """read(path) for upstream paths 'python/sglang/...' from an sglang package directory."""
 
     def read(path: str) -> str:
-        return (src / path).read_text()
+        return (package / Path(path).relative_to("python/sglang")).read_text()
 
     return read
 
 
-README = """\
-# patches/: sglang-dflash as an SGLang patch series
+def readme(t: Target, names: list[str], patches: list[Patch]) -> str:
+    """patches/<release>/README.md: the series, how to apply it, what of the plugin maps where."""
+    table = "\n".join(f"{i}. `{n}`: {p.subject}" for i, (n, p) in enumerate(zip(names, patches), 1))
+    hooks = {h.hook: h for h in (*t.table.stock, *t.table.runtime)}
+    edits = "\n".join(
+        f"  - `{h}` -> `{hooks[h].module}.{'.'.join(hooks[h].path)}`: {n[:4]}" for n, p in zip(names, patches) for h in p.hooks
+    )
+    plugin_only = "".join(f"  - `{h}`: {why}\n" for h, why in PLUGIN_ONLY.items())
+    renamed = ", ".join(f"`{m.rsplit('.', 1)[1]}` -> `{t.prefix}_{n}`" for m, n in FACING.items() if m.rsplit(".", 1)[1] != n)
+    f = t.table.fields
+    if t.draft_model:
+        model = f"- `sglang/draft_model.py` -> `python/sglang/srt/models/{t.prefix}.py` (EntryClass `DFlashDraftModel`)"
+    else:
+        model = (
+            "- `sglang/draft_model.py`: not ported; SGLang's own `models/dflash.py` is the `DFlashDraftModel`\n"
+            "  architecture here (the workers run the core's drafter, not an SGLang model)"
+        )
+    return f"""\
+# patches/{t.release}/: sglang-dflash as an SGLang {t.release} patch series
 
-The plugin's DFLASH and DDTREE speculative decoding as {n} patches against **SGLang {release}**
-(the `python/` tree of the `v{release}` tag, or the release's wheel in that layout), written the way
-an upstream PR would add them. They are generated from the plugin's code by `generate.py`, and
-`tests/test_patches.py` checks that they are up to date and apply cleanly to that release.
+{len(patches)} patches against **SGLang {t.release}** (the `python/` tree of the `v{t.release}` tag, or the release's
+wheel in that layout), written the way an upstream PR would add them, generated from the plugin's code by
+`patches/generate.py --release {t.release}` and checked by `tests/test_patches.py`.
+
+{textwrap.fill(t.why, 120)}
 
 ## The series
 
@@ -689,94 +983,74 @@ an upstream PR would add them. They are generated from the plugin's code by `gen
 
 ## Apply
 
-    cd sglang                                   # a checkout of v{release}
-    git apply /path/to/patches/*.patch          # in the order of patches/series
-    # or: for p in $(cat /path/to/patches/series); do patch -p1 < /path/to/patches/$p; done
+    cd sglang                                   # a checkout of v{t.release}
+    for p in $(cat /path/to/patches/{t.release}/series); do git apply /path/to/patches/{t.release}/$p; done
+    # or patch -p1 < each in that order, or git am
 
-(`git am` works too: each patch has a From/Subject header.) Nothing else is needed: the drafter
-architecture registers itself through `EntryClass` in `python/sglang/srt/models/dflash.py`, and
-`--speculative-algorithm DFLASH|DDTREE` is then a built-in choice.
-
-## Regenerate
-
-    python patches/generate.py                  # against the installed sglang (must be {release})
-    python patches/generate.py --sglang-src ~/sglang   # against a checkout
-
-After any change to the plugin's ported modules, rerun it and commit the result (the test fails
-until then). An edit whose anchor is no longer found stops the generator with the file and the
-line it looked for: that is how a newer SGLang release shows up, and its anchors are in
-`generate.py` (`REGISTRATION_EDITS`, `CAPTURE_EDITS`, `ADMISSION_EDITS`, `REPLAY_EDITS`, `TREE_GDN_EDITS`,
-`TREE_ATTENTION_EDITS`).
+`--speculative-algorithm {DDTREE}` / `{DFLASH_CHAIN}` is then a built-in choice.
 
 ## What maps where
 
-- `sglang_dflash/{{ddtree,dflash,cuda_graph}}.py`, `kernels/`, `models/` -> `python/sglang/srt/speculative/dflash/`
-  (copied file by file; their relative imports unchanged)
-- `sglang/draft_model.py` -> `python/sglang/srt/models/dflash.py`
-- `sglang/{{dflash_worker,hidden_capture,verify_io,vocab_parallel,server_args}}.py` ->
-  `python/sglang/srt/speculative/dflash_*.py` (relative imports made absolute), and
-  `sglang/tree_gdn_backend.py` -> `python/sglang/srt/speculative/dflash_tree_gdn.py`
-- `hooks.patch_spec_info`, `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.DFLASH` / `DDTREE`,
-  `is_dflash()` / `is_ddtree()`, `create_worker`
-- `hooks.patch_server_args` -> the `--speculative-algorithm` choices, `_handle_speculative_decoding`,
-  `_handle_model_specific_adjustments`
-- `hooks.register_draft_model` -> nothing: `EntryClass` in `models/dflash.py`
-- `hooks.patch_model_runner` (`hidden_capture.patch_model_runner`) -> `ModelRunner.init_device_graphs`
-- `hooks.patch_scheduler` -> `Scheduler._add_request_to_queue`
-- `hooks.patch_mamba_replay` -> `MambaAttnBackendBase._replay_metadata`
-- `hooks.patch_gdn_backend` (`tree_gdn_backend.patch_gdn_backend`) -> `GDNAttnBackend.forward_extend`
-  (on for DFLASH/DDTREE; `SGLANG_DFLASH_TREE_GDN=0` keeps SGLang's own path, as in the plugin)
-- `hooks.patch_hybrid_linear_attn_backend` (`tree_gdn_backend.patch_hybrid_backend`) ->
-  `HybridLinearAttnBackend.forward_extend` (on where measured faster, `SGLANG_DFLASH_TREE_ATTENTION=1` / `0` to
-  force it, as in the plugin)
+- `sglang_dflash/{{ddtree,dflash,cuda_graph,env}}.py`, `kernels/`, `models/` ->
+  `python/sglang/srt/speculative/{t.prefix}/` (copied file by file; their relative imports unchanged)
+- `sglang_dflash/sglang/<module>.py` -> `python/sglang/srt/speculative/{t.prefix}_<module>.py` ({renamed}),
+  relative imports made absolute; `names.Fields` dropped: the worker spells SGLang {t.release}'s fields
+  `{f.retrieve}_*`, `{f.result_accepted}`, `{f.result_accepted_per_req}`, `{f.req_accepted}`; `algorithm.is_ours`
+  joins `{t.prefix}_names.py`
+{model}
+- `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` /
+  `is_ddtree()`, `is_eagle()`, `supports_spec_v2()`, `create_worker`
+- each hook of `plugin/patches.py` that `plugin/versions.py` applies on {t.release} -> an edit of the function it goes
+  around, in the patch numbered after it (`req_to_token_pool_init`: of its caller `ModelRunnerKVCacheMixin._init_pools`,
+  which has the server arguments):
+{edits}
 
 ## Left out (plugin-only)
 
-- `bootstrap.py`, `plugin.py`, `hooks.py`, `algorithm.py`: the import-time patching and the
-  duck-typed algorithm object are replaced by the direct edits; their constants `ALGORITHMS` and
-  `NUM_REQS_ATTR` are defined in `speculative/dflash/__init__.py`.
-- `worker.py`: upstream, `create_worker` returns the workers directly, and the hidden capture is installed whenever the algorithm
-  is DFLASH/DDTREE.
-- `server_args.check_sglang_version` (and `SUPPORTED_SGLANG`): inside SGLang there is no other version.
-- `hooks.patch_tp_worker`: SGLANG_DFLASH_PROFILE's timing of stock decode forwards (a benchmark aid).
+- `sglang_dflash/sglang/plugin/`: upstream needs no plugin.
+{plugin_only}  - `profile_decode` (SGLANG_DFLASH_PROFILE's timing of stock decode steps): a benchmark aid.
 - `engine/`, `generate.py`, `init_draft.py`, `demo.py`, `launch.py`: the standalone engine and CLIs.
 
-Module docstrings are the plugin's, verbatim: they still name plugin files (`hooks`, `worker.py`)
-in places.
+Module docstrings are the plugin's, verbatim: they name plugin files and hooks in places.
 """
 
 
-def write(out: Path, src: Path | None) -> list[str]:
-    read = reader(src)
-    patches = series(read)
+def write(out: Path, release: str, src: Path | None = None) -> list[str]:
+    t = TARGETS.get(release)
+    if t is None:
+        raise SystemExit(f"no series for SGLang {release} (have {', '.join(TARGETS)})")
+    read = reader(source_package(src, release))
+    patches = series(t, read)
     names = [f"{i:04d}-{p.slug}.patch" for i, p in enumerate(patches, 1)]
+    texts = [format_patch(p, i, len(patches), read) for i, p in enumerate(patches, 1)]
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("[0-9][0-9][0-9][0-9]-*.patch"):
         old.unlink()
-    for i, (name, p) in enumerate(zip(names, patches), 1):
-        (out / name).write_text(format_patch(p, i, len(patches), read))
+    for name, text in zip(names, texts):
+        (out / name).write_text(text)
     (out / "series").write_text("".join(n + "\n" for n in names))
-    table = "\n".join(f"{i}. `{n}`: {p.subject}" for i, (n, p) in enumerate(zip(names, patches), 1))
-    (out / "README.md").write_text(README.format(n=len(patches), release=RELEASE, table=table))
+    (out / "README.md").write_text(readme(t, names, patches))
     return names
 
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n\n".join(__doc__.split("\n\n")[1:]))  # fmt: skip
-    ap.add_argument(
-        "--sglang-src",
-        type=Path,
-        default=None,
-        help=f"a pristine SGLang {RELEASE} checkout (with python/sglang/srt); default: the installed sglang package",
-    )
-    ap.add_argument("--out", type=Path, default=HERE, help="where to write the series (default: this directory)")
+    ap.add_argument("--release", choices=list(TARGETS), default=None, help="default: the installed sglang's")
+    ap.add_argument("--sglang-src", type=Path, default=None,
+                    help="the release's source: a checkout (python/sglang/srt) or an unpacked wheel (sglang/srt); "
+                         "default: the installed sglang package")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=None, help="where to write the series (default: patches/<release>)")
     args = ap.parse_args(argv)
+    release = args.release or installed_version()
+    if release not in TARGETS:
+        ap.error(f"--release is needed: the installed sglang is {release}, not one of {', '.join(TARGETS)}")
+    out = args.out or HERE / release
     try:
-        names = write(args.out, args.sglang_src)
+        names = write(out, release, args.sglang_src)
     except UnsupportedSource as e:
         sys.exit(f"generate.py: {e}")
-    print("\n".join(str(args.out / n) for n in names))
+    print("\n".join(str(out / n) for n in names))
 
 
 if __name__ == "__main__":

@@ -158,18 +158,18 @@ def test_local_vocab_range():
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_worker_classes(tp):
-    """Our workers serve DFLASH/DDTREE at any TP; other algorithms are not ours."""
-    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
+    """Our workers serve DFLASH_CHAIN/DDTREE at any TP; SGLang's names (DFLASH included, once resolved) are not ours."""
+    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
     from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
-    from sglang_dflash.sglang.worker import worker_class, workers_enabled
 
     def args(name):
         return SimpleNamespace(speculative_algorithm=name, tp_size=tp)
 
-    assert worker_class(DraftTreeAlgorithm("DFLASH"), args("DFLASH")) is DFlashWorker
-    assert worker_class(DraftTreeAlgorithm("DDTREE"), args("ddtree")) is DDTreeWorker
-    assert workers_enabled(args("ddtree")) and workers_enabled(args("DFLASH"))
-    assert not workers_enabled(args("EAGLE")) and not workers_enabled(args(None))
+    assert DraftTreeAlgorithm("DFLASH_CHAIN").create_worker(args("DFLASH_CHAIN")) is DFlashWorker
+    assert DraftTreeAlgorithm("DDTREE").create_worker(args("DDTREE")) is DDTreeWorker
+    assert is_ours(args("DDTREE")) and is_ours(args("DFLASH_CHAIN")) and is_ours(DraftTreeAlgorithm("DDTREE"))
+    assert not any(is_ours(args(name)) for name in ("EAGLE", "DFLASH", None))
+    assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours
 
 
 def sampling_info(**overrides):
@@ -242,7 +242,8 @@ def test_requests_the_workers_cannot_serve_are_named(override, named):
 
 def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms_only():
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
-    from sglang_dflash.sglang.hooks import patch_scheduler
+    from sglang_dflash.sglang.plugin.activate import around
+    from sglang_dflash.sglang.plugin.patches import add_request_to_queue
 
     class Req:
         def __init__(self, prompt=10, **params):
@@ -263,7 +264,7 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
         def _add_request_to_queue(self, req, is_retracted=False):
             self.queue.append(req)
 
-    patch_scheduler(SimpleNamespace(Scheduler=Scheduler))
+    around(Scheduler, "_add_request_to_queue", add_request_to_queue)
     ours, other = Scheduler(DraftTreeAlgorithm("DDTREE")), Scheduler(object())
     for scheduler in (ours, other):
         scheduler._add_request_to_queue(Req(min_p=0.1))

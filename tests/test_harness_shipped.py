@@ -73,18 +73,27 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     """--plugin-env reaches every plugin run and its -nograph / -sglanggdn / -backendattn variants; the stock run gets
     none (-backendattn: the tree attention off, the plugin's GDN verify kept). With
     the radix cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's
-    block), and no run disables the cache."""
-    args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH", "DDTREE",
+    block), and no run disables the cache. SGLang's own DFLASH runs with the plugin installed but none of
+    its switches."""
+    args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
                                "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn", "--also-backend-attention",
                                "--plugin-env", "SGLANG_DFLASH_DRAFT_GRAPHS=1", "--plugin-env", "X=a=b"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
     intervals = {
         n: runs[n].engine_kwargs.get("mamba_track_interval")
-        for n in ("sglang", "sglang-dflash", "sglang-ddtree16", "sglang-ddtree40")
+        for n in ("sglang", "sglang-dflash-chain", "sglang-ddtree16", "sglang-ddtree40")
     }
-    assert intervals == {"sglang": None, "sglang-dflash": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
-    assert {"sglang-dflash-nograph", "sglang-ddtree16-nograph-sglanggdn", "sglang-ddtree40-nograph-backendattn"} <= set(runs)
+    assert intervals == {"sglang": None, "sglang-dflash-chain": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
+    builtin = harness.sglang_runs(
+        harness.parse_args(["--speculative-algorithm", "DFLASH", "--plugin-env", "X=1"]), Path("/t"), tmp_path
+    )
+    assert [(r.name, r.plugin, r.env, r.engine_kwargs["speculative_algorithm"]) for r in builtin[1:]] == [
+        ("sglang-builtin-dflash", True, {}, "DFLASH")
+    ]
+    assert {"sglang-dflash-chain-nograph", "sglang-ddtree16-nograph-sglanggdn", "sglang-ddtree40-nograph-backendattn"} <= set(
+        runs
+    )
     assert not any(n.endswith("-sglanggdn-backendattn") for n in runs)
     backend = {n for n, r in runs.items() if r.env.get("SGLANG_DFLASH_TREE_ATTENTION") == "0"}
     assert backend == {n for n in runs if n.endswith("-backendattn")} and len(backend) == 6
@@ -98,7 +107,7 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
 
 
 def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
-    args = harness.parse_args(["--speculative-algorithm", "DFLASH", "DDTREE", "--budgets", "32,64", "--also-sglang-gdn",
+    args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "--budgets", "32,64", "--also-sglang-gdn",
                                "--runs", "sglang,sglang-ddtree64-sglanggdn,sglang-ddtree32"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     names = [r.name for r in harness.sglang_runs(args, Path("/t"), tmp_path)]
@@ -119,12 +128,15 @@ def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):
     (or on one GPU) one queue, unpinned."""
     assert harness.gpu_groups(1, 2) == ["0", "1"] and harness.gpu_groups(2, 4) == ["0,1", "2,3"]
     assert harness.gpu_groups(2, 2) == [None] and harness.gpu_groups(1, 1) == [None] and harness.gpu_groups(1, 0) == [None]
-    args = harness.parse_args(["--speculative-algorithm", "DFLASH", "DDTREE", "--budgets", "16,64"])
+    args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "--budgets", "16,64"])
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = harness.sglang_runs(args, Path("/t"), tmp_path)
     log = harness.Log(None)
     queues = harness.SGLangQueues(runs, {"A": "1"}, [[1]], args, tmp_path, tmp_path, log, ["0", "1"]).queues
-    assert [[r.name for r in q.runs] for q in queues] == [["sglang", "sglang-ddtree16"], ["sglang-dflash", "sglang-ddtree64"]]
+    assert [[r.name for r in q.runs] for q in queues] == [
+        ["sglang", "sglang-ddtree16"],
+        ["sglang-dflash-chain", "sglang-ddtree64"],
+    ]
     assert [q.env for q in queues] == [{"A": "1", "CUDA_VISIBLE_DEVICES": "0"}, {"A": "1", "CUDA_VISIBLE_DEVICES": "1"}]
     assert {r.engine_kwargs["port"] for r in queues[1].runs} == {30100} and "port" not in runs[0].engine_kwargs
     (single,) = harness.SGLangQueues(runs, {"A": "1"}, [[1]], args, tmp_path, tmp_path, log, [None]).queues

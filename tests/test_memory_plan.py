@@ -11,10 +11,13 @@ import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
 
+from sglang_dflash import env
 from sglang_dflash.init_draft import init_draft
 from sglang_dflash.models.config import DraftConfig, read_config
 from sglang_dflash.models.dflash_draft import DFlashDrafter
 from sglang_dflash.sglang import memory_plan
+from sglang_dflash.sglang.plugin import patches
+from sglang_dflash.sglang.plugin.activate import around
 
 GiB = 1 << 30
 LIN, FULL = "linear_attention", "full_attention"
@@ -43,9 +46,9 @@ def test_draft_bytes_equal_what_the_worker_allocates(draft, dtype):
 
 
 def test_draft_max_len(monkeypatch):
-    monkeypatch.delenv(memory_plan.ENV_MAX_LEN, raising=False)
+    monkeypatch.delenv(env.DRAFT_MAX_LEN.name, raising=False)
     assert memory_plan.draft_max_len(4096) == 4096 and memory_plan.draft_max_len(262144) == 8192
-    monkeypatch.setenv(memory_plan.ENV_MAX_LEN, "1000")
+    monkeypatch.setenv(env.DRAFT_MAX_LEN.name, "1000")
     assert memory_plan.draft_max_len(4096) == 1000
 
 
@@ -53,27 +56,33 @@ def test_draft_max_len(monkeypatch):
     "algorithm, tree_gdn, ours, refunded",
     [
         ("DDTREE", None, True, True),  # the default: drafter counted, per-node states of 31 requests given back
-        ("DFLASH", "0", True, False),  # SGLang's per-node GDN path: its reservation stands
-        ("EAGLE", None, False, False),  # other algorithms: untouched
+        ("DFLASH_CHAIN", "0", True, False),  # SGLang's per-node GDN path: its reservation stands
     ],
 )
 def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
-    """Per KV-cache token the drafter's context K/V joins the cell size; its weights are held back before the KV
-    cache is sized; SGLang's per-node GDN reservation shrinks to one request with the tree verify."""
+    """Per KV-cache token the drafter's context K/V joins the cell size (0.5.10's and 0.5.11's hooks alike); its
+    weights are held back before the KV cache is sized; SGLang's per-node GDN reservation shrinks to one request with
+    the tree verify. (The hooks exist only in a scheduler serving ours: `test_sglang_plugin`.)"""
     if tree_gdn is None:
         monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     else:
         monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
 
-    class ModelRunnerKVCacheMixin:  # SGLang 0.5.10's reservation, as handle_max_mamba_cache computes it
-        def get_cell_size_per_token(self, num_layers):
+    class ModelRunnerKVCacheMixin:  # SGLang's reservation, as handle_max_mamba_cache computes it
+        def get_cell_size_per_token(self, num_layers):  # 0.5.10
             return 1000 * num_layers
 
         def handle_max_mamba_cache(self, total_rest_memory):
             args, per_req = self.server_args, self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
             return total_rest_memory - per_req * args.max_running_requests * args.speculative_num_draft_tokens / GiB
 
-    memory_plan.patch_kv_cache_mixin(SimpleNamespace(ModelRunnerKVCacheMixin=ModelRunnerKVCacheMixin))
+    class DefaultPoolConfigurator:  # 0.5.11
+        def _compute_cell_size(self, mr, num_layers):
+            return 1000 * num_layers
+
+    around(ModelRunnerKVCacheMixin, "get_cell_size_per_token", patches.cell_size_per_token)
+    around(ModelRunnerKVCacheMixin, "handle_max_mamba_cache", patches.handle_max_mamba_cache)
+    around(DefaultPoolConfigurator, "_compute_cell_size", patches.compute_cell_size)
     runner = ModelRunnerKVCacheMixin()
     runner.server_args = SimpleNamespace(
         speculative_algorithm=algorithm, tp_size=1, max_running_requests=32, speculative_num_draft_tokens=33,
@@ -85,6 +94,7 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     weights, per_token = memory_plan.draft_bytes(DraftConfig.from_dict(read_config(draft)), torch.bfloat16)
     assert per_token > 0 and weights > 0
     assert runner.get_cell_size_per_token(4) == 4000 + per_token * ours
+    assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + per_token * ours
     expected = 100.0 - weights / GiB * ours - (1 if refunded else 32) * 33 / 16
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected)
 
@@ -98,7 +108,7 @@ def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
         dict(hidden_size=48, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=8, vocab_size=60, block_size=6, dflash_config=dict(target_layer_ids=[0, 2], mask_token_id=5))
     )  # fmt: skip
-    monkeypatch.delenv(memory_plan.ENV_DRAFT_TP, raising=False)
+    monkeypatch.delenv(env.DRAFT_TP.name, raising=False)
     whole = memory_plan.draft_bytes(config, torch.bfloat16)
     model = DFlashDrafter(config)
     shard_drafter(model, 1, 2, lambda x: x)
@@ -106,5 +116,5 @@ def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
     assert sharded == (2 * sum(p.numel() for p in model.parameters()), whole[1] // 2) and sharded[0] < 0.7 * whole[0]
     assert memory_plan.draft_tp_size(config, 2) == 2 and memory_plan.draft_tp_size(config, 3) == 1
     assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=3) == whole  # 4 heads do not split over 3
-    monkeypatch.setenv(memory_plan.ENV_DRAFT_TP, "0")
+    monkeypatch.setenv(env.DRAFT_TP.name, "0")
     assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2) == whole

@@ -17,6 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
+
 STUB = Path(__file__).parent / "sgl_kernel_stub"
 
 
@@ -53,7 +55,7 @@ def close(actual, expected, dtype):
 
 
 def test_op_list_is_the_probe_set(stub):
-    assert stub.STAND_IN and stub.__version__ == "0.4.1"
+    assert stub.STAND_IN and stub.__version__ == "0.4.2"
     for name in stub.OPS:
         assert callable(getattr(stub, name)), name
     assert set(stub.OPS) == {
@@ -127,8 +129,8 @@ def test_as_sgl_kernel_in_a_fresh_interpreter():
         import sgl_kernel
         from sgl_kernel import rmsnorm
         from sgl_kernel.elementwise import some_fused_op  # any submodule imports; its ops raise by name
-        assert sgl_kernel.STAND_IN and sgl_kernel.__version__ == "0.4.1"
-        assert importlib.metadata.version("sglang-kernel") == "0.4.1"  # SGLang's version check
+        assert sgl_kernel.STAND_IN and sgl_kernel.__version__ == "0.4.2"
+        assert importlib.metadata.version("sglang-kernel") == "0.4.2"  # SGLang's version check
         assert hasattr(torch.ops.sgl_kernel, "moe_fused_gate")  # SGLang registers a fake for it
         for call in (lambda: sgl_kernel.build_tree_kernel_efficient(1), lambda: some_fused_op()):
             try:

@@ -1,8 +1,10 @@
-"""The SGLang plugin's registration and server arguments, against the real SGLang 0.5.10.post1.
+"""The SGLang plugin's registration and server arguments, against the installed SGLang (0.5.11 or 0.5.10.post1:
+CI runs this file once with each).
 
-Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only the
-installed `sglang_dflash.pth` (pip install -e . / a wheel) can have patched SGLang there. SGLang
-is imported on CPU (device="cpu"); nothing here needs its compiled sgl_kernel.
+Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only what SGLang loads
+(the entry point on 0.5.11, the installed `sglang_dflash.pth` on 0.5.10.post1) can have patched SGLang there.
+SGLang is imported on CPU (device="cpu"); tests that import its runtime modules put the import-only sgl_kernel
+stand-in (tests/sgl_kernel_stub) on the path and say so.
 """
 
 from __future__ import annotations
@@ -19,17 +21,28 @@ from model_helpers import save_tiny_target, tiny_target_config
 from sglang_probes import REPLAY_SLOTS
 
 from sglang_dflash.init_draft import init_draft
-from sglang_dflash.sglang import bootstrap
-from sglang_dflash.sglang.server_args import SUPPORTED_SGLANG, check_sglang_version
+from sglang_dflash.sglang.plugin import bootstrap
+from sglang_dflash.sglang.plugin.activate import installed_version
+from sglang_dflash.sglang.plugin.versions import release
 
-pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
+pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
+
+pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
+RELEASE = release(installed_version())
+assert RELEASE is not None, f"tests/setup_env.sh installs a supported SGLang, not {installed_version()}"
+STUB = str(Path(__file__).parent / "sgl_kernel_stub")
+STUB_ENV = {"PYTHONPATH": os.pathsep.join([STUB, os.environ.get("PYTHONPATH", "")])}
 
 LIN, FULL = "linear_attention", "full_attention"
+
+# Where SGLang has a plugin loader (0.5.11), its entry points (launch_server, Engine, schedulers) call it first thing;
+# a probe that builds ServerArgs by hand does the same.
+LOAD_PLUGINS = "try:\n    from sglang.srt.plugins import load_plugins; load_plugins()\nexcept ImportError:\n    pass\n"
 
 # One interpreter for all ServerArgs cases (importing SGLang takes ~10 s): each case prints the
 # resolved fields or the error message.
 # SGLang asserts a CUDA device for extra_buffer (the radix cache's strategy on hybrid targets): the probe says it has one.
-PROBE = textwrap.dedent(
+PROBE = LOAD_PLUGINS + textwrap.dedent(
     """
     import dataclasses, json, sys
     import sglang.srt.server_args as s; s.is_cuda = lambda: True
@@ -49,7 +62,7 @@ PROBE = textwrap.dedent(
         row["all_fields"] = {k: repr(v) for k, v in dataclasses.asdict(a).items()}
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
-        if not algo.is_none() and a.speculative_algorithm in ("DFLASH", "DDTREE"):
+        if not algo.is_none() and a.speculative_algorithm in ("DFLASH_CHAIN", "DDTREE"):
             try:
                 row["create_worker"] = algo.create_worker(a).__name__
             except Exception as e:
@@ -67,9 +80,9 @@ def run_fresh(code: str, *args: str, env: dict | None = None) -> subprocess.Comp
 
 
 def ours(method: str) -> str:
-    """Python that prints `PATCHED True` when `method` is the plugin's wrapper (its code lives in sglang_dflash),
-    not merely marked: a mark inherited from a patched base class once hid a missing patch."""
-    return f"print('PATCHED', 'sglang_dflash' in {method}.__code__.co_filename)"
+    """Python that prints `PATCHED True` when `method` goes through one of our hooks (wrapped in place or through
+    SGLang's HookRegistry), looked up on the class itself: a patched base class must not make a subclass look done."""
+    return f"from sglang_dflash.sglang.plugin.activate import hooked; print('PATCHED', hooked({method}))"
 
 
 @pytest.fixture(scope="module")
@@ -88,20 +101,21 @@ def probe(pair):
     cases = {
         "plain": dict(model_path=t),
         "eagle": dict(model_path=t, speculative_algorithm="EAGLE", speculative_draft_model_path=d),
+        "dflash": {**ours, "speculative_algorithm": "DFLASH"},
         "ddtree_cmd": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 33},
         "ddtree_default": {**ours, "speculative_algorithm": "ddtree"},
-        "dflash_default": {**ours, "speculative_algorithm": "DFLASH"},
-        "dflash_8": {**ours, "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 8},
+        "chain_default": {**ours, "speculative_algorithm": "DFLASH_CHAIN"},
+        "chain_8": {**ours, "speculative_algorithm": "DFLASH_CHAIN", "speculative_num_draft_tokens": 8},
         "no_draft": dict(model_path=t, speculative_algorithm="DDTREE"),
-        "mismatch": dict(model_path=str(pair / "other"), speculative_draft_model_path=d, speculative_algorithm="DFLASH"),
+        "mismatch": dict(model_path=str(pair / "other"), speculative_draft_model_path=d, speculative_algorithm="DFLASH_CHAIN"),
         "dp_attention": {**ours, "speculative_algorithm": "DDTREE", "enable_dp_attention": True, "tp_size": 2, "dp_size": 2},
-        "pipeline": {**ours, "speculative_algorithm": "DFLASH", "pp_size": 2},
-        "dflash_too_many": {**ours, "speculative_algorithm": "DFLASH", "speculative_num_draft_tokens": 20},
+        "pipeline": {**ours, "speculative_algorithm": "DFLASH_CHAIN", "pp_size": 2},
+        "chain_too_many": {**ours, "speculative_algorithm": "DFLASH_CHAIN", "speculative_num_draft_tokens": 20},
         "ddtree_one": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 1},
         "ddtree_paged": {**ours, "speculative_algorithm": "DDTREE", "page_size": 16},
         "ddtree_steps": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_steps": 3},
         "ddtree_tp2": {**ours, "speculative_algorithm": "DDTREE", "tp_size": 2},
-        # issue 5's command (and the A6000 preset) asks for extra_buffer, which SGLang refuses without the radix cache
+        # the A6000 preset asks for extra_buffer, which SGLang refuses without the radix cache
         "ddtree_extra_buffer": {
             **ours,
             "speculative_algorithm": "DDTREE",
@@ -118,17 +132,21 @@ def probe(pair):
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     with_plugin = json.loads(out.stdout.split("RESULTS", 1)[1])
-    off = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("plain", "eagle")}), env={bootstrap.DISABLE_ENV: "1"})
+    stock = ("plain", "eagle", "dflash") if RELEASE.has_dflash else ("plain", "eagle")
+    off = run_fresh(PROBE, json.dumps({k: cases[k] for k in stock}), env={"SGLANG_DFLASH_DISABLE": "1"})
     without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
-    return with_plugin, without_plugin
+    override = run_fresh(PROBE, json.dumps({"dflash": cases["dflash"]}), env={"SGLANG_DFLASH_OVERRIDE_DFLASH": "1"})
+    with_override = json.loads(override.stdout.split("RESULTS", 1)[1])
+    return with_plugin, without_plugin, with_override
 
 
-def test_launch_server_help_lists_both_algorithms():
+def test_launch_server_help_lists_our_algorithms():
     out = run_fresh(
         "import runpy, sys; sys.argv = ['launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')"
     )
     line = next(line for line in out.stdout.splitlines() if "--speculative-algorithm {" in line)
-    assert "DFLASH" in line and "DDTREE" in line and "EAGLE" in line, line
+    assert "DFLASH_CHAIN" in line and "DDTREE" in line and "EAGLE" in line, line
+    assert ("DFLASH," in line) == RELEASE.has_dflash, line  # SGLang's own DFLASH listed where it has one
 
 
 def test_issue_command_resolves_to_our_algorithm(probe):
@@ -138,12 +156,27 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert not r["disable_radix_cache"] and r["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 32
-    assert r["create_worker"] == "DDTreeWorker" and probe[0]["dflash_default"]["create_worker"] == "DFlashWorker"
+    assert r["create_worker"] == "DDTreeWorker" and probe[0]["chain_default"]["create_worker"] == "DFlashWorker"
     eb = probe[0]["ddtree_extra_buffer"]
     assert not eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'", eb.get("error")
     off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
     assert off["disable_radix_cache"] and off["all_fields"]["mamba_scheduler_strategy"] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == "DDTreeWorker"
+
+
+def test_dflash_is_sglangs_own_unless_opted_in(probe):
+    """On a release with a built-in DFLASH (0.5.11), `DFLASH` resolves exactly as without the plugin (same algorithm,
+    every server field the same, e.g. mamba_scheduler_strategy left at SGLang's choice); with
+    SGLANG_DFLASH_OVERRIDE_DFLASH=1 it is our chain worker. Where SGLang has none (0.5.10.post1), it is ours."""
+    with_plugin, without_plugin, with_override = probe
+    if RELEASE.has_dflash:
+        assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH: 1>"
+        assert with_plugin["dflash"] == without_plugin["dflash"]
+    else:
+        assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>"
+    chain = with_override["dflash"]
+    assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
+    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == "DFlashWorker"
 
 
 def test_radix_cache_on_takes_extra_buffer(pair):
@@ -156,12 +189,12 @@ def test_radix_cache_on_takes_extra_buffer(pair):
         "default": ours,
         "budget64": dict(ours, speculative_num_draft_tokens=65),
         "short_interval": dict(ours, speculative_num_draft_tokens=65, mamba_track_interval=32),
-        "dflash_no_buffer": dict(ours, speculative_algorithm="DFLASH", mamba_scheduler_strategy="no_buffer"),
+        "chain_no_buffer": dict(ours, speculative_algorithm="DFLASH_CHAIN", mamba_scheduler_strategy="no_buffer"),
     }
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     r = json.loads(out.stdout.split("RESULTS", 1)[1])
-    for name in ("default", "budget64", "dflash_no_buffer"):
+    for name in ("default", "budget64", "chain_no_buffer"):
         assert not r[name].get("error"), r[name]["error"]
         assert not r[name]["disable_radix_cache"] and r[name]["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
     assert "--mamba-track-interval (32) must be >= --speculative-num-draft-tokens (65)" in r["short_interval"]["error"]
@@ -176,10 +209,10 @@ def test_only_hybrid_targets_get_a_mamba_strategy():
     assert not hybrid_target({"layer_types": ["full_attention", "sliding_attention"]})
 
 
-def test_dflash_verifies_the_drafter_block_as_a_chain(probe):
-    r = probe[0]["dflash_default"]
+def test_chain_verifies_the_drafter_block(probe):
+    r = probe[0]["chain_default"]
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 1, 16)
-    r = probe[0]["dflash_8"]
+    r = probe[0]["chain_8"]
     assert (r["speculative_num_steps"], r["speculative_num_draft_tokens"]) == (7, 8)
 
 
@@ -190,7 +223,7 @@ def test_dflash_verifies_the_drafter_block_as_a_chain(probe):
         ("mismatch", "hidden size: drafter 48 != target 32"),
         ("dp_attention", "does not support --enable-dp-attention"),
         ("pipeline", "does not support --pp-size > 1"),
-        ("dflash_too_many", "must be in [2, 16], got 20"),
+        ("chain_too_many", "must be in [2, 16], got 20"),
         ("ddtree_one", "needs --speculative-num-draft-tokens >= 2"),
         ("ddtree_paged", "DDTREE needs --page-size 1"),
         ("ddtree_steps", "--speculative-num-steps is set by DDTREE from the drafter (15); got 3"),
@@ -201,28 +234,29 @@ def test_refusals_name_the_problem(probe, case, message):
 
 
 def test_sglang_is_unchanged_without_our_algorithms(probe):
-    with_plugin, without_plugin = probe
-    for case in ("plain", "eagle"):
-        assert with_plugin[case]["all_fields"] == without_plugin[case]["all_fields"]
-        assert with_plugin[case]["algo"] == without_plugin[case]["algo"]
-    assert "sglang_dflash.sglang.hooks" not in without_plugin["_plugin_modules"]  # disabled: only the .pth's bootstrap ran
-    assert "sglang_dflash.sglang.hooks" in with_plugin["_plugin_modules"]
-    assert "sglang_dflash.sglang.worker" in with_plugin["_plugin_modules"]  # create_worker was reached
+    """Stock algorithms resolve to the same fields with the plugin as without it; a stock process imports only the
+    plugin's light part (no SGLang-facing module, so no torch through us)."""
+    with_plugin, without_plugin, _ = probe
+    for case in without_plugin:
+        if case.startswith("_"):
+            continue
+        assert with_plugin[case]["all_fields"] == without_plugin[case]["all_fields"], case
+        assert with_plugin[case]["algo"] == without_plugin[case]["algo"], case
+    assert "sglang_dflash.sglang.plugin.activate" not in without_plugin["_plugin_modules"]  # disabled: nothing imported
+    assert "sglang_dflash.sglang.plugin.activate" in with_plugin["_plugin_modules"]
+    assert "sglang_dflash.sglang.dflash_worker" in with_plugin["_plugin_modules"]  # create_worker was reached
 
 
-def test_claim_marks_each_class_once():
-    """The hooks patch a class once (so patching twice never wraps twice); a subclass is not taken for patched
-    because its base is."""
-    from sglang_dflash.sglang.hooks import claim
-
-    class Base:
-        pass
-
-    class Sub(Base):
-        pass
-
-    assert claim(Base) and not claim(Base)
-    assert claim(Sub) and not claim(Sub)
+def test_stock_process_imports_only_the_light_plugin():
+    code = (
+        LOAD_PLUGINS
+        + "import sys, sglang.srt.server_args; print('MODS', sorted(m for m in sys.modules if m.startswith('sglang_dflash')))"
+    )
+    out = run_fresh(code)
+    line = next(x for x in out.stdout.splitlines() if x.startswith("MODS"))
+    assert "sglang_dflash.sglang.plugin.activate" in line, out.stdout + out.stderr[-2000:]
+    for heavy in ("server_args'", "dflash_worker", "tree_gdn_backend", "kernels", "models"):
+        assert f"sglang_dflash.sglang.{heavy}" not in line and f"sglang_dflash.{heavy}" not in line, line
 
 
 def test_bootstrap_does_nothing_without_sglang(monkeypatch):
@@ -235,42 +269,65 @@ def test_bootstrap_does_nothing_without_sglang(monkeypatch):
     assert not any(isinstance(f, bootstrap.SGLangHookFinder) for f in sys.meta_path)
 
 
-def test_unsupported_sglang_version_is_named():
-    check_sglang_version("0.5.10.post1")
-    with pytest.raises(ValueError, match="support SGLang " + ", ".join(SUPPORTED_SGLANG).replace(".", r"\.")):
-        check_sglang_version("0.5.9")
+def test_each_release_reaches_sglang_its_own_way():
+    """0.5.11 loads `sglang.srt.plugins` entry points itself: the .pth bootstrap steps aside there; 0.5.10.post1 has no
+    loader: the .pth's import hook is what patches it."""
+    code = ("import sys; from sglang_dflash.sglang.plugin.bootstrap import SGLangHookFinder; "
+            "print('FINDER', any(isinstance(f, SGLangHookFinder) for f in sys.meta_path))")  # fmt: skip
+    out = run_fresh(code)
+    assert f"FINDER {RELEASE.loader == '.pth'}" in out.stdout, out.stdout + out.stderr[-2000:]
 
 
 def test_entry_point_for_sglang_plugin_loaders():
     from importlib.metadata import entry_points
 
     (ep,) = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "sglang_dflash"]
-    assert ep.value == "sglang_dflash.sglang.plugin:load" and callable(ep.load())
+    assert ep.value == "sglang_dflash.sglang.plugin.entry:load" and callable(ep.load())
 
 
-def test_drafter_architecture_is_registered_with_sglang():
-    """In a fresh interpreter (with the test-only sgl_kernel stand-in, as SGLang's model modules import it)."""
-    code = "from sglang.srt.models.registry import ModelRegistry as M; print('ARCH', M.models['DFlashDraftModel'].__module__)"
-    stub = str(Path(__file__).parent / "sgl_kernel_stub")
-    out = run_fresh(code, env={"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")])})
-    assert "ARCH sglang_dflash.sglang.draft_model" in out.stdout, out.stderr[-2000:]
+# Runtime patches: in a fresh interpreter with the stand-in sgl_kernel, the runtime activation a scheduler serving
+# our algorithm runs (`activate_runtime`), then whether each target is our wrapper.
+RUNTIME = """
+import importlib, json, sys
+from types import SimpleNamespace
+from sglang_dflash.sglang.plugin import activate
+from sglang_dflash.sglang.plugin.versions import release
+if sys.argv[1] == "ours":
+    activate.activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))
+table = release(activate.installed_version())
+out = {}
+for p in table.runtime:
+    obj = importlib.import_module(p.module)
+    for name in p.path:
+        obj = getattr(obj, name)
+    out[p.target] = activate.hooked(obj)
+print("RUNTIME" + json.dumps(out))
+"""
 
 
-def test_model_runner_gets_the_hidden_capture_patch():
-    """In a fresh interpreter (with the test-only sgl_kernel stand-in, which SGLang's model runner imports):
-    `ModelRunner.init_device_graphs` is wrapped, and is not when the plugin is disabled."""
-    code = "import sglang.srt.model_executor.model_runner as m; " + ours("m.ModelRunner.init_device_graphs")
-    stub = str(Path(__file__).parent / "sgl_kernel_stub")
-    env = {"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")]), "SGLANG_USE_CPU_ENGINE": "1"}
-    out = run_fresh(code, env=env)
+@pytest.mark.parametrize("serving", ["ours", "stock"])
+def test_runtime_hooks_only_where_ours_serves(serving):
+    """Every runtime target of the release is wrapped once a scheduler serving ours activates them, and none is in a
+    process that did not (a stock server never has them)."""
+    out = run_fresh(RUNTIME, serving, env=STUB_ENV)
+    assert "RUNTIME" in out.stdout, out.stderr[-3000:]
+    wrapped = json.loads(out.stdout.split("RUNTIME", 1)[1])
+    assert len(wrapped) == len(RELEASE.runtime) and set(wrapped.values()) == {serving == "ours"}, wrapped
+
+
+def test_scheduler_init_is_hooked_in_a_scheduler_process():
+    """0.5.10.post1: when the scheduler module is imported; 0.5.11: when run_scheduler_process loads the plugins."""
+    code = "import sglang.srt.managers.scheduler as m\n" + LOAD_PLUGINS + ours("m.Scheduler.__init__")
+    out = run_fresh(code, env=STUB_ENV)
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]
-    off = run_fresh(code, env={**env, "SGLANG_DFLASH_DISABLE": "1"})
-    assert "PATCHED False" in off.stdout, off.stderr[-2000:]
 
 
 MAMBA_REPLAY = REPLAY_SLOTS + (
     """
 import json
+from types import SimpleNamespace
+from sglang_dflash.sglang.plugin import activate
+activate.activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))
 import sglang.srt.layers.attention.hybrid_linear_attn_backend as m
 
 {ours}
@@ -283,45 +340,25 @@ def test_mamba_graph_replay_counts_a_length_one_request_as_real():
     """SGLang 0.5.10 counts graph padding as the requests whose length equals the fill value (1), so with a
     one-token prompt in the batch the LAST real request verifies from state slot -1 (stock, no mark). Our
     verify batches mark their request count, and then both real requests keep their slots."""
-    stub = str(Path(__file__).parent / "sgl_kernel_stub")
-    env = {"PYTHONPATH": os.pathsep.join([stub, os.environ.get("PYTHONPATH", "")]), "SGLANG_USE_CPU_ENGINE": "1"}
-    out = run_fresh(MAMBA_REPLAY, env=env)
+    out = run_fresh(MAMBA_REPLAY, env=STUB_ENV)
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]
     line = next((x for x in out.stdout.splitlines() if x.startswith("SLOTS ")), None)
     assert line, out.stdout + out.stderr[-2000:]
     assert json.loads(line.removeprefix("SLOTS ")) == {"None": [12, -1, -1], "2": [12, 13, -1]}  # the bug unmarked
 
 
+PROFILE = """
+from types import SimpleNamespace
+from sglang_dflash.sglang.plugin import activate
+activate.activate()
+activate.scheduler_init(lambda *a, **k: None, None, SimpleNamespace(speculative_algorithm=None))
+import sglang.srt.managers.tp_worker as m
+"""
+
+
 def test_stock_decode_profile_hook_attaches_only_with_the_variable():
-    code = "import sglang.srt.managers.tp_worker as m; " + ours("m.TpModelWorker.forward_batch_generation")
-    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
-    on = run_fresh(code, env={**env, "SGLANG_DFLASH_PROFILE": "/tmp/unused.json"})
+    code = PROFILE + ours("m.TpModelWorker.forward_batch_generation")
+    on = run_fresh(code, env={**STUB_ENV, "SGLANG_DFLASH_PROFILE": "/tmp/unused.json"})
     assert "PATCHED True" in on.stdout, on.stderr[-2000:]
-    off = run_fresh(code, env=env)
-    assert "PATCHED False" in off.stdout, off.stderr[-2000:]
-
-
-@pytest.mark.parametrize(
-    "module, method",
-    [
-        # a subclass of MambaAttnBackendBase, whose own patch must not make this one look done
-        ("sglang.srt.layers.attention.linear.gdn_backend", "GDNAttnBackend.forward_extend"),
-        ("sglang.srt.layers.attention.hybrid_linear_attn_backend", "HybridLinearAttnBackend.forward_extend"),
-        ("sglang.srt.managers.scheduler", "Scheduler._add_request_to_queue"),
-        ("sglang.srt.model_executor.model_runner_kv_cache_mixin", "ModelRunnerKVCacheMixin.handle_max_mamba_cache"),
-        ("sglang.srt.mem_cache.memory_pool", "HybridReqToTokenPool.__init__"),
-    ],
-)
-def test_runtime_hooks_attach_at_import(module, method):
-    """In a fresh interpreter (stand-in sgl_kernel; not SGLang's CPU-engine mode, whose GDN kernels need the real
-    one): the tree-verify hooks on `GDNAttnBackend.forward_extend` and `HybridLinearAttnBackend.forward_extend` (they
-    act only once `tree_gdn_backend.install` ran; the latter where the tree attention is on), the
-    admission hook on `Scheduler._add_request_to_queue` (only under DFLASH/DDTREE) and the memory
-    hooks of the tree verify (only with SGLANG_DFLASH_TREE_GDN=1) are in place, and are not when the plugin is
-    disabled."""
-    code = f"import {module} as m; " + ours(f"m.{method}")
-    env = {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent / "sgl_kernel_stub"), os.environ.get("PYTHONPATH", "")])}
-    out = run_fresh(code, env=env)
-    assert "PATCHED True" in out.stdout, out.stderr[-2000:]
-    off = run_fresh(code, env={**env, "SGLANG_DFLASH_DISABLE": "1"})
+    off = run_fresh(code, env=STUB_ENV)
     assert "PATCHED False" in off.stdout, off.stderr[-2000:]

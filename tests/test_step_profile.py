@@ -7,7 +7,10 @@ import time
 
 import torch
 
-from sglang_dflash.sglang.step_profile import ENV, ENV_KERNELS, StepProfile
+from sglang_dflash.env import PROFILE, PROFILE_KERNELS
+from sglang_dflash.sglang.step_profile import StepProfile
+
+ENV, ENV_KERNELS = PROFILE.name, PROFILE_KERNELS.name
 
 
 def test_phases_by_batch_size(tmp_path):
@@ -54,12 +57,13 @@ def test_mark_before_start_is_ignored(tmp_path):
 
 
 def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkeypatch):
-    """hooks.patch_tp_worker: with SGLANG_DFLASH_PROFILE set, a TpModelWorker's DECODE forwards are timed as "decode"
-    by batch size (stock SGLang's step, measured as the workers' are); other forward modes (our workers' verify
-    and extend) are not; without the variable the class is left alone."""
+    """The plugin's `profile_decode` hook: a TpModelWorker's DECODE forwards are timed as "decode" by batch size (stock
+    SGLang's step, measured as the workers' are); other forward modes (our workers' verify and extend) are not. (It
+    goes on only with SGLANG_DFLASH_PROFILE set: `test_sglang_plugin`.)"""
     from types import SimpleNamespace
 
-    from sglang_dflash.sglang.hooks import patch_tp_worker
+    from sglang_dflash.sglang.plugin.activate import around
+    from sglang_dflash.sglang.plugin.patches import profile_decode
 
     def worker_class():
         class TpModelWorker:
@@ -74,15 +78,10 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
     def batch(decode: bool, bs: int):
         return SimpleNamespace(forward_mode=SimpleNamespace(is_decode=lambda: decode), seq_lens=[0] * bs)
 
-    plain = worker_class()
-    monkeypatch.delenv(ENV, raising=False)
-    patch_tp_worker(SimpleNamespace(TpModelWorker=plain))
-    assert plain.forward_batch_generation.__module__ == __name__
-
     path = tmp_path / "stock.json"
     monkeypatch.setenv(ENV, str(path))
     cls = worker_class()
-    patch_tp_worker(SimpleNamespace(TpModelWorker=cls))
+    around(cls, "forward_batch_generation", profile_decode)
     w = cls()
     for b in (batch(True, 1), batch(False, 1), batch(True, 1), batch(True, 4)):
         assert w.forward_batch_generation(b) == "out"

@@ -1,4 +1,4 @@
-"""The full-attention layers' tree verify inside SGLang's hybrid backend (`tree_gdn_backend.patch_hybrid_backend`;
+"""The full-attention layers' tree verify inside SGLang's hybrid backend (the plugin's `hybrid_forward_extend` hook;
 on where measured faster, SGLANG_DFLASH_TREE_ATTENTION=1 / 0 forces it), on CPU.
 
 Through SGLang's own dispatch (`HybridLinearAttnBackend.forward` -> `forward_extend`) with its own RadixAttention
@@ -25,6 +25,8 @@ from tree_helpers import DEVICE, random_parents, sglang_triton_verify
 
 from sglang_dflash.kernels.tree_build import ancestors
 
+pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
+
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
 STUB = Path(__file__).parent / "sgl_kernel_stub"
 
@@ -44,9 +46,9 @@ def sgl():
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-    from sglang_dflash.sglang.tree_gdn_backend import patch_hybrid_backend
+    from sglang_dflash.sglang.plugin.activate import activate_runtime
 
-    patch_hybrid_backend(hybrid_linear_attn_backend)  # idempotent: bootstrap may have patched it already
+    activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))  # what a scheduler serving ours does
     return SimpleNamespace(
         hybrid=hybrid_linear_attn_backend.HybridLinearAttnBackend,
         extend=extend_attention_fwd,
@@ -222,13 +224,13 @@ def test_install_takes_the_attention_switch(monkeypatch):
                            cuda_graph_bs=[1], max_running_requests=1)  # fmt: skip
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
-    monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
+    monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     for value, on in ((None, None), ("auto", None), ("0", False), ("1", True)):
         if value is None:
-            monkeypatch.delenv(tree_gdn_backend.ATTENTION_SWITCH, raising=False)
+            monkeypatch.delenv("SGLANG_DFLASH_TREE_ATTENTION", raising=False)
         else:
-            monkeypatch.setenv(tree_gdn_backend.ATTENTION_SWITCH, value)
+            monkeypatch.setenv("SGLANG_DFLASH_TREE_ATTENTION", value)
         assert tree_gdn_backend.install(runner).attention_on is on
-    monkeypatch.setenv(tree_gdn_backend.ATTENTION_SWITCH, "yes")
-    with pytest.raises(ValueError, match="1 \\(on\\), 0 \\(off\\) or auto"):
+    monkeypatch.setenv("SGLANG_DFLASH_TREE_ATTENTION", "yes")
+    with pytest.raises(ValueError, match="expected one of 0, 1, auto"):
         tree_gdn_backend.install(runner)

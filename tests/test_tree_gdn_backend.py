@@ -3,7 +3,7 @@
 Oracle: SGLang 0.5.10.post1's own TARGET_VERIFY kernels (`causal_conv1d_update` with its intermediate conv
 windows, `fused_sigmoid_gating_delta_rule_update` with its per-node states), run under the Triton
 interpreter on the same pools, for chains (SGLang's topk = 1 path) and trees (its topk > 1 path: the tree as
-retrive_next_token / retrive_next_sibling, which `verify_io` hands SGLang). Our verify must give SGLang's outputs,
+retrieve_next_token / retrieve_next_sibling, which `verify_io` hands SGLang). Our verify must give SGLang's outputs,
 leave the pools untouched, and our commit must leave in each slot the state SGLang keeps for the accepted
 step (what `update_mamba_state_after_mtp_verify` copies back). Graph padding rows (slot -1) stay untouched.
 
@@ -22,6 +22,8 @@ import pytest
 import torch
 
 from sglang_dflash.kernels.tree_build import ancestors
+
+pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
 STUB = Path(__file__).parent / "sgl_kernel_stub"
@@ -127,11 +129,11 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
     from tree_helpers import accepted_paths, random_parents
 
     from sglang_dflash.ddtree import tree_from_parents
-    from sglang_dflash.sglang import hooks, tree_gdn_backend
+    from sglang_dflash.sglang import tree_gdn_backend
+    from sglang_dflash.sglang.plugin.activate import activate_runtime
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
 
-    for module in (hybrid_linear_attn_backend, gdn_backend):  # no-ops where sglang_dflash.pth already did it
-        hooks.patch_module(module)
+    activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))  # what a scheduler serving ours does
     monkeypatch.setattr(tree_gdn_backend, "_capturing", lambda: graph_rows is not None)
 
     gen = torch.Generator().manual_seed(R * 100 + N)
@@ -218,7 +220,7 @@ def test_install_takes_the_depth_bound_from_the_server_args(monkeypatch, algorit
     from sglang_dflash.sglang import tree_gdn_backend
 
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
-    monkeypatch.delenv(tree_gdn_backend.ENV_SWITCH, raising=False)
+    monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     args = SimpleNamespace(speculative_algorithm=algorithm, speculative_num_draft_tokens=nodes,
                            speculative_num_steps=steps, cuda_graph_bs=[1, 2], max_running_requests=3)  # fmt: skip
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
@@ -228,36 +230,24 @@ def test_install_takes_the_depth_bound_from_the_server_args(monkeypatch, algorit
     assert all(int(ancestors(p, nodes - 1).sum(-1).max()) - 1 == depth for p in ws.parents.values())
 
 
-SERVED = dict(speculative_algorithm="DDTREE", tp_size=1)  # our worker serves it (TP=1)
-
-
-@pytest.mark.parametrize(
-    "args, tree_gdn, expected",
-    [
-        (SERVED, None, 0),  # the default: the tree verify
-        (SERVED, "0", 48),  # SGLang's own per-node path
-        (dict(SERVED, speculative_algorithm="EAGLE"), None, 48),  # other algorithms keep theirs
-        (dict(SERVED, tp_size=2), None, 0),  # any TP
-        (None, None, 48),  # outside a model runner
-    ],
-)
-def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, args, tree_gdn, expected):
-    """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) only
-    when the tree verify that never reads them runs."""
-    from sglang_dflash.sglang import tree_gdn_backend
-    from sglang_dflash.sglang.tree_gdn_backend import patch_memory_pool
+@pytest.mark.parametrize("tree_gdn, expected", [(None, 0), ("0", 48)])
+def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, tree_gdn, expected):
+    """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) when the
+    tree verify that never reads them runs (the default), and keeps them with SGLANG_DFLASH_TREE_GDN=0. (The hook exists
+    only in a scheduler serving ours: `test_sglang_plugin`.)"""
+    from sglang_dflash.sglang.plugin.activate import around
+    from sglang_dflash.sglang.plugin.patches import req_to_token_pool_init
 
     if tree_gdn is None:
         monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     else:
         monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
-    monkeypatch.setattr(tree_gdn_backend, "_global_server_args", lambda: args and SimpleNamespace(**args))
 
     class HybridReqToTokenPool:  # the constructor's keyword interface, as model_runner_kv_cache_mixin calls it
         def __init__(self, *, size, mamba_spec_state_size, speculative_num_draft_tokens):
             self.spec = mamba_spec_state_size
 
-    patch_memory_pool(SimpleNamespace(HybridReqToTokenPool=HybridReqToTokenPool))
+    around(HybridReqToTokenPool, "__init__", req_to_token_pool_init)
     pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
     assert pool.spec == expected
 

@@ -57,8 +57,8 @@ def test_acceptance_matches_sglang_verify_tree_greedy():
         f = eagle_verify_fields(tree, seq_lens, int(seq_lens.sum()))
         acc = accept_greedy(tree, target)
         ours = eagle_acceptance(tree, acc)
-        theirs = verify_tree_greedy(f["draft_token"].view(R, N), f["retrive_index"], f["retrive_next_token"],
-                                    f["retrive_next_sibling"], target.argmax(-1), f["spec_steps"])  # fmt: skip
+        theirs = verify_tree_greedy(f["draft_token"].view(R, N), f["retrieve_index"], f["retrieve_next_token"],
+                                    f["retrieve_next_sibling"], target.argmax(-1), f["spec_steps"])  # fmt: skip
         on = theirs[1] >= 0
         assert torch.equal(ours[1], theirs[1]) and torch.equal(ours[2], theirs[2])
         assert torch.equal(ours[0][theirs[1][on].long()], theirs[0][theirs[1][on].long()])

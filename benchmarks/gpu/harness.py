@@ -1,4 +1,5 @@
-"""GPU harness (issue 6): stock SGLang 0.5.10.post1's offline Engine beside transformers and the standalone engine.
+"""GPU harness: stock SGLang's offline Engine (0.5.11, or --sglang 0.5.10.post1) beside transformers and the standalone
+engine.
 
 On the GPU machine (torch 2.11 / CUDA 13 / Triton 3.6 / transformers 5.17, no package index):
 
@@ -8,8 +9,9 @@ On the GPU machine (torch 2.11 / CUDA 13 / Triton 3.6 / transformers 5.17, no pa
 
 What it does, in order:
 1. Environment. `--site DIR`: installs the carried wheels (.whl/gpu/*.whl, the packages of
-   benchmarks/gpu/wheels.txt, and .whl/sglang-0.5.10.post1-*.whl) into DIR, the one-liner being
-       python3 -m pip install -q --no-index --no-deps --no-compile --target DIR .whl/gpu/*.whl .whl/sglang-0.5.10.post1-*.whl
+   benchmarks/gpu/wheels.txt and wheels-RELEASE.txt, and .whl/sglang-RELEASE-*.whl, from fetch_wheels.sh RELEASE)
+   into DIR, the one-liner being
+       python3 -m pip install -q --no-index --no-deps --no-compile --target DIR .whl/gpu/*.whl .whl/sglang-RELEASE-*.whl
    The SGLang processes get PYTHONPATH = DIR:<repo>. If `import sgl_kernel` fails there (it does on
    that machine: SGLang's compiled wheel is built for torch 2.9), the TEST-ONLY stand-in
    tests/sgl_kernel_stub (seven ops in torch, every other op raising NotImplementedError by name)
@@ -34,8 +36,9 @@ What it does, in order:
    - the standalone engine (`sglang_dflash.engine.generate`, --engine-dtype, CUDA graphs on):
      ar, dflash, ddtree at each of --budgets;
    - SGLang's offline Engine, one subprocess per configuration (bf16, triton attention, CUDA graphs
-     on, TP --tp): `stock` now; with --speculative-algorithm, DFLASH / DDTREE (per budget) through
-     the plugin. The SGLang subprocesses start first and overlap with the reference runs
+     on, TP --tp): `stock` now; with --speculative-algorithm, DFLASH_CHAIN / DDTREE (per budget) through
+     the plugin, and DFLASH: SGLang's own built-in DFLASH where the release has one (0.5.11), with the same
+     drafter. The SGLang subprocesses start first and overlap with the reference runs
      (--no-overlap to serialise). With more than one group of --tp GPUs (two H200s at TP=1), one
      queue of configurations runs on each group at the same time (--no-parallel: one queue).
 5. A table (stdout, and $OUT/table.md): per prompt and run, `=` when the greedy tokens equal
@@ -48,9 +51,9 @@ Logs: --out (default $OUT, else WORK/out): harness.log, table.md, results.json a
 (SGLang subprocesses are killed, unfinished runs reported as such) so a device call ends in time.
 
 Adding a SGLang configuration is one entry in `sglang_runs` (name, plugin on/off, Engine kwargs).
-Plugin runs need `sglang_dflash.pth` active in every SGLang process (SGLang 0.5.10 spawns its
-schedulers fresh): the harness checks for it and otherwise installs this repo editable into the
-machine's Python (`pip install --no-deps --no-index --no-build-isolation -e .`; the GPU machine is
+Plugin runs need the plugin to reach every SGLang process (its entry point on 0.5.11, `sglang_dflash.pth` on
+0.5.10.post1): the harness checks that SGLang resolves DDTREE to ours and otherwise installs this repo editable into
+the machine's Python (`pip install --no-deps --no-index --no-build-isolation -e .`; the GPU machine is
 disposable); stock runs set SGLANG_DFLASH_DISABLE=1, so they stay stock either way.
 
 CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang --num-prompts 3 [--pair shipped]`.
@@ -75,7 +78,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "sgl_kernel_stub"
 WHEELS = REPO / ".whl"
-SGLANG_WHEEL = "sglang-0.5.10.post1-*.whl"
+RELEASES = ("0.5.11", "0.5.10.post1")
 LIN, FULL = "linear_attention", "full_attention"
 BATCHES = (1, 8)
 
@@ -105,10 +108,13 @@ class Log:
 # ------------------------------------------------------------------------------------------ environment
 
 
-def install_wheels(site: Path, log: Log) -> tuple | None:
+def install_wheels(site: Path, release: str, log: Log) -> tuple | None:
     """Start installing the carried wheels into `site`: (pip process, marker, names) for finish_install, or None
     when the same set is already there."""
-    wheels = sorted((WHEELS / "gpu").glob("*.whl")) + sorted(WHEELS.glob(SGLANG_WHEEL))
+    carried = (WHEELS / "release").read_text().strip() if (WHEELS / "release").is_file() else None
+    if carried != release:
+        raise SystemExit(f"the carried wheels are for SGLang {carried}, not {release} (benchmarks/gpu/fetch_wheels.sh {release})")
+    wheels = sorted((WHEELS / "gpu").glob("*.whl")) + sorted(WHEELS.glob(f"sglang-{release}-*.whl"))
     if not any(w.name.startswith("sglang-") for w in wheels) or len(wheels) < 2:
         raise SystemExit(f"no carried wheels under {WHEELS} (run benchmarks/gpu/fetch_wheels.sh and carry .whl)")
     marker = site / ".harness-wheels"
@@ -151,12 +157,22 @@ def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
     return env
 
 
+PLUGIN_CHECK = """
+try:
+    from sglang.srt.plugins import load_plugins; load_plugins()  # what SGLang's processes do first where it has them
+except ImportError:
+    pass
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+print('sglang-dflash' in repr(SpeculativeAlgorithm.from_string('DDTREE')))
+"""
+
+
 def ensure_plugin(env: dict, log: Log) -> None:
-    """sglang_dflash.pth active at interpreter start (as `pip install sglang-dflash` leaves it), else install it."""
-    check = "import sys; print(any(type(f).__name__ == 'SGLangHookFinder' for f in sys.meta_path))"
+    """The plugin reaches SGLang (as `pip install sglang-dflash` leaves it: entry point or .pth), else install it."""
     env = {k: v for k, v in env.items() if k != "SGLANG_DFLASH_DISABLE"}
-    if probe_python(check, env).stdout.strip() == "True":
-        log.stamp("plugin: sglang_dflash.pth is active")
+    check = lambda: probe_python(PLUGIN_CHECK, env).stdout.strip().endswith("True")  # noqa: E731
+    if check():
+        log.stamp("plugin: active")
         return
     log.stamp("plugin: not active; pip install --no-deps --no-index --no-build-isolation -e", REPO)
     subprocess.run(
@@ -164,8 +180,8 @@ def ensure_plugin(env: dict, log: Log) -> None:
         check=True,
         env=env,
     )
-    if probe_python(check, env).stdout.strip() != "True":
-        raise RuntimeError("sglang_dflash.pth is still not active after the editable install")
+    if not check():
+        raise RuntimeError("the plugin is still not active after the editable install")
 
 
 # ----------------------------------------------------------------------------------------- checkpoints
@@ -413,7 +429,7 @@ class SGLangRun:
 
 
 def sglang_base_kwargs(args, target: Path) -> dict:
-    """Engine arguments stock SGLang 0.5.10.post1 runs with on the GPU machine (../shared/gpu/sglang_probe)."""
+    """Engine arguments stock SGLang runs with on the GPU machine (with the sgl_kernel stand-in)."""
     return dict(
         model_path=str(target),
         tp_size=args.tp,
@@ -442,15 +458,17 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     runs = [SGLangRun("sglang", plugin=False, engine_kwargs=base)]
     env = dict(item.split("=", 1) for item in args.plugin_env)
 
-    def spec(algo: str, nodes: int | None) -> dict:  # nodes None: DFLASH's default, the drafter's block
+    def spec(algo: str, nodes: int | None) -> dict:  # nodes None: a chain's default, the drafter's block
         kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)
         if args.radix_cache:
             kw["mamba_track_interval"] = track_interval(nodes or json.loads((draft / "config.json").read_text())["block_size"])
         return kw
 
     for algo in args.speculative_algorithm:
-        if algo == "DFLASH":
-            runs.append(SGLangRun("sglang-dflash", plugin=True, engine_kwargs=spec(algo, None), env=env))
+        if algo == "DFLASH_CHAIN":
+            runs.append(SGLangRun("sglang-dflash-chain", plugin=True, engine_kwargs=spec(algo, None), env=env))
+        elif algo == "DFLASH":  # SGLang's own (0.5.11); the plugin stays installed, as a user would have it
+            runs.append(SGLangRun("sglang-builtin-dflash", plugin=True, engine_kwargs=spec(algo, None), env={}))
         else:  # DDTREE: the root and `budget` nodes
             runs += [SGLangRun(f"sglang-ddtree{b}", True, spec(algo, b + 1), env) for b in args.budgets]
     if args.also_without_graphs:  # to tell a graph-replay problem from a logic one
@@ -853,6 +871,7 @@ def parse_args(argv=None):
     )
     p.add_argument("--tp", type=int, choices=(1, 2), default=1, help="SGLang tensor parallelism (2 needs two GPUs)")
     p.add_argument("--site", type=Path, default=None, help="install the carried wheels here and run SGLang from it")
+    p.add_argument("--sglang", choices=RELEASES, default=RELEASES[0], help="the SGLang release of the carried wheels")
     p.add_argument("--out", type=Path, default=None, help="logs and tables (default: $OUT, else WORK/out)")
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_harness"), help="checkpoints and scratch")
     p.add_argument("--num-prompts", type=int, default=8)
@@ -861,9 +880,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--speculative-algorithm",
         nargs="*",
-        choices=("DFLASH", "DDTREE"),
+        choices=("DFLASH_CHAIN", "DDTREE", "DFLASH"),
         default=[],
-        help="also run SGLang with these, through the plugin (its workers must exist)",
+        help="also run SGLang with these: DFLASH_CHAIN / DDTREE through the plugin; DFLASH is SGLang's own (0.5.11)",
     )
     p.add_argument(
         "--sglang-dtype",
@@ -978,7 +997,7 @@ def main(argv=None) -> int:
     log.stamp(f"torch {torch.__version__}, CUDA {torch.cuda.is_available()} ({torch.cuda.device_count()} GPUs), "
               f"transformers {transformers.__version__}")  # fmt: skip
     queue = None
-    install = install_wheels(args.site, log) if args.site and not args.skip_sglang else None
+    install = install_wheels(args.site, args.sglang, log) if args.site and not args.skip_sglang else None
     target, draft = build_checkpoints(args.work, args, log)  # while pip installs
     if not args.skip_sglang:
         finish_install(install, log)

@@ -1,6 +1,7 @@
-"""Step costs inside stock SGLang at Qwen3.6-27B shapes (issue 6, item 3), on the GPU machine.
+"""Step costs inside stock SGLang at Qwen3.6-27B shapes, on the GPU machine.
 
-    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--tp 1 [--tp2-shard]|2] [--budgets 32,64] [--out $OUT]
+    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
+        [--budgets 32,64] [--out $OUT]
 
 (device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s: benchmarks/RESULTS.md,
 session 6. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
@@ -10,7 +11,8 @@ with SGLang's random `load_format="dummy"` weights (no checkpoint is written, on
 random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window layers + 1 full, block 16).
 SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
-DFLASH (chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
+SGLang's own DFLASH where the release has one (0.5.11; the same drafter, timed by wall clock only), our DFLASH_CHAIN
+(chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
 which is SGLang's MTP-style verify with a state snapshot per node; with --also-backend-attention each plugin run again
 with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFLASH_TREE_ATTENTION=0) instead of the
@@ -23,8 +25,8 @@ the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyI
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
 each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
 Plugin overhead = everything but the drafter pass and the verify forward. The stock run is timed the same way:
-it runs with the plugin loaded and no speculative algorithm (so SGLang is stock), and `hooks.patch_tp_worker`
-times each decode forward. Every run also gets
+it runs with the plugin loaded and no speculative algorithm (so SGLang is stock), and the plugin's `profile_decode`
+hook times each decode forward. Every run also gets
 
     wall ms per step = wall time of the batches / their forward steps,
 
@@ -157,6 +159,7 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
+    p.add_argument("--sglang", choices=h.RELEASES, default=h.RELEASES[0], help="the SGLang release of the carried wheels")
     p.add_argument("--tp", type=int, choices=(1, 2), default=1)
     p.add_argument(
         "--tp2-shard",
@@ -190,7 +193,8 @@ def main(argv=None) -> int:
     hargs = h.parse_args(
         ["--tp", str(mine.tp), "--site", str(mine.site), "--work", str(mine.work), "--num-prompts", str(mine.num_prompts),
          "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
-         "--speculative-algorithm", "DFLASH", "DDTREE", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
+         "--sglang", mine.sglang, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
+         *(["DFLASH"] if mine.sglang != "0.5.10.post1" else []), "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
         + (["--also-backend-attention"] if mine.also_backend_attention else [])
         + ["--attention-backend", mine.attention_backend]
@@ -200,7 +204,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     mine.work.mkdir(parents=True, exist_ok=True)
     log = h.Log(out / "step_costs.log")
-    install = h.install_wheels(mine.site, log)
+    install = h.install_wheels(mine.site, mine.sglang, log)
     if mine.tp2_shard and mine.tp != 1:
         p.error("--tp2-shard runs one TP=2 rank's shapes at --tp 1")
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
@@ -213,7 +217,7 @@ def main(argv=None) -> int:
         profile.unlink(missing_ok=True)
         profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
         # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
-        # hooks.patch_tp_worker times its decode forwards as the workers' steps are timed
+        # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
         run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     import torch

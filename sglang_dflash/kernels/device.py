@@ -9,10 +9,12 @@ import torch
 import triton
 import triton.language as tl
 
+from .. import env
+
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"  # Triton's interpreter (CPU tests): no 16-bit dots, programs in turn
 HOPPER_SHARED = 232_448  # H100/H200 opt-in shared memory per block; A6000 (SM86) has 101,376
-# Programmatic dependent launch (`pdl`); SGLANG_DFLASH_PDL=0 turns it off.
-PDL = os.environ.get("SGLANG_DFLASH_PDL", "1") != "0"
+# Programmatic dependent launch (`pdl`); SGLANG_DFLASH_PDL=0 turns it off (read once, at import).
+PDL = env.PDL.on()
 
 
 def shared_memory_per_block(device: torch.device) -> int:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
+
+from .. import env
 
 
 def gpu_compiled(fn):
@@ -26,7 +27,7 @@ def gpu_compiled(fn):
             return fn(x, *args)
         if compiled is None:  # importing torch's compiler takes seconds: only when a GPU needs it
             compiled = fn
-            if os.environ.get("SGLANG_DFLASH_COMPILE", "1") != "0":
+            if env.COMPILE.on():
                 compiled = torch.compile(fn, dynamic=True)
                 # one variant per rank / stride pattern / 0-1 size of the inputs (the default 8 was hit
                 # on the 27B shard, and further variants then ran eagerly)

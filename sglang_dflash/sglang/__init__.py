@@ -1,6 +1,9 @@
-"""Everything that imports SGLang: registration, server arguments, workers, the drafter model.
+"""Everything that imports SGLang, in two parts that never import in a circle:
 
-Importing this package does not import SGLang. `bootstrap` (run by the installed
-`sglang_dflash.pth` in every Python process) patches SGLang's classes lazily, when SGLang's own
-modules are first imported; `plugin` is the entry point for SGLang versions with a plugin loader.
+- modules written as they would be upstream (`dflash_worker`, `tree_gdn_backend`, `hidden_capture`, `memory_plan`,
+  `server_args`, `verify_io`, `vocab_parallel`, `draft_model`, `algorithm`), which patch nothing;
+- `plugin/`, the only code that changes SGLang's classes: the per-release table of everything it touches, the
+  hooks, and how it reaches each SGLang process (an entry point, or a .pth bootstrap where SGLang has no loader).
+
+`names` (shared constants) is a leaf both import. Importing this package does not import SGLang.
 """

@@ -1,4 +1,4 @@
-"""DFlashWorker / DDTreeWorker: first DFLASH (chain) and DDTREE (tree) workers for SGLang 0.5.10's spec-v1
+"""DFlashWorker / DDTreeWorker: the DFLASH_CHAIN (chain) and DDTREE (tree) workers for SGLang's spec-v1
 (non-overlap) scheduler.
 
 The pure helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On H200s inside
@@ -17,7 +17,7 @@ Design (calls in order)
 Construction (scheduler `maybe_init_draft_worker`, after the target TpModelWorker exists and its
 CUDA graphs are captured):
   1. Hidden capture (`hidden_capture.py`) on the target's decoder layers for the drafter's
-     `target_layer_ids`. If `hidden_capture.patch_model_runner` already installed it before the
+     `target_layer_ids`. If the plugin's `init_device_graphs` hook already installed it before the
      target's graph capture, it is reused; otherwise it is installed now and the target's graphs
      are recaptured once (`ModelRunner.init_device_graphs()`), so graph replays write the taps.
   2. The drafter: the standalone `models.dflash_draft.DFlashDrafter`, TP-sharded where its heads and MLP
@@ -72,7 +72,7 @@ Decode:
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
 
 Requests with min-p, penalties, custom logit processors, logit_bias, grammar or logprobs are aborted
-at admission with a message naming the feature (`request_unsupported`, `hooks.patch_scheduler`); page
+at admission with a message naming the feature (`request_unsupported`, the plugin's `add_request_to_queue` hook); page
 size > 1 is refused at start; with the radix cache (SGLang's default) a hybrid target's mamba strategy
 becomes extra_buffer (`server_args.resolve_radix_cache`). Sampled batches ran on the GPU (harness --sampled: they finish); their
 distribution is tested on CPU.
@@ -81,7 +81,6 @@ distribution is tested on CPU.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -89,13 +88,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .. import env
 from ..cuda_graph import CapturedStep
 from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from ..models.tp_shard import shard_drafter, shard_plan
 from .hidden_capture import graph_capacity, install_on_model_runner
-from .hooks import NUM_REQS_ATTR
-from .memory_plan import ENV_DRAFT_TP, ENV_MAX_LEN, draft_max_len, draft_tp_size
+from .memory_plan import draft_max_len, draft_tp_size
+from .names import NUM_REQS_ATTR, fields
 from .step_profile import StepProfile
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_acceptance, eagle_verify_fields
@@ -103,16 +103,13 @@ from .vocab_parallel import argmax_vocab_parallel, broadcast_decisions, draft_lo
 
 logger = logging.getLogger(__name__)
 
-ENV_DRAFT_GRAPHS = "SGLANG_DFLASH_DRAFT_GRAPHS"
-
-
 # ----------------------------------------------------------------------------- pure helpers (CPU-tested)
 
 
 def draft_graphs_enabled(device: torch.device) -> bool:
     """The drafter pass as CUDA graphs on a GPU, at any TP (lossless inside SGLang at TP=1 and TP=2 on H200s);
     SGLANG_DFLASH_DRAFT_GRAPHS=0 runs it eagerly."""
-    return device.type == "cuda" and os.environ.get(ENV_DRAFT_GRAPHS, "1") != "0"
+    return device.type == "cuda" and env.DRAFT_GRAPHS.on()
 
 
 class StaticBlockEmbedding:
@@ -172,13 +169,16 @@ def track_cuts(seq_lens: list[int], keep: list[int], interval: int) -> list[int]
     ]
 
 
-def emit_tokens(req, tokens: list[int]) -> int:
+def emit_tokens(req, tokens: list[int], think_end_id: int | None = None) -> int:
     """Append tokens to req.output_ids one at a time, stopping after the one that finishes it (EAGLE v1's
-    rule). Returns how many were appended."""
+    rule); a reasoning request counts its reasoning tokens as SGLang's own verify does (0.5.11's
+    `require_reasoning`; think_end_id from the model config). Returns how many were appended."""
     n = 0
     for t in tokens:
         req.output_ids.append(t)
         n += 1
+        if getattr(req, "require_reasoning", False) and think_end_id is not None:
+            req.update_reasoning_tokens(t, think_end_id)
         req.check_finished()
         if req.finished():
             break
@@ -187,7 +187,7 @@ def emit_tokens(req, tokens: list[int]) -> int:
 
 def request_unsupported(req) -> str | None:
     """What of an SGLang Req the workers cannot serve losslessly yet, named (None: all supported). The scheduler
-    hook (`hooks.patch_scheduler`) aborts such a request with this message; the worker refuses a batch with one."""
+    hook (`add_request_to_queue`) aborts such a request with this message; the worker refuses a batch with one."""
     p = req.sampling_params
     checks = {
         "logprobs": getattr(req, "return_logprob", False),
@@ -215,7 +215,7 @@ def fit_to_drafter(req, max_len: int, num_nodes: int) -> str | None:
     if room < 1:
         return (
             f"sglang-dflash: a prompt of {prompt} tokens does not fit the drafter's {max_len} positions with "
-            f"{num_nodes} verify tokens; start the server with a larger {ENV_MAX_LEN}"
+            f"{num_nodes} verify tokens; start the server with a larger {env.DRAFT_MAX_LEN.name}"
         )
     params = req.sampling_params
     if params.max_new_tokens is None or params.max_new_tokens > room:
@@ -258,7 +258,7 @@ def resolve_draft_path(path: str, revision: str | None = None) -> Path:
 
 
 class DFlashWorker:
-    """DFLASH chain worker for SGLang 0.5.10 spec v1 (see the module docstring); DDTreeWorker changes the draft."""
+    """DFLASH_CHAIN worker for SGLang's spec v1 (see the module docstring); DDTreeWorker changes the draft."""
 
     def __init__(
         self,
@@ -276,7 +276,7 @@ class DFlashWorker:
         from ..models.dflash_draft import DFlashDrafter
 
         self.server_args = server_args
-        self.name = str(server_args.speculative_algorithm).upper()  # DFLASH or DDTREE
+        self.name = str(server_args.speculative_algorithm).upper()  # DFLASH_CHAIN or DDTREE
         self._target_worker = target_worker
         self.model_runner = target_worker.model_runner
         self.tp_rank = tp_rank
@@ -307,7 +307,7 @@ class DFlashWorker:
         self.graph_context = graph_capture if self.draft_tp > 1 else None
         if self.draft_tp != self.tp_size:
             logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
-                           shard_plan(c, self.tp_size) or f"{ENV_DRAFT_TP}=0")  # fmt: skip
+                           shard_plan(c, self.tp_size) or f"{env.DRAFT_TP.name}=0")  # fmt: skip
         elif self.tp_size > 1:
             logger.info("%s: drafter sharded over the %d TP ranks.", self.name, self.tp_size)
 
@@ -329,10 +329,11 @@ class DFlashWorker:
         logger.info(
             "%s: drafter K/V for %d KV-cache tokens = %.2f GiB per rank (counted in SGLang's cell size); requests up to "
             "%d tokens (%s=N to change).",
-            self.name, pool_size, 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30, self.max_len, ENV_MAX_LEN,
+            self.name, pool_size, 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30, self.max_len,
+            env.DRAFT_MAX_LEN.name,
         )  # fmt: skip
         self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
-        self.debug_steps = int(os.environ.get("SGLANG_DFLASH_DEBUG_STEPS", "0"))  # log this many verify steps
+        self.debug_steps = env.DEBUG_STEPS.integer(0)  # log this many verify steps
         self.profile = StepProfile.from_env(self.device, tp_rank)  # SGLANG_DFLASH_PROFILE=file: per-phase step times
 
         # borrowed embedding / LM head shard, TP group
@@ -384,7 +385,9 @@ class DFlashWorker:
 
     def _check_fits(self, num_tokens: int) -> None:
         if num_tokens > self.max_len:
-            raise RuntimeError(f"{self.name}: {num_tokens} tokens exceed the drafter's page table ({ENV_MAX_LEN}={self.max_len})")
+            raise RuntimeError(
+                f"{self.name}: {num_tokens} tokens exceed the drafter's page table ({env.DRAFT_MAX_LEN.name}={self.max_len})"
+            )
 
     def _check_server_args(self, args) -> None:
         problems = []
@@ -428,8 +431,8 @@ class DFlashWorker:
         return GenerationBatchResult(
             logits_output=result.logits_output,
             next_token_ids=result.next_token_ids,
-            num_accepted_tokens=0,
             can_run_cuda_graph=result.can_run_cuda_graph,
+            **{fields().result_accepted: 0},
         )
 
     def _draft_logits(self, batch) -> tuple[Tensor, Tensor]:
@@ -508,14 +511,13 @@ class DFlashWorker:
         tree = self._draft_tree(batch)
         self.profile.mark("tree")
         f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
+        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_
         spec_info = EagleVerifyInput(
             draft_token=f["draft_token"],
             custom_mask=f["custom_mask"],
             positions=f["positions"],
-            retrive_index=f["retrive_index"],
-            retrive_next_token=f["retrive_next_token"],
-            retrive_next_sibling=f["retrive_next_sibling"],
-            retrive_cum_len=None,
+            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},
+            **{f"{retrieve}_cum_len": None},
             spec_steps=self.server_args.speculative_num_steps,
             topk=self.server_args.speculative_eagle_topk,  # > 1 puts SGLang's GDN verify in tree mode
             draft_token_num=N,
@@ -523,7 +525,7 @@ class DFlashWorker:
             seq_lens_sum=sum(seq_cpu),
             seq_lens_cpu=batch.seq_lens_cpu,
         )
-        setattr(spec_info, NUM_REQS_ATTR, bs)  # hooks.patch_mamba_replay: a length-1 request is not graph padding
+        setattr(spec_info, NUM_REQS_ATTR, bs)  # the plugin's replay_metadata hook: a length-1 request is not graph padding
         tree_gdn, graph_bs = tree_gdn_workspace(), self._graph_batch_size(bs)
         if tree_gdn is not None:
             tree_gdn.set_parents(tree.parents, graph_bs)
@@ -572,7 +574,7 @@ class DFlashWorker:
                     tree_gdn.track(runner.req_to_token_pool, slots, track, acc.accepted_nodes, cut, graph)
             tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph)
         elif any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
-            res = SimpleNamespace(accept_length_per_req_cpu=accept_len_cpu, accepted_indices=flat_accept)
+            res = SimpleNamespace(accepted_indices=flat_accept, **{fields().result_accepted_per_req: accept_len_cpu})
             # it reads only .hidden_states.device of its logits_output argument
             EAGLEWorker._mamba_verify_update(self, batch, res, SimpleNamespace(hidden_states=taps), spec_info, seq_lens_pre)
         self.profile.mark("gdn_commit")
@@ -592,10 +594,9 @@ class DFlashWorker:
         return GenerationBatchResult(
             logits_output=logits_output,
             next_token_ids=verified_id,
-            num_accepted_tokens=sum(accept_len_cpu),
-            accept_length_per_req_cpu=accept_len_cpu,
             can_run_cuda_graph=result.can_run_cuda_graph,
             accept_lens=accept_length,
+            **{fields().result_accepted: sum(accept_len_cpu), fields().result_accepted_per_req: accept_len_cpu},
         )
 
     def _log_step(self, batch, slots_cpu, seq_cpu, tree: DraftTree, acc: Acceptance, graph: bool) -> None:
@@ -632,16 +633,18 @@ class DFlashWorker:
 
         bs, N = batch.batch_size(), self.num_nodes
         rows, predict_cpu = accept_index.tolist(), predict.tolist()
+        think_end_id = getattr(batch.model_config, "think_end_id", None)
         keep, flat_cpu = [], []
         for req, row in zip(batch.reqs, rows):
             path = [i for i in row if i != -1]
-            n = emit_tokens(req, [predict_cpu[i] for i in path])
+            n = emit_tokens(req, [predict_cpu[i] for i in path], think_end_id)
             keep.append(n)
             flat_cpu += path[:n]
             req.kv_committed_len += n
             req.kv_allocated_len = req.kv_committed_len
             req.spec_verify_ct += 1
-            req.spec_accepted_tokens += n - 1
+            counter = fields().req_accepted
+            setattr(req, counter, getattr(req, counter) + n - 1)
             req.update_spec_acceptance_histogram(n - 1)
         flat = torch.tensor(flat_cpu, dtype=torch.long, device=self.device)
         verified_id = predict[flat].long()
@@ -668,7 +671,7 @@ class DFlashWorker:
 class DDTreeWorker(DFlashWorker):
     """DDTREE: the same step as DFlashWorker with the best `budget` = N - 1 prefixes of the drafter's per-depth
     marginals as the tree (`ddtree.build_ddtree`; top-K merged over the vocabulary shards at TP > 1). The verify
-    runs SGLang's tree mode (topk > 1: ancestor custom mask, retrive_next_token / retrive_next_sibling for its GDN
+    runs SGLang's tree mode (topk > 1: ancestor custom mask, retrieve_next_token / retrieve_next_sibling for its GDN
     kernel); the GDN state kept is the last accepted node's (`_mamba_verify_update` with the flat accepted path)."""
 
     def _check_num_nodes(self, block_size: int) -> None:

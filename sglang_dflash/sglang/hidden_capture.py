@@ -1,6 +1,6 @@
-"""Target hidden-state capture for the DFlash drafter's taps, on SGLang 0.5.10's Qwen3.5 decoder layers.
+"""Target hidden-state capture for the DFlash drafter's taps, on SGLang's Qwen3.5 decoder layers.
 
-SGLang 0.5.10's Qwen3.5 model has no aux-hidden-state capture (research/sglang.md section 5). The
+SGLang's Qwen3.5 model (0.5.10.post1, 0.5.11) has no aux-hidden-state capture. The
 drafter's target layer id l means the output of decoder layer l, i.e. `hidden + residual` after
 layer l. SGLang's decoder layers hand `(hidden, residual)` to the next layer un-summed, and under
 the FlashInfer all-reduce fusion (auto-enabled on SM90/SM100 at TP > 1) `hidden` is even a
@@ -14,7 +14,7 @@ without the all-reduce fusion.
 
 The copies go into one static buffer `[capacity, n_taps * hidden]`, so they are part of the
 target's captured CUDA graphs: install before `ModelRunner.init_device_graphs` (see
-`patch_model_runner`), or recapture. A forward of more tokens than `capacity` (a large prefill,
+the plugin's `init_device_graphs` hook), or recapture. A forward of more tokens than `capacity` (a large prefill,
 never graph-replayed) writes into a buffer allocated for that size instead. `taps(num_tokens)`
 reads the rows of the last forward without any Python state set during it (graph replays run no
 Python), so it must be called with the forward's real token count before the next target forward.
@@ -150,28 +150,3 @@ def install_before_graphs(model_runner) -> HiddenCapture:
     args = model_runner.server_args
     draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
     return install_on_model_runner(model_runner, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))
-
-
-def patch_model_runner(module) -> None:
-    """`hooks.patch_module` on `sglang.srt.model_executor.model_runner`: installs the capture on the target
-    runner just before its CUDA graphs are captured, when our DFLASH/DDTREE workers serve
-    (`worker.workers_enabled`), and the tree-GDN verify workspace with it. Should it not have run
-    (model_runner imported before the plugin), the worker installs the capture itself and recaptures the
-    target's graphs once."""
-    from .hooks import claim  # plugin-only (not in patches/)
-    from .worker import workers_enabled
-
-    cls = module.ModelRunner
-    if not claim(cls):
-        return
-    original = cls.init_device_graphs
-
-    def init_device_graphs(self):
-        if workers_enabled(self.server_args) and not self.is_draft_worker:
-            from .tree_gdn_backend import install as install_tree_gdn
-
-            install_before_graphs(self)
-            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0
-        return original(self)
-
-    cls.init_device_graphs = init_device_graphs

@@ -7,7 +7,7 @@ target's weights (`ModelRunnerKVCacheMixin.profile_max_num_token`):
 - its weights (TP-sharded where its heads split, `draft_tp_size`) are loaded after that plan, so `reserve_gib`
   holds them back;
 - with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request
-  (`tree_gdn_backend.patch_memory_pool`), so the plan gets back what it reserves for the others.
+  (the plugin's `req_to_token_pool_init` hook), so the plan gets back what it reserves for the others.
 
 At Qwen3.6-27B with z-lab's 5-layer drafter in bf16, whole: 3.5 GB of weights, and 20 KiB per cached token beside
 the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on each.
@@ -15,14 +15,11 @@ the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on ea
 
 from __future__ import annotations
 
-import os
-
 import torch
 
+from .. import env
 from ..models.config import DraftConfig
 
-ENV_MAX_LEN = "SGLANG_DFLASH_DRAFT_MAX_LEN"
-ENV_DRAFT_TP = "SGLANG_DFLASH_DRAFT_TP"
 DEFAULT_MAX_LEN = 8192
 
 
@@ -30,7 +27,7 @@ def draft_max_len(context_len: int) -> int:
     """Positions per request the drafter reads (its page table's width): min(context length, 8192), or
     SGLANG_DFLASH_DRAFT_MAX_LEN. It bounds a request's length, and sets how the drafter's attention splits the
     context (by this width, not by the actual lengths, so that it is CUDA-graph safe)."""
-    return int(os.environ.get(ENV_MAX_LEN, min(context_len, DEFAULT_MAX_LEN)))
+    return env.DRAFT_MAX_LEN.integer(min(context_len, DEFAULT_MAX_LEN))
 
 
 def draft_tp_size(config: DraftConfig, tp_size: int) -> int:
@@ -38,7 +35,7 @@ def draft_tp_size(config: DraftConfig, tp_size: int) -> int:
     heads or MLP do not split or SGLANG_DFLASH_DRAFT_TP=0."""
     from ..models.tp_shard import shard_plan
 
-    if tp_size == 1 or os.environ.get(ENV_DRAFT_TP, "1") == "0" or shard_plan(config, tp_size) is not None:
+    if tp_size == 1 or not env.DRAFT_TP.on() or shard_plan(config, tp_size) is not None:
         return 1
     return tp_size
 
@@ -69,36 +66,25 @@ def reserve_gib(server_args, dtype: torch.dtype) -> float:
     return draft_bytes(draft_config(server_args), dtype, server_args.tp_size)[0] / (1 << 30)
 
 
-def patch_kv_cache_mixin(module) -> None:
-    """`hooks.patch_module` on sglang.srt.model_executor.model_runner_kv_cache_mixin, for DFLASH/DDTREE served by
-    our workers (the target's runner): every KV-cache token also pays for the drafter's context K/V
-    (`get_cell_size_per_token`); before the KV cache is sized, the drafter's weights are held back and, with the
-    tree-GDN verify, SGLang's reservation of per-node GDN states (mamba_cache_per_req x requests x verify
-    tokens) is given back but for one request: at 27B, TP=2, 33 nodes and 32 requests about 80 GB."""
-    from .hooks import claim
-    from .tree_gdn_backend import plugin_tree_verify
-    from .worker import workers_enabled
+def draft_cell_bytes(runner) -> int:
+    """Bytes a target runner's KV-cache token adds for the drafter's context K/V (joins SGLang's cell size)."""
+    args = runner.server_args
+    return draft_bytes(draft_config(args), runner.model_config.dtype, args.tp_size)[1]
 
-    cls = module.ModelRunnerKVCacheMixin
-    if not claim(cls):
-        return
-    cell_size, mamba_cache = cls.get_cell_size_per_token, cls.handle_max_mamba_cache
 
-    def get_cell_size_per_token(self, num_layers):
-        size = cell_size(self, num_layers)
-        if workers_enabled(self.server_args) and not self.is_draft_worker:
-            size += draft_bytes(draft_config(self.server_args), self.model_config.dtype, self.server_args.tp_size)[1]
-        return size
+def rest_memory_adjustment_gib(runner) -> float:
+    """GiB to add to the memory SGLang's plan has left before it sizes the KV cache of a target runner: minus the
+    drafter's weights; plus, with the tree-GDN verify, SGLang's reservation of per-node GDN states
+    (mamba_cache_per_req x requests x verify tokens) but for one request (at 27B, TP=2, 33 nodes and 32 requests
+    about 80 GB)."""
+    from .tree_gdn_backend import enabled as tree_verify
 
-    def handle_max_mamba_cache(self, total_rest_memory):
-        args = self.server_args
-        if workers_enabled(args) and args.max_running_requests:
-            total_rest_memory -= reserve_gib(args, self.model_config.dtype)
-            if plugin_tree_verify(args):
-                requests = args.max_running_requests // (self.dp_size if args.enable_dp_attention else 1)
-                per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
-                total_rest_memory += per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
-        return mamba_cache(self, total_rest_memory)
-
-    cls.get_cell_size_per_token = get_cell_size_per_token
-    cls.handle_max_mamba_cache = handle_max_mamba_cache
+    args = runner.server_args
+    if not args.max_running_requests:
+        return 0.0
+    gib = -reserve_gib(args, runner.model_config.dtype)
+    if tree_verify():
+        requests = args.max_running_requests // (runner.dp_size if args.enable_dp_attention else 1)
+        per_req = runner.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+        gib += per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
+    return gib

@@ -1,7 +1,7 @@
-"""Server arguments for DFLASH and DDTREE: defaults, and refusals with a message before serving starts.
+"""Server arguments for DFLASH_CHAIN and DDTREE: defaults, and refusals with a message before serving starts.
 
-Runs inside `ServerArgs._handle_speculative_decoding` (patched by `hooks`), before SGLang's own
-handling, on the ServerArgs object itself. Defaults: DFLASH verifies the drafter's whole block
+Runs inside `ServerArgs._handle_speculative_decoding` (the plugin's hook), before SGLang's own
+handling, on the ServerArgs object itself. Defaults: DFLASH_CHAIN verifies the drafter's whole block
 (`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
 `--speculative-num-draft-tokens` (default 33: the root and a budget of 32), tree depth up to
 block size - 1. Both run SGLang's non-overlap scheduler.
@@ -14,37 +14,12 @@ import logging
 from pathlib import Path
 
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
-from .algorithm import ALGORITHMS
+from .names import DFLASH_CHAIN
 
 logger = logging.getLogger(__name__)
 
-SUPPORTED_SGLANG = ("0.5.10", "0.5.10.post1", "0.5.11")  # whose internals the workers are written against
 DDTREE_DEFAULT_NODES = 32  # budget 31: whole blocks of the tree GDN verify, no root pass (`verify_blocks`)
 DDTREE_TOPK = 8  # > 1 puts SGLang's attention backends in tree-mask mode; no other meaning for DDTREE
-
-
-def is_ours(name) -> bool:
-    return isinstance(name, str) and name.upper() in ALGORITHMS
-
-
-def sglang_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sglang")
-    except PackageNotFoundError:
-        from sglang.version import __version__
-
-        return __version__
-
-
-def check_sglang_version(found: str | None = None) -> None:
-    found = found or sglang_version()
-    if found not in SUPPORTED_SGLANG:
-        raise ValueError(
-            f"sglang-dflash's DFLASH/DDTREE support SGLang {', '.join(SUPPORTED_SGLANG)}; this is SGLang {found}. "
-            "Install one of those (pip install 'sglang-dflash[sglang]'), or run without --speculative-algorithm DFLASH/DDTREE."
-        )
 
 
 def load_config_dict(path: str, revision: str | None = None) -> dict:
@@ -96,7 +71,6 @@ def resolve_speculative_args(args) -> None:
     """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place."""
     name = args.speculative_algorithm.upper()
     args.speculative_algorithm = name
-    check_sglang_version()
     if not args.speculative_draft_model_path:
         raise ValueError(
             f"--speculative-algorithm {name} needs --speculative-draft-model-path: a DFlash drafter in the z-lab "
@@ -118,11 +92,11 @@ def resolve_speculative_args(args) -> None:
             raise ValueError(f"--speculative-algorithm {name} does not support {flag}")
 
     block, nodes = draft.block_size, args.speculative_num_draft_tokens
-    if name == "DFLASH":
+    if name == DFLASH_CHAIN:
         nodes = block if nodes is None else nodes
         if not 2 <= nodes <= block:
             raise ValueError(
-                f"DFLASH verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
+                f"{name} verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
                 f"--speculative-num-draft-tokens must be in [2, {block}], got {nodes}"
             )
         steps, topk = nodes - 1, 1
@@ -152,6 +126,9 @@ def resolve_speculative_args(args) -> None:
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
         args.enable_mixed_chunk = False
+    if not getattr(args, "disable_piecewise_cuda_graph", True):  # 0.5.11 keeps them on for speculative decoding
+        logger.warning("%s: piecewise CUDA graphs disabled (the drafter's taps are read from the target's layers).", name)
+        args.disable_piecewise_cuda_graph = True
     if args.max_running_requests is None:
         args.max_running_requests = 48
         logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)

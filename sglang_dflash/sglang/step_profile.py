@@ -29,8 +29,7 @@ from pathlib import Path
 
 import torch
 
-ENV = "SGLANG_DFLASH_PROFILE"
-ENV_KERNELS = "SGLANG_DFLASH_PROFILE_KERNELS"
+from .. import env
 
 
 class StepProfile:
@@ -42,14 +41,14 @@ class StepProfile:
         self.times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # bs -> phase -> us
         self.host: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # the same, host clock
         self.steps = 0
-        self.kernel_step = int(os.environ.get(ENV_KERNELS, "0"))  # each batch size's step whose kernels are listed; 0: none
+        self.kernel_step = env.PROFILE_KERNELS.integer(0)  # each batch size's step whose kernels are listed; 0: none
         self.kernel_tables: dict[int, str] = {}  # batch size -> its listed step's kernels
         self.profiler = None
         self.last_batch_size: int | None = None  # the next step's, as `start` guesses it
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
-        return cls(os.environ.get(ENV) if rank == 0 else None, device)
+        return cls(env.PROFILE.get() if rank == 0 else None, device)
 
     @property
     def on(self) -> bool:

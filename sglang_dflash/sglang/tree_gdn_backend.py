@@ -1,4 +1,4 @@
-"""Our tree kernels in SGLang 0.5.10's GDN backend for the DFLASH/DDTREE workers' TARGET_VERIFY.
+"""Our tree kernels in SGLang's GDN backend for the DFLASH_CHAIN / DDTREE workers' TARGET_VERIFY.
 
 SGLang verifies the Gated DeltaNet layers node by node, writing a full state per node into
 `intermediate_ssm` / `intermediate_conv_window`, and `update_mamba_state_after_mtp_verify` then copies
@@ -32,12 +32,12 @@ flashinfer (its custom-mask prefill, SGLang's pick for trees: 1.5x slower at 64 
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 
 import torch
 from torch import Tensor
 
+from .. import env
 from ..kernels import device as gpu
 from ..kernels import tree_causal_conv1d, tree_conv_commit, tree_gdn_commit, tree_gdn_verify
 from ..kernels.layer_table import LayerTable
@@ -46,29 +46,22 @@ from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import fused_nodes, stack_contexts, uses_gather, verify_blocks, verify_step_inputs
 from ..kernels.tree_gdn.tree_gdn import context_tables
-from .algorithm import ALGORITHMS
 
 logger = logging.getLogger(__name__)
-
-ENV_SWITCH = "SGLANG_DFLASH_TREE_GDN"
-ATTENTION_SWITCH = "SGLANG_DFLASH_TREE_ATTENTION"
 
 _workspace: TreeVerifyWorkspace | None = None
 
 
-def enabled(server_args) -> bool:
-    """The tree verify is on for DFLASH and DDTREE servers, unless SGLANG_DFLASH_TREE_GDN=0 (SGLang's own
-    per-node path, for comparison); never for other algorithms."""
-    name = str(getattr(server_args, "speculative_algorithm", None) or "").upper()
-    return name in ALGORITHMS and os.environ.get(ENV_SWITCH, "1") != "0"
+def enabled() -> bool:
+    """The tree verify is on in a server of ours (the only place anything here runs: the plugin's runtime hooks exist
+    only there), unless SGLANG_DFLASH_TREE_GDN=0 (SGLang's own per-node path, for comparison)."""
+    return env.TREE_GDN.on()
 
 
 def attention_switch() -> bool | None:
     """The full-attention layers' verify through `kernels.tree_attention` too (with the tree verify on):
     SGLANG_DFLASH_TREE_ATTENTION=1 on, 0 off; unset (or "auto"): None, `attention_default` decides."""
-    value = os.environ.get(ATTENTION_SWITCH, "auto")
-    if value not in ("0", "1", "auto"):
-        raise ValueError(f"{ATTENTION_SWITCH}={value!r}: 1 (on), 0 (off) or auto (on where measured faster)")
+    value = env.TREE_ATTENTION.get()
     return None if value == "auto" else value == "1"
 
 
@@ -95,11 +88,6 @@ def attention_serves(layer, kv_pool, q: Tensor) -> bool:
         and layer.v_head_dim == layer.head_dim
         and getattr(kv_pool, "dtype", None) == q.dtype
     )
-
-
-def spec_state_size(server_args, max_num_reqs: int) -> int:
-    """Request slots for SGLang's per-node GDN verify states: none needed (one allocated) with the tree verify."""
-    return 0 if enabled(server_args) else max_num_reqs
 
 
 def workspace() -> TreeVerifyWorkspace | None:
@@ -226,10 +214,10 @@ class TreeVerifyWorkspace:
             name = type(full_attn_backend).__name__
             if self.attention_on:
                 logger.info("sglang-dflash: tree attention verify in the full-attention layers, not %s (measured faster "
-                            "on this GPU; %s=0 turns it off)", name, ATTENTION_SWITCH)  # fmt: skip
+                            "on this GPU; %s=0 turns it off)", name, env.TREE_ATTENTION.name)  # fmt: skip
             else:
                 logger.info("sglang-dflash: the full-attention layers' verify stays with %s (the tree attention was not "
-                            "measured against it on this GPU; %s=1 turns it on)", name, ATTENTION_SWITCH)  # fmt: skip
+                            "measured against it on this GPU; %s=1 turns it on)", name, env.TREE_ATTENTION.name)  # fmt: skip
         return self.attention_on
 
     def commit(self, req_to_token_pool, slots: Tensor, accepted_nodes: Tensor, graph_bs: int | None) -> None:
@@ -286,7 +274,7 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
     graph), to be installed before its graphs are captured; None otherwise."""
     global _workspace
-    if not enabled(model_runner.server_args):
+    if not enabled():
         return None
     args = model_runner.server_args
     num_nodes = int(args.speculative_num_draft_tokens)
@@ -296,10 +284,10 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
     device = next(model_runner.model.parameters()).device
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_switch())
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
-                "per-node states)", num_nodes, _workspace.max_depth, largest, ENV_SWITCH)  # fmt: skip
+                "per-node states)", num_nodes, _workspace.max_depth, largest, env.TREE_GDN.name)  # fmt: skip
     if _workspace.attention_on is not None:
         logger.info("sglang-dflash: tree attention verify in the full-attention layers: %s (%s=%d)",
-                    "on" if _workspace.attention_on else "off", ATTENTION_SWITCH, _workspace.attention_on)  # fmt: skip
+                    "on" if _workspace.attention_on else "off", env.TREE_ATTENTION.name, _workspace.attention_on)  # fmt: skip
     if uses_gather(num_nodes, _workspace.max_depth):
         logger.info("sglang-dflash: tree GDN verify: %d nodes: the ancestor-gather kernel", num_nodes)
     elif device.type == "cuda" and verify_blocks(num_nodes, device)[2] > 1:
@@ -309,91 +297,3 @@ def install(model_runner) -> TreeVerifyWorkspace | None:
                        "tokens %d is one whole block; fewer nodes also accept less, so measure both)",
                        num_nodes, fused, fused)  # fmt: skip
     return _workspace
-
-
-def patch_memory_pool(module) -> None:
-    """`hooks.patch_module` on sglang.srt.mem_cache.memory_pool: with the tree verify on (`plugin_tree_verify`), SGLang's
-    per-node verify states (`intermediate_ssm`, `intermediate_conv_window`: N states per request and GDN layer,
-    about 2.5 GB per request for Qwen3.6-27B at TP=2 and 33 nodes) are never read, so they are allocated for one
-    request slot instead of max_running_requests (SGLang still asserts they exist; `memory_plan.patch_kv_cache_mixin`
-    gives the memory plan the rest back). What the tree verify keeps instead is per step and per layer:
-    u [R, N, HV, V] fp32, path gate sums and the keys."""
-    from .hooks import claim  # plugin-only (not in patches/)
-
-    cls = module.HybridReqToTokenPool
-    if not claim(cls):
-        return
-    original = cls.__init__
-
-    def __init__(self, *args, **kwargs):
-        if "mamba_spec_state_size" in kwargs and plugin_tree_verify(_global_server_args()):
-            logger.info("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, not %s",
-                        kwargs["mamba_spec_state_size"])  # fmt: skip
-            kwargs["mamba_spec_state_size"] = 0
-        original(self, *args, **kwargs)
-
-    cls.__init__ = __init__
-
-
-def plugin_tree_verify(server_args) -> bool:
-    """The plugin's tree verify runs: our workers serve (`worker.workers_enabled`) and the tree verify is on."""
-    from .worker import workers_enabled
-
-    return server_args is not None and workers_enabled(server_args) and enabled(server_args)
-
-
-def _global_server_args():
-    """SGLang's process-wide server args (set by ModelRunner before it builds its pools), or None."""
-    from sglang.srt.server_args import get_global_server_args
-
-    try:
-        return get_global_server_args()
-    except ValueError:  # not set yet: not inside a model runner
-        return None
-
-
-def patch_hybrid_backend(module) -> None:
-    """`hooks.patch_module` on sglang.srt.layers.attention.hybrid_linear_attn_backend: the full-attention layers'
-    TARGET_VERIFY through the workspace where it takes them (`TreeVerifyWorkspace.attention_for` the server's backend)
-    and `attention_serves` the layer; every other call is SGLang's own."""
-    from .hooks import claim  # plugin-only (not in patches/)
-
-    cls = module.HybridLinearAttnBackend
-    if not claim(cls):
-        return
-    original = cls.forward_extend
-
-    def forward_extend(self, layer, forward_batch, save_kv_cache=True, q=None, k=None, v=None, *args, **kwargs):
-        ws = _workspace
-        if (
-            ws is not None
-            and forward_batch.forward_mode.is_target_verify()
-            and layer is not None
-            and layer.layer_id in self.full_attn_layers
-            and ws.attention_for(self.full_attn_backend)
-            and attention_serves(layer, forward_batch.token_to_kv_pool, q)
-        ):
-            first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
-            return ws.attention(layer, forward_batch, q, k, v, save_kv_cache, first)
-        return original(self, layer, forward_batch, save_kv_cache, q, k, v, *args, **kwargs)
-
-    cls.forward_extend = forward_extend
-
-
-def patch_gdn_backend(module) -> None:
-    """`hooks.patch_module` on sglang.srt.layers.attention.linear.gdn_backend: TARGET_VERIFY through the
-    workspace when one is installed; every other call, and every run without it, is SGLang's own."""
-    from .hooks import claim  # plugin-only (not in patches/)
-
-    cls = module.GDNAttnBackend
-    if not claim(cls):
-        return
-    original = cls.forward_extend
-
-    def forward_extend(self, layer, forward_batch, mixed_qkv, a, b, **kwargs):
-        ws = _workspace
-        if ws is not None and forward_batch.forward_mode.is_target_verify():
-            return ws.verify(self, layer, forward_batch, mixed_qkv, a, b)
-        return original(self, layer, forward_batch, mixed_qkv, a, b, **kwargs)
-
-    cls.forward_extend = forward_extend

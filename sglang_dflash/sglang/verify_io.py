@@ -1,4 +1,4 @@
-"""A DraftTree and its Acceptance in the tensors of SGLang 0.5.10's EAGLE verify path.
+"""A DraftTree and its Acceptance in the tensors of SGLang's EAGLE verify path.
 
 Pure torch (no SGLang import): the workers hand these to SGLang's TARGET_VERIFY machinery
 (`EagleVerifyInput` fields) and to its post-verify bookkeeping, which expects what
@@ -17,7 +17,7 @@ from ..kernels.tree_attention import sglang_custom_mask
 def eagle_verify_fields(tree: DraftTree, seq_lens: Tensor, seq_lens_sum: int) -> dict:
     """EagleVerifyInput's tensors for R trees of N nodes placed after seq_lens [R] (sum as a host int):
     draft_token [R * N], custom_mask (see `sglang_custom_mask`), positions [R * N] = seq_len + depth,
-    retrive_index [R, N] = flat node index, retrive_next_token / retrive_next_sibling [R, N] (first
+    retrieve_index [R, N] = flat node index, retrieve_next_token / retrieve_next_sibling [R, N] (first
     child / next sibling in node indices, -1 if none), spec_steps = the deepest possible node, and
     draft_token_num = N. Node 0 of each tree is its root (the last verified token)."""
     R, N = tree.token_ids.shape
@@ -26,9 +26,9 @@ def eagle_verify_fields(tree: DraftTree, seq_lens: Tensor, seq_lens_sum: int) ->
         draft_token=tree.token_ids.reshape(-1),
         custom_mask=custom_mask,
         positions=(seq_lens[:, None].to(tree.depths) + tree.depths).reshape(-1),
-        retrive_index=torch.arange(R * N, device=tree.token_ids.device).view(R, N),
-        retrive_next_token=tree.next_token,
-        retrive_next_sibling=tree.next_sibling,
+        retrieve_index=torch.arange(R * N, device=tree.token_ids.device).view(R, N),
+        retrieve_next_token=tree.next_token,
+        retrieve_next_sibling=tree.next_sibling,
         spec_steps=tree.max_depth,
         draft_token_num=N,
     )

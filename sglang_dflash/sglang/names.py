@@ -1,0 +1,54 @@
+"""Names shared by the SGLang-facing modules and the plugin (a leaf: it imports nothing).
+
+Our algorithms go by names of their own, so that they never collide with SGLang's: `DDTREE` (tree verify) and
+`DFLASH_CHAIN` (our chain verify). `DFLASH` is SGLang's own where SGLang has one (0.5.11); it means
+`DFLASH_CHAIN` where SGLang has none (0.5.10.post1), or where the user opts in (SGLANG_DFLASH_OVERRIDE_DFLASH=1).
+"""
+
+DDTREE = "DDTREE"
+DFLASH_CHAIN = "DFLASH_CHAIN"
+DFLASH = "DFLASH"  # an alias of DFLASH_CHAIN where it is not SGLang's (`canonical_name`)
+ALGORITHMS = (DFLASH_CHAIN, DDTREE)  # the names our workers serve under, after server-argument resolution
+
+# Set on our EagleVerifyInput: the number of real requests in the verify batch (read by the graph-replay fix).
+NUM_REQS_ATTR = "sglang_dflash_num_reqs"
+
+
+def canonical_name(name, sglang_has_dflash: bool, override_dflash: bool) -> str | None:
+    """Our algorithm's name for `--speculative-algorithm name`, or None where the name is not ours."""
+    if not isinstance(name, str):
+        return None
+    upper = name.upper()
+    if upper in ALGORITHMS:
+        return upper
+    if upper == DFLASH and (override_dflash or not sglang_has_dflash):
+        return DFLASH_CHAIN
+    return None
+
+
+class Fields:
+    """SGLang field names the workers read or write that SGLang renamed between releases. The plugin sets the
+    running release's (`use_fields`, from its version table) before any worker exists."""
+
+    def __init__(self, retrieve: str, result_accepted: str, result_accepted_per_req: str, req_accepted: str):
+        self.retrieve = retrieve  # prefix of EagleVerifyInput's retrieve_index / _next_token / _next_sibling / _cum_len
+        self.result_accepted = result_accepted  # GenerationBatchResult: accepted drafts of the batch (int)
+        self.result_accepted_per_req = result_accepted_per_req  # GenerationBatchResult: the same per request (list)
+        self.req_accepted = req_accepted  # Req: its running count of accepted drafts
+
+    def __repr__(self) -> str:
+        return f"Fields({vars(self)})"
+
+
+_fields: Fields | None = None
+
+
+def use_fields(fields: Fields) -> None:
+    global _fields
+    _fields = fields
+
+
+def fields() -> Fields:
+    if _fields is None:
+        raise RuntimeError("sglang-dflash: no SGLang release's field names set (the plugin sets them when it activates)")
+    return _fields

@@ -1,0 +1,13 @@
+"""The plugin: the only code that changes SGLang's classes.
+
+- `versions`: one table per supported SGLang release naming every SGLang internal we patch (with the shape we
+  expect) and the renamed fields the workers read.
+- `patches`: the hooks themselves, each `hook(original, *args, **kwargs)` around one SGLang function.
+- `activate`: checks a release's table against the installed SGLang, then applies its hooks (through SGLang's
+  `HookRegistry` where the release has one, else by wrapping in place); on any mismatch it applies nothing and
+  SGLang runs stock.
+- `entry` (the `sglang.srt.plugins` entry point, releases with a plugin loader) and `bootstrap` (run by the
+  installed `sglang_dflash.pth`, releases without one): how `activate` gets called in every SGLang process.
+
+Nothing here is imported by the SGLang-facing modules beside this package (`..dflash_worker` and the rest).
+"""

@@ -1,0 +1,242 @@
+"""Turning the plugin on in one SGLang process: check the installed release's table (`versions`), then apply it.
+
+`activate()` is called by the entry point, or by the .pth bootstrap's import hook once an SGLang module with stock
+patches is imported. Before touching anything it checks that every target it is about to patch exists with the
+parameters it expects (the scheduler's is checked where SGLang imports it); on the first mismatch it patches nothing,
+logs one warning line naming the SGLang version and the attribute, and the plugin stays off for the process: SGLang
+runs stock. An unsupported SGLang version turns it off the same way, silently (nothing of SGLang's is touched).
+Asking for one of our algorithms while the plugin is off stops the start-up with one line saying why
+(`refuse_if_asked`, `patches.from_string`).
+
+Where the release has SGLang's `HookRegistry` (0.5.11), the hooks go through it; elsewhere they wrap in place the
+same way (functools.wraps, classmethod / staticmethod kept). Either way each target is patched once per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import inspect
+import logging
+import sys
+
+from ... import env
+from .. import names
+from ..algorithm import is_ours
+from . import patches
+from .versions import SCHEDULER, SUPPORTED, Patch, Release, release
+
+logger = logging.getLogger("sglang_dflash")
+
+
+class Mismatch(RuntimeError):
+    """An SGLang internal the table names is missing or has another shape."""
+
+
+class _State:
+    release: Release | None = None
+    off: str | None = None  # why the plugin is off in this process (None: on, or not decided yet)
+    applied: set[str] = set()  # targets patched in this process
+    runtime: bool = False
+    busy: bool = False
+
+
+state = _State()
+
+
+def installed_version() -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sglang")
+    except PackageNotFoundError:
+        return None
+
+
+def turn_off(reason: str) -> None:
+    if state.off is None:
+        state.off = reason
+        patches.disable(reason)
+        logger.warning("sglang-dflash is off, SGLang runs stock: %s", reason)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _owner_and_raw(patch: Patch):
+    """(the object holding the patched attribute, the attribute as stored there) or Mismatch."""
+    try:
+        obj = importlib.import_module(patch.module)
+    except ImportError as e:
+        raise Mismatch(f"module {patch.module} does not import ({e})") from e
+    *owners, attr = patch.path
+    for name in owners:
+        if not hasattr(obj, name):
+            raise Mismatch(f"{patch.module} has no {'.'.join(owners)}")
+        obj = getattr(obj, name)
+    try:
+        raw = inspect.getattr_static(obj, attr)
+    except AttributeError:
+        raise Mismatch(f"{patch.target.replace(':', '.')} does not exist") from None
+    return obj, raw
+
+
+def _function(raw):
+    return raw.__func__ if isinstance(raw, (classmethod, staticmethod)) else raw
+
+
+def check(patch: Patch) -> None:
+    """The target exists and takes patch.params in that order (other parameters may stand between)."""
+    _, raw = _owner_and_raw(patch)
+    fn = inspect.unwrap(_function(raw))
+    try:
+        params = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        raise Mismatch(f"{patch.dotted} is not a function") from None
+    rest = iter(params)
+    if not all(any(p == q for q in rest) for p in patch.params):
+        raise Mismatch(f"{patch.dotted} takes ({', '.join(params)}), expected ({', '.join(patch.params)}, ...)")
+
+
+def check_field(field) -> None:
+    module, cls_name = field.owner.split(":")
+    cls = getattr(importlib.import_module(module), cls_name, None)
+    if cls is None:
+        raise Mismatch(f"{module} has no {cls_name}")
+    if dataclasses.is_dataclass(cls):
+        found = field.name in {f.name for f in dataclasses.fields(cls)}
+    else:  # an attribute its __init__ sets
+        found = hasattr(cls, field.name) or field.name in getattr(cls.__init__, "__code__", None).co_names
+    if not found:
+        raise Mismatch(f"{module}.{cls_name} has no field {field.name}")
+
+
+# ----------------------------------------------------------------------------- applying
+
+
+def _hook(patch: Patch):
+    return scheduler_init if patch.hook == "scheduler_init" else getattr(patches, patch.hook)
+
+
+def around(owner, name: str, hook) -> None:
+    """owner.name <- a wrapper calling hook(original, *args, **kwargs) (HookRegistry's AROUND, where it is absent)."""
+    raw = inspect.getattr_static(owner, name)
+    original = _function(raw)
+
+    @functools.wraps(original)
+    def wrapper(*args, **kwargs):
+        return hook(original, *args, **kwargs)
+
+    kind = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
+    setattr(owner, name, kind(wrapper) if kind else wrapper)
+
+
+def hooked(fn) -> bool:
+    """Whether fn (a function, or a class- or static method) goes through one of our hooks, applied either way."""
+    fn = getattr(fn, "__func__", fn)
+    plugin = __name__.rsplit(".", 1)[0]
+    return any(str(getattr(c.cell_contents, "__module__", "")).startswith(plugin) for c in getattr(fn, "__closure__", None) or ())
+
+
+def _registry():
+    try:
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+    except ImportError:
+        return None
+    return HookRegistry, HookType
+
+
+def apply(todo: list[Patch]) -> None:
+    """Check every patch of `todo`, then apply them all (nothing on a mismatch: the plugin turns off)."""
+    todo = [p for p in todo if p.target not in state.applied]
+    if not todo or state.off:
+        return
+    try:
+        for patch in todo:
+            check(patch)
+    except Mismatch as e:
+        turn_off(f"SGLang {installed_version()}: {e}")
+        return
+    registry = _registry()
+    for patch in todo:
+        if registry is not None:
+            registry[0].register(patch.dotted, _hook(patch), registry[1].AROUND)
+        else:
+            around(_owner_and_raw(patch)[0], patch.path[-1], _hook(patch))
+        state.applied.add(patch.target)
+    if registry is not None:
+        registry[0].apply_hooks()
+
+
+def _choose_release() -> Release | None:
+    """The installed release's table, once per process (None, and the plugin off, where it is not supported)."""
+    if state.release is None and state.off is None:
+        version = installed_version()
+        table = release(version) if version else None
+        if table is None:
+            state.off = f"SGLang {version} is not supported (supported: {', '.join(SUPPORTED)})"
+            return None
+        state.release = table
+        names.use_fields(table.fields)
+        patches.configure(table.has_dflash)
+    return None if state.off else state.release
+
+
+def activate(scheduler: bool | None = None) -> None:
+    """The stock patches of the installed release: those of the light modules (spec_info, server_args: imported
+    here, checked together) and the scheduler's where `scheduler` (None: where SGLang has imported that module, as
+    in a scheduler process; the .pth's hook says when it has finished executing)."""
+    if env.disabled() or state.busy or not _choose_release():
+        return
+    if scheduler is None:
+        scheduler = SCHEDULER in sys.modules
+    state.busy = True  # importing a watched module from here re-enters through the .pth's hook
+    try:
+        apply([p for p in state.release.stock if p.module != SCHEDULER or scheduler])
+    finally:
+        state.busy = False
+
+
+def activate_runtime(server_args) -> None:
+    """In a scheduler process that serves our algorithm, before its model runner exists: the runtime patches and
+    the renamed fields, checked first; a mismatch stops the start-up with one line (the user asked for ours)."""
+    if state.runtime:
+        return
+    table = _choose_release()
+    if table is None:
+        raise RuntimeError(f"sglang-dflash cannot serve {server_args.speculative_algorithm}: {state.off}")
+    try:
+        for field in table.field_owners:
+            check_field(field)
+        for patch in table.runtime:
+            check(patch)
+    except Mismatch as e:
+        raise RuntimeError(f"sglang-dflash cannot serve {server_args.speculative_algorithm} on SGLang {installed_version()}: "
+                           f"{e} (supported: {', '.join(SUPPORTED)})") from None  # fmt: skip
+    apply(list(table.runtime))
+    state.runtime = True
+
+
+def scheduler_init(original, self, server_args, *args, **kwargs):
+    """Scheduler.__init__: the runtime patches where this scheduler serves our algorithm (and the stock decode
+    profile where SGLANG_DFLASH_PROFILE asks for it), before SGLang builds the model runner."""
+    if is_ours(server_args):
+        activate_runtime(server_args)
+    elif env.PROFILE.get():
+        from .versions import PROFILE
+
+        apply([PROFILE])
+    return original(self, server_args, *args, **kwargs)
+
+
+def refuse_if_asked(argv: list[str]) -> None:
+    """While the plugin is off: a command line asking for one of our algorithms stops with one line saying why."""
+    asked = None
+    for i, arg in enumerate(argv):
+        if arg == "--speculative-algorithm" and i + 1 < len(argv):
+            asked = argv[i + 1]
+        elif arg.startswith("--speculative-algorithm="):
+            asked = arg.split("=", 1)[1]
+    if state.off and isinstance(asked, str) and asked.upper() in names.ALGORITHMS:
+        raise SystemExit(f"error: --speculative-algorithm {asked} needs sglang-dflash, which is off: {state.off}")

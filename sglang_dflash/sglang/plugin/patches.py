@@ -1,0 +1,208 @@
+"""The hooks, each around one SGLang function, in SGLang's HookRegistry AROUND form: `hook(original, *args, **kwargs)`.
+
+`versions` says which function each goes around, in which release, and why. The stock hooks call SGLang's own code
+unchanged for any algorithm but ours; the runtime hooks exist only in a scheduler process that serves ours. The
+work itself is done by the SGLang-facing modules (`..server_args`, `..memory_plan`, `..tree_gdn_backend`, ...),
+imported where a hook first needs them: a stock SGLang process imports none of them (nor torch through us).
+"""
+
+from __future__ import annotations
+
+from ... import env
+from ..algorithm import DraftTreeAlgorithm, is_ours
+from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name
+
+_has_dflash = False  # the running release has SGLang's own DFLASH (`configure`)
+_off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
+
+CHOICES_HELP = (
+    " DDTREE: a DFlash block drafter's best --speculative-num-draft-tokens - 1 prefixes verified as one tree; "
+    "DFLASH_CHAIN: the same drafter verified as a chain (both from sglang-dflash)."
+)
+
+
+def configure(has_dflash: bool) -> None:
+    global _has_dflash
+    _has_dflash = has_dflash
+
+
+def disable(reason: str) -> None:
+    """The plugin turned off (a later check failed): our names are refused from now on, with the reason."""
+    global _off
+    _off = reason
+
+
+def ours(name) -> str | None:
+    """Our canonical name for a --speculative-algorithm value, or None where the name is SGLang's."""
+    return canonical_name(name, _has_dflash, env.OVERRIDE_DFLASH.on())
+
+
+# ----------------------------------------------------------------------------- stock: every SGLang process
+
+
+def from_string(original, cls, name):
+    name_ours = ours(name)
+    if name_ours and _off:
+        raise ValueError(f"--speculative-algorithm {name} needs sglang-dflash, which is off: {_off}")
+    return DraftTreeAlgorithm(name_ours) if name_ours else original(cls, name)
+
+
+def add_cli_args(original, parser):
+    original(parser)
+    for action in parser._actions:
+        if "--speculative-algorithm" in action.option_strings:
+            if action.choices is not None:
+                action.choices = list(action.choices) + [a for a in ALGORITHMS if a not in action.choices]
+            action.help = (action.help or "Speculative algorithm.") + CHOICES_HELP
+
+
+def post_init(original, self):
+    name_ours = ours(self.speculative_algorithm)
+    if name_ours:
+        self.speculative_algorithm = name_ours
+    return original(self)
+
+
+def model_specific_adjustments(original, self):
+    if is_ours(self):
+        from ..server_args import resolve_radix_cache
+
+        resolve_radix_cache(self)
+    return original(self)
+
+
+def speculative_decoding(original, self):
+    if is_ours(self):
+        from ..server_args import resolve_speculative_args
+
+        resolve_speculative_args(self)
+    return original(self)
+
+
+# ----------------------------------------------------------------------------- runtime: a scheduler serving ours
+
+
+def add_request_to_queue(original, self, req, *args, **kwargs):
+    """A request the workers cannot serve yet (`request_unsupported`) or whose prompt does not fit the drafter's
+    positions (`fit_to_drafter`, which also caps max_new_tokens) finishes at admission with an error naming why."""
+    if isinstance(getattr(self, "spec_algorithm", None), DraftTreeAlgorithm) and not req.finished():
+        from ..dflash_worker import fit_to_drafter, request_unsupported
+
+        worker = self.draft_worker
+        message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, worker.num_nodes)
+        if message:
+            req.set_finish_with_abort(message)
+    return original(self, req, *args, **kwargs)
+
+
+def init_device_graphs(original, self):
+    """The target runner's hidden-state capture and tree-verify workspace, installed before its graphs are captured
+    (should this not have run, the worker installs the capture itself and recaptures once)."""
+    if is_ours(self.server_args) and not self.is_draft_worker:
+        from ..hidden_capture import install_before_graphs
+        from ..tree_gdn_backend import install
+
+        install_before_graphs(self)
+        install(self)  # unless SGLANG_DFLASH_TREE_GDN=0
+    return original(self)
+
+
+def replay_metadata(original, self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu, *args, **kwargs):
+    """SGLang's GDN backend counts CUDA-graph padding as the requests whose seq_lens_cpu equals the graph fill value
+    (1), so a real request of sequence length 1 (a one-token prompt at its first verify) is taken for padding and
+    verified from state slot -1, and the batch's last request loses its slot. For verify batches of our workers,
+    which record the real request count on their spec_info, the real entries are counted as real; the values are
+    only counted there, never used as lengths."""
+    n = getattr(spec_info, NUM_REQS_ATTR, None)
+    if n is not None and seq_lens_cpu is not None:
+        fill = self.get_cuda_graph_seq_len_fill_value()
+        seq_lens_cpu = seq_lens_cpu.clone()
+        seq_lens_cpu[:n] = seq_lens_cpu[:n].masked_fill(seq_lens_cpu[:n] == fill, fill + 1)
+    return original(self, bs, req_pool_indices, forward_mode, spec_info, seq_lens_cpu, *args, **kwargs)
+
+
+def hybrid_forward_extend(original, self, layer, forward_batch, save_kv_cache=True, q=None, k=None, v=None, *args, **kwargs):
+    """The full-attention layers' TARGET_VERIFY through the tree-verify workspace where it takes them; every other
+    call is SGLang's own."""
+    from .. import tree_gdn_backend
+
+    ws = tree_gdn_backend.workspace()
+    if (
+        ws is not None
+        and forward_batch.forward_mode.is_target_verify()
+        and layer is not None
+        and layer.layer_id in self.full_attn_layers
+        and ws.attention_for(self.full_attn_backend)
+        and tree_gdn_backend.attention_serves(layer, forward_batch.token_to_kv_pool, q)
+    ):
+        first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
+        return ws.attention(layer, forward_batch, q, k, v, save_kv_cache, first)
+    return original(self, layer, forward_batch, save_kv_cache, q, k, v, *args, **kwargs)
+
+
+def gdn_forward_extend(original, self, layer, forward_batch, mixed_qkv, a, b, *args, **kwargs):
+    """The GDN layers' TARGET_VERIFY through the tree-verify workspace once one is installed; otherwise SGLang's."""
+    from ..tree_gdn_backend import workspace
+
+    ws = workspace()
+    if ws is not None and forward_batch.forward_mode.is_target_verify():
+        return ws.verify(self, layer, forward_batch, mixed_qkv, a, b)
+    return original(self, layer, forward_batch, mixed_qkv, a, b, *args, **kwargs)
+
+
+def req_to_token_pool_init(original, self, *args, **kwargs):
+    """SGLang's per-node GDN verify states (N states per request and GDN layer, about 2.5 GB per request for
+    Qwen3.6-27B at TP=2 and 33 nodes) for one request slot when our tree verify replaces them (SGLang still asserts
+    they exist; `handle_max_mamba_cache` gives the memory plan the rest back)."""
+    from .. import tree_gdn_backend
+
+    if "mamba_spec_state_size" in kwargs and tree_gdn_backend.enabled():
+        tree_gdn_backend.logger.info("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, "
+                                     "not %s", kwargs["mamba_spec_state_size"])  # fmt: skip
+        kwargs["mamba_spec_state_size"] = 0
+    return original(self, *args, **kwargs)
+
+
+def handle_max_mamba_cache(original, self, total_rest_memory, *args, **kwargs):
+    """Before the KV cache is sized: the drafter's weights held back, SGLang's reservation of per-node GDN states
+    given back but for one request where our tree verify runs (`memory_plan.rest_memory_adjustment_gib`)."""
+    if not self.is_draft_worker:
+        from ..memory_plan import rest_memory_adjustment_gib
+
+        total_rest_memory += rest_memory_adjustment_gib(self)
+    return original(self, total_rest_memory, *args, **kwargs)
+
+
+def cell_size_per_token(original, self, num_layers, *args, **kwargs):
+    """0.5.10: every KV-cache token also pays for the drafter's context K/V (`memory_plan.draft_cell_bytes`)."""
+    from ..memory_plan import draft_cell_bytes
+
+    size = original(self, num_layers, *args, **kwargs)
+    return size + (0 if self.is_draft_worker else draft_cell_bytes(self))
+
+
+def compute_cell_size(original, self, mr, num_layers, *args, **kwargs):
+    """0.5.11 (the cell size moved to the pool configurator): the same as `cell_size_per_token`."""
+    from ..memory_plan import draft_cell_bytes
+
+    size = original(self, mr, num_layers, *args, **kwargs)
+    return size + (0 if mr.is_draft_worker else draft_cell_bytes(mr))
+
+
+def profile_decode(original, self, model_worker_batch, *args, **kwargs):
+    """With SGLANG_DFLASH_PROFILE set: each plain decode forward of the target (stock SGLang's decode step; our
+    workers' target forwards are TARGET_VERIFY or EXTEND) timed as the phase "decode" of `step_profile`."""
+    if not model_worker_batch.forward_mode.is_decode():
+        return original(self, model_worker_batch, *args, **kwargs)
+    profile = vars(self).get("_sglang_dflash_profile")
+    if profile is None:
+        import torch
+
+        from ..step_profile import StepProfile
+
+        profile = self._sglang_dflash_profile = StepProfile.from_env(torch.device(self.model_runner.device), self.tp_rank)
+    profile.start()
+    out = original(self, model_worker_batch, *args, **kwargs)
+    profile.mark("decode")
+    profile.end(len(model_worker_batch.seq_lens))
+    return out

@@ -1,0 +1,215 @@
+"""Every SGLang internal the plugin patches, per supported release, with the shape it expects and why.
+
+A `Patch` names its target as "module:Class.attribute" and the hook in `patches` that goes around it; `params` are
+the leading parameters the original must have (its shape). `activate` checks every target of a release before it
+touches anything: a missing module, class or attribute, or other parameters, and the plugin stays off.
+
+- `stock` patches go on in every SGLang process: they only add our names to `--speculative-algorithm` and resolve
+  our server arguments; for any other algorithm they call SGLang's own code unchanged.
+- `runtime` patches go on in a scheduler process only when it serves our algorithm (`patches.scheduler_init`),
+  before its model runner exists; a stock server never has them.
+- `fields`: SGLang fields the workers read or write under names that changed between releases (`names.Fields`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..names import Fields
+
+
+@dataclass(frozen=True)
+class Patch:
+    target: str  # "module:Class.attribute"
+    hook: str  # the function in `patches` that goes around it
+    params: tuple[str, ...]  # the original's leading parameters
+    why: str
+
+    @property
+    def module(self) -> str:
+        return self.target.split(":")[0]
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        return tuple(self.target.split(":")[1].split("."))
+
+    @property
+    def dotted(self) -> str:
+        return self.target.replace(":", ".")
+
+
+@dataclass(frozen=True)
+class Field:
+    owner: str  # "module:Class"
+    name: str  # a dataclass field or an attribute its __init__ sets
+
+
+@dataclass(frozen=True)
+class Release:
+    versions: tuple[str, ...]
+    loader: str  # how the plugin reaches every SGLang process: "entry point" or ".pth"
+    has_dflash: bool  # SGLang's own DFLASH exists (then `DFLASH` stays SGLang's unless overridden)
+    stock: tuple[Patch, ...]
+    runtime: tuple[Patch, ...]
+    fields: Fields
+
+    @property
+    def name(self) -> str:
+        return self.versions[-1]
+
+    @property
+    def field_owners(self) -> tuple[Field, ...]:
+        return field_owners(self.fields)
+
+
+SPEC_INFO = "sglang.srt.speculative.spec_info"
+SERVER_ARGS = "sglang.srt.server_args"
+SCHEDULER = "sglang.srt.managers.scheduler"
+MODEL_RUNNER = "sglang.srt.model_executor.model_runner"
+HYBRID = "sglang.srt.layers.attention.hybrid_linear_attn_backend"
+GDN = "sglang.srt.layers.attention.linear.gdn_backend"
+MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
+KV_MIXIN = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
+POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
+TP_WORKER = "sglang.srt.managers.tp_worker"
+EAGLE_INFO = "sglang.srt.speculative.eagle_info"
+MANAGER_UTILS = "sglang.srt.managers.utils"
+SCHEDULE_BATCH = "sglang.srt.managers.schedule_batch"
+
+STOCK = (
+    Patch(
+        f"{SPEC_INFO}:SpeculativeAlgorithm.from_string",
+        "from_string",
+        ("cls", "name"),
+        "our names resolve to `DraftTreeAlgorithm` values; every other name to SGLang's enum",
+    ),
+    Patch(
+        f"{SERVER_ARGS}:ServerArgs.add_cli_args",
+        "add_cli_args",
+        ("parser",),
+        "--speculative-algorithm lists DDTREE and DFLASH_CHAIN (its choices are a fixed list)",
+    ),
+    Patch(
+        f"{SERVER_ARGS}:ServerArgs.__post_init__",
+        "post_init",
+        ("self",),
+        "`DFLASH` becomes DFLASH_CHAIN where it is ours, before SGLang's checks read the name",
+    ),
+    Patch(
+        f"{SERVER_ARGS}:ServerArgs._handle_model_specific_adjustments",
+        "model_specific_adjustments",
+        ("self",),
+        "the hybrid model's mamba strategy for the radix cache, before SGLang's mamba checks",
+    ),
+    Patch(
+        f"{SERVER_ARGS}:ServerArgs._handle_speculative_decoding",
+        "speculative_decoding",
+        ("self",),
+        "our speculative defaults and refusals, before SGLang's own handling",
+    ),
+    Patch(
+        f"{SCHEDULER}:Scheduler.__init__",
+        "scheduler_init",
+        ("self", "server_args"),
+        "the runtime patches, in a scheduler process that serves our algorithm, before its model runner exists",
+    ),
+)
+
+RUNTIME_COMMON = (
+    Patch(
+        f"{SCHEDULER}:Scheduler._add_request_to_queue",
+        "add_request_to_queue",
+        ("self", "req"),
+        "requests the workers cannot serve are aborted at admission with a message",
+    ),
+    Patch(
+        f"{MODEL_RUNNER}:ModelRunner.init_device_graphs",
+        "init_device_graphs",
+        ("self",),
+        "the drafter's hidden-state taps and the tree-verify workspace, before the target's graphs are captured",
+    ),
+    Patch(
+        f"{HYBRID}:MambaAttnBackendBase._replay_metadata",
+        "replay_metadata",
+        ("self", "bs", "req_pool_indices", "forward_mode", "spec_info", "seq_lens_cpu"),
+        "a one-token request is not CUDA-graph padding in our verify batches",
+    ),
+    Patch(
+        f"{HYBRID}:HybridLinearAttnBackend.forward_extend",
+        "hybrid_forward_extend",
+        ("self", "layer", "forward_batch", "save_kv_cache", "q", "k", "v"),
+        "the full-attention layers' TARGET_VERIFY through our tree attention where it is faster",
+    ),
+    Patch(
+        f"{GDN}:GDNAttnBackend.forward_extend",
+        "gdn_forward_extend",
+        ("self", "layer", "forward_batch", "mixed_qkv", "a", "b"),
+        "the GDN layers' TARGET_VERIFY through our tree kernels",
+    ),
+    Patch(
+        f"{MEMORY_POOL}:HybridReqToTokenPool.__init__",
+        "req_to_token_pool_init",
+        ("self",),
+        "SGLang's per-node GDN verify states for one request slot: our tree verify never reads them",
+    ),
+    Patch(
+        f"{KV_MIXIN}:ModelRunnerKVCacheMixin.handle_max_mamba_cache",
+        "handle_max_mamba_cache",
+        ("self", "total_rest_memory"),
+        "the memory plan holds the drafter's weights back and gets back the per-node GDN states",
+    ),
+)
+
+PROFILE = Patch(f"{TP_WORKER}:TpModelWorker.forward_batch_generation", "profile_decode", ("self", "model_worker_batch"),
+                "SGLANG_DFLASH_PROFILE only: stock decode steps timed as our workers' steps are")  # fmt: skip
+
+
+def field_owners(f: Fields) -> tuple[Field, ...]:
+    """Where the renamed fields live: checked with the runtime patches."""
+    return (
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_index"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_next_token"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_next_sibling"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_cum_len"),
+    Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted),
+    Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted_per_req),
+    Field(f"{SCHEDULE_BATCH}:Req", f.req_accepted),
+    )  # fmt: skip
+
+
+FIELDS_0_5_10 = Fields("retrive", "num_accepted_tokens", "accept_length_per_req_cpu", "spec_accepted_tokens")
+FIELDS_0_5_11 = Fields("retrieve", "num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
+
+RELEASES = (
+    Release(
+        versions=("0.5.10", "0.5.10.post1"),
+        loader=".pth",  # no plugin loader in this release
+        has_dflash=False,
+        stock=STOCK,
+        runtime=(
+            *RUNTIME_COMMON,
+            Patch(f"{KV_MIXIN}:ModelRunnerKVCacheMixin.get_cell_size_per_token", "cell_size_per_token",
+                  ("self", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
+        ),
+        fields=FIELDS_0_5_10,
+    ),
+    Release(
+        versions=("0.5.11",),
+        loader="entry point",  # sglang.srt.plugins, loaded first thing in every SGLang process; HookRegistry applies
+        has_dflash=True,
+        stock=STOCK,
+        runtime=(
+            *RUNTIME_COMMON,
+            Patch(f"{POOL_CONFIGURATOR}:DefaultPoolConfigurator._compute_cell_size", "compute_cell_size",
+                  ("self", "mr", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
+        ),
+        fields=FIELDS_0_5_11,
+    ),
+)  # fmt: skip
+
+SUPPORTED = tuple(v for r in RELEASES for v in r.versions)
+
+
+def release(version: str) -> Release | None:
+    """The table of an installed SGLang version string, or None where it is not supported."""
+    return next((r for r in RELEASES if version in r.versions), None)

@@ -1,0 +1,167 @@
+"""Installing sglang-dflash never breaks a stock SGLang: a fake SGLang module tree (small stand-ins of the modules the
+stock patches touch, with a dist-info naming its version) goes first on the path of a fresh interpreter, then
+
+- with the shape the table expects, our names resolve (the fake tree is good enough to be patched);
+- with one attribute renamed or one signature changed, nothing is patched, one warning line names the SGLang version
+  and the attribute, SGLang's own import and server arguments work, and asking for DDTREE stops with one line;
+- with an unknown version string, nothing is patched and nothing is said, unless DDTREE is asked for: then one line
+  naming the supported versions.
+
+Both ways into SGLang are covered: the entry point (0.5.11, whose tree has `srt/plugins`) and the .pth bootstrap's
+import hook (0.5.10.post1, without). No real SGLang is imported here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from sglang_dflash.sglang.plugin.versions import SUPPORTED
+
+pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
+
+SPEC_INFO = """
+from enum import Enum, auto
+
+class SpeculativeAlgorithm(Enum):
+    EAGLE = auto()
+    NONE = auto()
+
+    @classmethod
+    def from_string(cls, {name}):
+        return cls.NONE if {name} is None else cls[{name}.upper()]
+"""
+
+SERVER_ARGS = """
+from dataclasses import dataclass
+
+@dataclass
+class ServerArgs:
+    speculative_algorithm: str | None = None
+
+    def __post_init__(self):
+        self._handle_model_specific_adjustments()
+        self.{handle}()
+
+    def _handle_model_specific_adjustments(self):
+        pass
+
+    def {handle}(self):
+        from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+        SpeculativeAlgorithm.from_string(self.speculative_algorithm)
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--speculative-algorithm", choices=["EAGLE"])
+"""
+
+SCHEDULER = """
+class Scheduler:
+    def __init__(self, server_args, port_args=None):
+        self.server_args = server_args
+"""
+
+# what the fresh interpreter does: activate as SGLang's scheduler process would (the entry point is loaded from inside
+# the scheduler module; the .pth's hook acts on import), then report
+PROBE = """
+import argparse, json, sys
+import sglang.srt.managers.scheduler
+{load}
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang_dflash.sglang.plugin.activate import hooked, refuse_if_asked
+parser = argparse.ArgumentParser()
+ServerArgs.add_cli_args(parser)
+out = {{"stock": repr(ServerArgs(speculative_algorithm="EAGLE").speculative_algorithm),
+        "eagle": repr(SpeculativeAlgorithm.from_string("EAGLE")),
+        "hooked": [hooked(f) for f in (SpeculativeAlgorithm.from_string, ServerArgs.add_cli_args, ServerArgs.__post_init__,
+                                      sglang.srt.managers.scheduler.Scheduler.__init__)],
+        "choices": parser._actions[-1].choices}}
+try:
+    out["ddtree"] = repr(SpeculativeAlgorithm.from_string("DDTREE"))
+except Exception as e:
+    out["ddtree"] = type(e).__name__
+try:
+    refuse_if_asked(["launch_server", "--speculative-algorithm", "DDTREE"])
+    out["refusal"] = None
+except SystemExit as e:
+    out["refusal"] = str(e)
+print("OUT" + json.dumps(out))
+"""
+
+ENTRY_LOAD = "from sglang_dflash.sglang.plugin.entry import load; load()"
+
+
+def fake_sglang(root: Path, version: str, plugin_loader: bool, name="name", handle="_handle_speculative_decoding") -> Path:
+    files = {
+        "sglang/__init__.py": "",
+        "sglang/srt/__init__.py": "",
+        "sglang/srt/speculative/__init__.py": "",
+        "sglang/srt/speculative/spec_info.py": SPEC_INFO.format(name=name),
+        "sglang/srt/server_args.py": SERVER_ARGS.format(handle=handle),
+        "sglang/srt/managers/__init__.py": "",
+        "sglang/srt/managers/scheduler.py": SCHEDULER,
+        f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n",
+    }
+    if plugin_loader:
+        files["sglang/srt/plugins/__init__.py"] = ""
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(textwrap.dedent(text))
+    return root
+
+
+def run_probe(tree: Path, load: str) -> tuple[dict, list[str]]:
+    import json
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")])}
+    env.pop("SGLANG_DFLASH_DISABLE", None)
+    done = subprocess.run([sys.executable, "-c", PROBE.format(load=load)], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tree)  # fmt: skip
+    assert "OUT" in done.stdout, done.stderr[-3000:]
+    warnings = [line for line in done.stderr.splitlines() if "sglang-dflash" in line]
+    return json.loads(done.stdout.split("OUT", 1)[1]), warnings
+
+
+WAYS = {"entry point": ("0.5.11", True, ENTRY_LOAD), ".pth": ("0.5.10.post1", False, "")}
+
+
+@pytest.fixture(params=sorted(WAYS))
+def way(request):
+    return WAYS[request.param]
+
+
+def test_the_fake_tree_is_patched_when_its_shape_matches(tmp_path, way):
+    version, loader, load = way
+    out, warnings = run_probe(fake_sglang(tmp_path, version, loader), load)
+    assert out["ddtree"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and out["hooked"] == [True] * 4, out
+    assert "DDTREE" in out["choices"] and out["refusal"] is None and not warnings, (out, warnings)
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (dict(handle="_handle_spec"), "ServerArgs._handle_speculative_decoding does not exist"),
+        (dict(name="algo"), "SpeculativeAlgorithm.from_string takes (cls, algo)"),
+    ],
+)
+def test_a_renamed_attribute_leaves_sglang_stock(tmp_path, way, change, named):
+    version, loader, load = way
+    out, warnings = run_probe(fake_sglang(tmp_path, version, loader, **change), load)
+    assert out["hooked"][:3] == [False] * 3 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
+    assert out["stock"] == "'EAGLE'" and out["eagle"] == "<SpeculativeAlgorithm.EAGLE: 1>", out
+    assert len(warnings) == 1 and f"SGLang {version}" in warnings[0] and named in warnings[0], warnings
+    assert out["refusal"].startswith("error: --speculative-algorithm DDTREE needs sglang-dflash, which is off: SGLang")
+
+
+def test_an_unknown_version_is_left_alone(tmp_path, way):
+    _, loader, load = way
+    out, warnings = run_probe(fake_sglang(tmp_path, "0.5.99", loader), load)
+    assert out["hooked"] == [False] * 4 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
+    assert out["stock"] == "'EAGLE'" and not warnings, (out, warnings)
+    assert "SGLang 0.5.99 is not supported (supported: " + ", ".join(SUPPORTED) + ")" in out["refusal"], out
