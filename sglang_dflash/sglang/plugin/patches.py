@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ... import env
 from ..algorithm import DraftTreeAlgorithm, is_ours
-from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name
+from ..names import ALGORITHMS, DFLASH, NUM_REQS_ATTR, canonical_name
 
 _has_dflash = False  # the running release has SGLang's own DFLASH (`configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
@@ -49,11 +49,15 @@ def from_string(original, cls, name):
 
 def add_cli_args(original, parser):
     original(parser)
+    ours_names = [*ALGORITHMS, *([] if _has_dflash else [DFLASH])]  # DFLASH: an alias where SGLang has none
     for action in parser._actions:
         if "--speculative-algorithm" in action.option_strings:
             if action.choices is not None:
-                action.choices = list(action.choices) + [a for a in ALGORITHMS if a not in action.choices]
-            action.help = (action.help or "Speculative algorithm.") + CHOICES_HELP
+                action.choices = list(action.choices) + [a for a in ours_names if a not in action.choices]
+            action.help = (action.help or "Speculative algorithm.") + CHOICES_HELP + (
+                " DFLASH is SGLang's own (SGLANG_DFLASH_OVERRIDE_DFLASH=1: DFLASH_CHAIN)." if _has_dflash
+                else " DFLASH: DFLASH_CHAIN."
+            )  # fmt: skip
 
 
 def post_init(original, self):

@@ -54,10 +54,6 @@ class Release:
     fields: Fields
 
     @property
-    def name(self) -> str:
-        return self.versions[-1]
-
-    @property
     def field_owners(self) -> tuple[Field, ...]:
         return field_owners(self.fields)
 

@@ -1,7 +1,0 @@
-#!/usr/bin/env bash
-# DFLASH: z-lab's DFlash drafter drafts 16 tokens in one pass; the target verifies them as a chain.
-set -euo pipefail
-exec python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --tp 2 \
-  --speculative-algorithm DFLASH --speculative-draft-model-path z-lab/Qwen3.6-27B-DFlash \
-  --mamba-scheduler-strategy extra_buffer --mem-fraction-static 0.85 --max-running-requests 32 \
-  --attention-backend triton "$@"
