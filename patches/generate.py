@@ -39,6 +39,7 @@ PKG = HERE.parent / "sglang_dflash"
 sys.path.insert(0, str(PKG.parent))
 from sglang_dflash.sglang.names import ALGORITHMS, DDTREE, DFLASH, DFLASH_CHAIN  # noqa: E402
 from sglang_dflash.sglang.plugin import versions  # noqa: E402
+from sglang_dflash.sglang.plugin.activate import installed_version  # noqa: E402
 
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
@@ -906,15 +907,6 @@ def installed_sglang() -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise SystemExit("sglang is not installed; pass --sglang-src (a checkout or an unpacked wheel)")
     return Path(list(spec.submodule_search_locations)[0])
-
-
-def installed_version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("sglang")
-    except PackageNotFoundError:
-        return None
 
 
 def make_upstream_tree(dest: Path) -> Path:

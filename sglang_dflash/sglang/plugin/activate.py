@@ -107,7 +107,7 @@ def check_field(field) -> None:
     if dataclasses.is_dataclass(cls):
         found = field.name in {f.name for f in dataclasses.fields(cls)}
     else:  # an attribute its __init__ sets
-        found = hasattr(cls, field.name) or field.name in getattr(cls.__init__, "__code__", None).co_names
+        found = hasattr(cls, field.name) or field.name in getattr(getattr(cls.__init__, "__code__", None), "co_names", ())
     if not found:
         raise Mismatch(f"{module}.{cls_name} has no field {field.name}")
 
@@ -240,3 +240,16 @@ def refuse_if_asked(argv: list[str]) -> None:
             asked = arg.split("=", 1)[1]
     if state.off and isinstance(asked, str) and asked.upper() in names.ALGORITHMS:
         raise SystemExit(f"error: --speculative-algorithm {asked} needs sglang-dflash, which is off: {state.off}")
+
+
+def cli_choices() -> list[str] | None:
+    """The --speculative-algorithm values launch_server accepts here, ours included (None: free text)."""
+    import argparse
+
+    activate()
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(add_help=False)
+    ServerArgs.add_cli_args(parser)
+    action = next(a for a in parser._actions if "--speculative-algorithm" in a.option_strings)
+    return None if action.choices is None else list(action.choices)
