@@ -13,6 +13,7 @@ import sys
 
 import torch
 
+from .cli import Refusal, check, check_budget, check_checkpoint, check_device, check_positive
 from .engine import ALGOS, generate, load_pair, load_tokenizer, tiny_pair
 from .models import PairError
 
@@ -46,23 +47,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--json", action="store_true", help="print one JSON object: output_ids, accept_lens, tokens_per_s")
     args = p.parse_args(argv)
-    if args.budget < 1:
-        p.error(f"--budget must be >= 1, got {args.budget}")
-    if args.max_new_tokens < 1:
-        p.error(f"--max-new-tokens must be >= 1, got {args.max_new_tokens}")
-    if args.temperature < 0 or not 0 < args.top_p <= 1:
-        p.error("--temperature must be >= 0 and --top-p in (0, 1]")
+    check_budget(args.budget)
+    check_positive(args.max_new_tokens, "--max-new-tokens")
+    check(args.temperature >= 0, f"--temperature {args.temperature}: expected >= 0")
+    check(0 < args.top_p <= 1, f"--top-p {args.top_p}: expected in (0, 1]")
+    check(args.prompt is None or args.prompt.strip() != "", "--prompt '': empty; give some text, or --prompt-ids")
     if args.prompt_ids is not None:
         try:
             args.prompt_ids = [int(t) for t in args.prompt_ids.split(",") if t.strip()]
         except ValueError:
-            p.error(f"--prompt-ids must be comma-separated integers, got {args.prompt_ids!r}")
-        if not args.prompt_ids:
-            p.error("--prompt-ids is empty")
-    if args.draft is not None and args.target is None:
-        p.error("--draft without --target: give both, or neither for the shipped tiny pair")
-    if args.algo != "ar" and args.target is not None and args.draft is None:
-        p.error(f"--algo {args.algo} needs --draft")
+            raise Refusal(f"--prompt-ids {args.prompt_ids!r}: expected comma-separated integers") from None
+        check(bool(args.prompt_ids), "--prompt-ids '': empty; expected comma-separated token ids, e.g. 1,2,3")
+    check(args.draft is None or args.target is not None, "--draft without --target: give both, or neither (the shipped pair)")
+    check(args.algo == "ar" or args.target is None or args.draft is not None, f"--algo {args.algo}: needs --draft")
+    check_checkpoint(args.target, "--target")
+    check_checkpoint(args.draft, "--draft")
+    check_device(args.device)
     return args
 
 

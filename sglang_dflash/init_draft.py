@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from .cli import check, check_checkpoint, check_positive
 from .models.config import DraftConfig, TargetConfig, check_pair, default_target_layer_ids, read_config
 from .models.dflash_draft import DFlashDrafter
 from .models.layers import save_checkpoint
@@ -100,14 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--mask-token-id", type=int, default=None, help="block filler token (default: the last vocabulary id)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true", help="write into a non-empty --out (its config.json and weights are replaced)")
     p.add_argument(
         "--dtype", choices=("float32", "bfloat16"), default="float32", help="weights on disk (bfloat16 halves a large drafter)"
     )
     args = p.parse_args(argv)
-    if args.layers < 1:
-        p.error(f"--layers must be >= 1, got {args.layers}")
-    if args.block_size < 2:
-        p.error(f"--block-size must be >= 2, got {args.block_size}")
+    check_positive(args.layers, "--layers")
+    check(args.block_size >= 2, f"--block-size {args.block_size}: expected >= 2 (the anchor and at least one draft)")
+    check_checkpoint(args.target, "--target")
+    layers = TargetConfig.from_dict(read_config(args.target)).num_hidden_layers
+    check(1 <= args.taps <= layers, f"--taps {args.taps}: expected 1..{layers} (distinct layers of the {layers}-layer target)")
+    out = Path(args.out)
+    check(args.force or not (out.exists() and any(out.iterdir())), f"--out {args.out}: not empty; --force to write into it")
     model = init_draft(
         args.target,
         args.out,

@@ -14,6 +14,7 @@ import importlib.util
 import os
 import shlex
 import sys
+from pathlib import Path
 
 PRESETS = {
     # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
@@ -43,13 +44,59 @@ def resolve(preset: str | None, extra: list[str]) -> list[str]:
     return [*(PRESETS[preset] if preset else []), *extra]
 
 
+def check_speculative(argv: list[str]) -> None:
+    """The speculative arguments of a launch_server command line, refused before SGLang starts (one line, exit 2): an
+    algorithm SGLang does not list; for ours, a local drafter path that is not a checkpoint, or a verify size out of
+    range for the drafter's block. Hub ids (org/name) are left to SGLang."""
+    from .cli import MAX_BUDGET, Refusal, check, check_checkpoint
+
+    p = argparse.ArgumentParser(add_help=False)
+    for flag in ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-draft-tokens"):
+        p.add_argument(flag)
+    args, _ = p.parse_known_args(argv)
+    if args.speculative_algorithm is None:
+        return
+    from . import env
+    from .sglang.names import ALGORITHMS, canonical_name
+    from .sglang.plugin.activate import cli_choices, installed_version
+    from .sglang.plugin.versions import SUPPORTED, release
+    from .sglang.server_args import verify_nodes
+
+    version = installed_version()
+    table = release(version or "")
+    asked = args.speculative_algorithm
+    name = canonical_name(asked, table.has_dflash if table else True, env.OVERRIDE_DFLASH.on())
+    check(table is not None or asked.upper() not in ALGORITHMS,
+          f"--speculative-algorithm {asked}: needs SGLang {', '.join(SUPPORTED)}; this is SGLang {version}")  # fmt: skip
+    if name is None:
+        choices = cli_choices()
+        check(choices is None or asked in choices, f"--speculative-algorithm {asked}: expected one of {', '.join(choices or [])}")
+        return
+    draft = args.speculative_draft_model_path
+    check(draft is not None, f"--speculative-algorithm {name}: needs --speculative-draft-model-path (a DFlash drafter)")
+    local = Path(draft).expanduser()
+    block = None  # a hub drafter's block is SGLang's to check at start-up
+    if local.exists() or draft.startswith((".", "/", "~")) or draft.count("/") != 1:
+        check_checkpoint(local, "--speculative-draft-model-path")
+        from .models.config import DraftConfig, read_config
+
+        block = DraftConfig.from_dict(read_config(local)).block_size
+    nodes = args.speculative_num_draft_tokens
+    try:
+        verify_nodes(name, None if nodes is None else int(nodes), block or MAX_BUDGET + 1)
+    except ValueError as e:
+        raise Refusal(f"--speculative-num-draft-tokens {nodes}: {e}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m sglang_dflash.launch", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--preset", choices=sorted(PRESETS), help="launch_server arguments for a known setup")
     p.add_argument("--dry-run", action="store_true", help="print the resolved command and exit")
     args, extra = p.parse_known_args(argv)
-    command = [sys.executable, "-m", "sglang.launch_server", *resolve(args.preset, extra)]
+    server_argv = resolve(args.preset, extra)
+    check_speculative(server_argv)
+    command = [sys.executable, "-m", "sglang.launch_server", *server_argv]
     print("resolved: " + shlex.join(command), flush=True)
     if args.dry_run:
         return 0

@@ -84,3 +84,68 @@ def test_init_draft_writes_bfloat16_weights_on_request(pair_dirs, tmp_path):
     half, full = load_file(str(out / "model.safetensors")), load_file(str(draft / "model.safetensors"))
     assert half.keys() == full.keys() and {t.dtype for t in half.values()} == {torch.bfloat16}
     assert all(torch.equal(half[k], full[k].to(torch.bfloat16)) for k in full)  # same seed, same draws
+
+
+def refusal(capsys, main, argv) -> str:
+    """The one line a refused command prints (exit code 2, nothing else on stderr or stdout)."""
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    out = capsys.readouterr()
+    assert exit_.value.code == 2 and out.out == "" and out.err.count("\n") == 1, (exit_.value.code, out)
+    assert "Traceback" not in out.err and out.err.startswith("error: ")
+    return out.err.strip()
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--budget", "100000"], "--budget 100000: expected 1..512"),
+        (["--budget", "0"], "--budget 0: expected 1..512"),
+        (["--max-new-tokens", "0"], "--max-new-tokens 0: expected >= 1"),
+    ],
+)
+def test_demo_refuses_before_any_work(capsys, argv, named):
+    from sglang_dflash import demo
+
+    assert named in refusal(capsys, demo.main, argv)
+
+
+def test_cuda_is_refused_where_there_is_none(capsys, monkeypatch):
+    from sglang_dflash import demo
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "--device cuda: no CUDA GPU is visible here" in refusal(capsys, demo.main, ["--device", "cuda"])
+    assert "--device cuda: no CUDA GPU" in refusal(capsys, generate.main, ["--device", "cuda", "--prompt-ids", "1"])
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--prompt", ""], "--prompt '': empty"),
+        (["--prompt-ids", ""], "--prompt-ids '': empty"),
+        (["--prompt-ids", "1,x"], "--prompt-ids '1,x': expected comma-separated integers"),
+        (["--budget", "513"], "--budget 513: expected 1..512"),
+        (["--top-p", "0"], "--top-p 0.0: expected in (0, 1]"),
+        (["--target", "/nonexistent", "--draft", "/nonexistent"], "--target /nonexistent: no such directory"),
+    ],
+)
+def test_generate_refuses_before_any_work(capsys, argv, named):
+    assert named in refusal(capsys, generate.main, ["--device", "cpu", *argv])
+
+
+def test_init_draft_refusals(pair_dirs, tmp_path, capsys):
+    target, _ = pair_dirs  # a 3-layer target
+    base = ["--target", str(target), "--layers", "1", "--block-size", "4"]
+    assert "--target /nonexistent: no such directory" in refusal(
+        capsys, init_draft.main, ["--target", "/nonexistent", "--out", str(tmp_path / "x")]
+    )
+    assert "--taps 20: expected 1..3" in refusal(capsys, init_draft.main, [*base, "--out", str(tmp_path / "t"), "--taps", "20"])
+    assert "--block-size 1: expected >= 2" in refusal(
+        capsys, init_draft.main, [*base, "--out", str(tmp_path / "b"), "--block-size", "1"]
+    )
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "notes.txt").write_text("keep me")
+    assert f"--out {full}: not empty; --force" in refusal(capsys, init_draft.main, [*base, "--out", str(full), "--taps", "2"])
+    assert init_draft.main([*base, "--out", str(full), "--taps", "2", "--force"]) == 0
+    assert (full / "notes.txt").read_text() == "keep me" and (full / "config.json").is_file()

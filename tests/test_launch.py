@@ -39,3 +39,33 @@ def test_a6000_preset_verifies_whole_sm86_blocks():
         m.setattr(gpu, "shared_memory_per_block", lambda device: 99 * 1024)
         root, block, blocks = verify_blocks(nodes, torch.device("cuda"))
     assert (root, block) == (0, 16) and block * blocks == nodes, (nodes, root, block, blocks)
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--speculative-algorithm", "DDTREE"], "--speculative-algorithm DDTREE: needs --speculative-draft-model-path"),
+        (["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", "/nonexistent"],
+         "--speculative-draft-model-path /nonexistent: no such directory"),
+        (["--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", "z-lab/X",
+          "--speculative-num-draft-tokens", "0"],
+         "--speculative-num-draft-tokens 0: DDTREE needs --speculative-num-draft-tokens >= 2"),
+        (["--speculative-algorithm", "DFLASH_CHAIN", "--speculative-draft-model-path", "TINY",
+          "--speculative-num-draft-tokens", "40"],
+         "--speculative-num-draft-tokens 40: DFLASH_CHAIN verifies a chain of at most the drafter's block size (16)"),
+        (["--speculative-algorithm", "DFLASHX"], "--speculative-algorithm DFLASHX: expected one of "),
+    ],
+)  # fmt: skip
+def test_launch_refuses_before_sglang_starts(capsys, argv, named):
+    """One line, exit code 2, before launch_server runs (the shipped drafter's block is 16); an unknown name is checked
+    against the installed SGLang's own list, ours included."""
+    from sglang_dflash.engine.load import tiny_pair
+
+    pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
+    argv = [str(tiny_pair()[1]) if a == "TINY" else a for a in argv]
+    with pytest.raises(SystemExit) as exit_:
+        launch.main(["--dry-run", "--model-path", "m", *argv])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and err.count("\n") == 0 and named in err, err
+    if "DFLASHX" in argv:
+        assert "DDTREE" in err and "EAGLE" in err

@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+from ..kernels.tree_build import MAX_TRITON_BUDGET as MAX_BUDGET
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
 from .names import DFLASH_CHAIN
 
@@ -67,6 +68,25 @@ def resolve_radix_cache(args) -> None:
         args.mamba_scheduler_strategy = "extra_buffer"
 
 
+def verify_nodes(name: str, nodes: int | None, block: int) -> int:
+    """--speculative-num-draft-tokens for our algorithm `name` with a drafter of `block` tokens: the default where None,
+    else checked (ValueError naming the accepted range)."""
+    if name == DFLASH_CHAIN:
+        nodes = block if nodes is None else nodes
+        if not 2 <= nodes <= block:
+            raise ValueError(
+                f"{name} verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
+                f"--speculative-num-draft-tokens must be in [2, {block}], got {nodes}"
+            )
+        return nodes
+    nodes = DDTREE_DEFAULT_NODES if nodes is None else nodes
+    if not 2 <= nodes <= MAX_BUDGET + 1:
+        raise ValueError(
+            f"DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1) and <= {MAX_BUDGET + 1}, got {nodes}"
+        )
+    return nodes
+
+
 def resolve_speculative_args(args) -> None:
     """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place."""
     name = args.speculative_algorithm.upper()
@@ -91,19 +111,11 @@ def resolve_speculative_args(args) -> None:
         if on:
             raise ValueError(f"--speculative-algorithm {name} does not support {flag}")
 
-    block, nodes = draft.block_size, args.speculative_num_draft_tokens
+    block = draft.block_size
+    nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)
     if name == DFLASH_CHAIN:
-        nodes = block if nodes is None else nodes
-        if not 2 <= nodes <= block:
-            raise ValueError(
-                f"{name} verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
-                f"--speculative-num-draft-tokens must be in [2, {block}], got {nodes}"
-            )
         steps, topk = nodes - 1, 1
     else:
-        nodes = DDTREE_DEFAULT_NODES if nodes is None else nodes
-        if nodes < 2:
-            raise ValueError(f"DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1), got {nodes}")
         if args.page_size not in (None, 1):
             raise ValueError(
                 f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
