@@ -7,8 +7,8 @@
 Each tree's `sglang_dflash` is imported in turn into this one process (the package's modules swapped in
 sys.modules), so every tree's kernel runs in the same run on the same inputs. Each case checks the outputs against
 the first tree's (max relative difference; the walk: equal to the torch reference) and times each tree's call in a
-CUDA graph (benchmarks/timing.py). The first timing of a process ran 4-5% fast on an H200 (benchmarks/RESULTS.md,
-sessions 25-26), so the first row favours the first tree by that much. What:
+CUDA graph (benchmarks/timing.py). The first timing of a process ran 4-5% fast on an H200 (benchmarks/RESULTS.md),
+so the first row favours the first tree by that much. What:
   gdn        tree_gdn_verify_triton at Qwen3.6-27B TP=2 shapes (HV 24, H 8, K = V = 128, bf16), DDTree-shaped,
              deeper (`deep`) and chain trees, N around the block sizes (16/17, 33, 64/65, 129), R = 1 and 8; and
              tree_gdn_verify_gather (DDTree-shaped, depth bound 15) at R = 1 x 129 and 256, R = 8 x 80

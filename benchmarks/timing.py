@@ -26,7 +26,7 @@ def graph_us(fn, reps: int = 1, warmup_ms: int = 50, rep_ms: int = 300) -> float
 
 def alternating_us(fns: dict, rounds: int = 3, reps: int = 10) -> dict:
     """A/B(/C...) in one process: `graph_us` of each fn in turn, `rounds` times, so that drift and the first-timing
-    effect (benchmarks/RESULTS.md, session 25) fall on every side alike; the median per name."""
+    effect (benchmarks/RESULTS.md) fall on every side alike; the median per name."""
     times = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():

@@ -215,7 +215,7 @@ def walk_tree(tree: DraftTree, target_tokens: Tensor) -> Acceptance:
     return Acceptance(accept_len=accept_len, accepted_nodes=accepted_nodes, bonus_tokens=bonus)
 
 
-# Verify rows (R * N) from which accept_greedy reads only the accepted path's rows. H200 (RESULTS, session 12), us,
+# Verify rows (R * N) from which accept_greedy reads only the accepted path's rows. H200 (benchmarks/RESULTS.md), us,
 # all rows against the path walk accepting 6 depths: 130-136 rows 27.5-28.0 against 20.4-26.2; 260-264 rows 46.3-46.8
 # against 20.5-26.7; 17-68 rows 8.7-16.1 against 17.3-18.9. (At 15 depths all rows win up to 264 rows.)
 PATH_WALK_ROWS = 128
@@ -228,7 +228,7 @@ def accept_greedy(tree: DraftTree, target_logits: Tensor) -> Acceptance:
     On the GPU, two equal ways, chosen by size (H200, benchmarks/RESULTS.md, issue 2): for R * N >=
     PATH_WALK_ROWS, `kernels.tree_walk.greedy_walk` reads only the rows on the accepted path (at most
     L + 1 per request, in one launch, `LOOKAHEAD` = 8 rows a round: 17 / 24 / 41 us at R = 8, N = 65 when the walk
-    stops at the root / goes 6 / 15 deep, against 95 us for all 520 rows, session 22); below, the argmax of every row
+    stops at the root / goes 6 / 15 deep, against 95 us for all 520 rows); below, the argmax of every row
     (16 us at R = 1, N = 65, whatever the depth) and `walk_tree`. No host sync either way."""
     _check_target_logits(tree, target_logits)
     if not target_logits.is_cuda:

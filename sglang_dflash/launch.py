@@ -19,8 +19,9 @@ from pathlib import Path
 PRESETS = {
     # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
     # beside it; DDTREE with 32 verify tokens (budget 31) by default: two whole 16-node blocks of the tree GDN verify
-    # on SM86 (`verify_blocks`). 2^k tokens beat 2^k + 1, whose root runs alone first (H200, session 16, per layer:
-    # GDN verify 11.8 / 15.5 us at 32 / 33 nodes, 13.7 / 15.7 with SM86's 16-node blocks; attention 23.3 / 22.9).
+    # on SM86 (`verify_blocks`). 2^k tokens beat 2^k + 1, whose root runs alone first (H200, benchmarks/RESULTS.md,
+    # per layer: GDN verify 11.8 / 15.5 us at 32 / 33 nodes, 13.7 / 15.7 with SM86's 16-node blocks; attention
+    # 23.3 / 22.9).
     # Override with --speculative-algorithm DFLASH_CHAIN, ...
     "a6000x2-qwen3.6-27b": [
         "--model-path", "Qwen/Qwen3.6-27B",

@@ -26,7 +26,7 @@ def test_unknown_preset_is_named():
 
 def test_a6000_preset_verifies_whole_sm86_blocks():
     """The A6000 preset's DDTREE tree fills whole blocks of the tree GDN verify on SM86: no padded rows and no root
-    pass before them (2^k nodes beat 2^k + 1, benchmarks/RESULTS.md session 16)."""
+    pass before them (2^k nodes beat 2^k + 1, benchmarks/RESULTS.md)."""
     import torch
 
     from sglang_dflash.kernels import device as gpu

@@ -160,7 +160,7 @@ def test_tree_attention_rescales_when_a_later_tile_raises_the_max(dtype):
     """The kernel moves a row's reference max only when a key tile raises it by more than 8 in base 2: with prefix
     keys scaled up along the cache, the largest scaled score grows from about 12 in the first tile to about 190 in
     the last, so a kernel that kept the first tile's reference would overflow its probabilities (e^x past x = 88)
-    to inf, as it does with the rescale turned off (checked by hand in session 30)."""
+    to inf, as it does with the rescale turned off (checked by hand)."""
     gen = torch.Generator().manual_seed(5)
     R, N, HQ, HKV, Dh, T = 2, 7, 4, 2, 16, 150
     q = torch.randn(R, N, HQ, Dh, generator=gen).to(dtype)
@@ -304,7 +304,7 @@ def test_default_splits(T, groups):
 
 
 def test_default_splits_of_measured_cases():
-    """H200 (132 SMs), 12 / 2 heads, head dim 256, 128-row blocks (benchmarks/RESULTS.md, session 28): one wave of 22
+    """H200 (132 SMs), 12 / 2 heads, head dim 256, 128-row blocks (benchmarks/RESULTS.md): one wave of 22
     splits at R = 1 x 64 nodes over 4096 tokens (6 groups), 5 splits (240 programs) at R = 8, 2 at R = 8 over 150."""
     assert default_splits(4096, 64, 6, 132, 64) == 22
     assert default_splits(4096, 64, 48, 132, 64) == 5

@@ -124,7 +124,7 @@ def test_tree_gdn_triton_matches_reference(R, N, H, HV, K, V, chain, dtype, alig
 def test_tree_gdn_16bit_keys_keep_fp32_accuracy(N, gather, dtype):
     """16-bit q and k with fp32 v (fp32 outputs), blocked and gather kernels: q.k, k.k as 16-bit dots and the S0
     products as three bf16 dots (bf16) or two tf32 ones (fp16) keep fp32 accuracy, over three seeds (two bf16 parts
-    reach 1.06e-5 on some of them, one part fails far more: benchmarks/RESULTS.md, session 19)."""
+    reach 1.06e-5 on some of them, one part fails far more: benchmarks/RESULTS.md)."""
     for seed in range(3):
         gen = torch.Generator().manual_seed(N * 7 + seed)
         R, H, HV, K, V = 2, 1, 2, 32, 16

@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu/live_server.py --site /tmp/site [--tp 1|2] [--budgets 16] [--concurrency 1,2,4,8] [--out $OUT]
 
-(device call: carry [".whl"], as for harness.py.) Ran at TP=2 on two H200s (benchmarks/RESULTS.md, session 7).
+(device call: carry [".whl"], as for harness.py.) Ran at TP=2 on two H200s (benchmarks/RESULTS.md).
 With two groups of --tp GPUs (two H200s at TP=1), two servers run side by side.
 
 On the shipped trained tiny pair (harness.py --pair shipped: its target rewritten into the format SGLang 0.5.10

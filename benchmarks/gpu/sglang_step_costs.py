@@ -3,8 +3,8 @@
     python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
         [--budgets 32,64] [--out $OUT]
 
-(device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s: benchmarks/RESULTS.md,
-session 6. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
+(device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s:
+benchmarks/RESULTS.md. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
 
 A Qwen3.6-27B-shaped target (64 layers, hidden 5120, 16 x [3 GDN + 1 gated attention], vocab 248,320)
 with SGLang's random `load_format="dummy"` weights (no checkpoint is written, only config.json), and a

@@ -14,7 +14,7 @@ bf16. Peers in the same run, each with its relative error against the float64 re
 - torch's scaled_dot_product_attention with the boolean tree mask over prefix + tree (the generic masked path).
 Ours also as a server calls it (`ours_pool`): the prefix read from a token pool through a req_to_token-like table 8x
 as wide as the prefix (SGLang's is as wide as the context length), each request's prefix cut into splits by its own
-length (benchmarks/RESULTS.md, session 26).
+length (benchmarks/RESULTS.md).
 Each timed as 10 calls in one CUDA graph, median replay / 10.
 """
 

@@ -17,7 +17,7 @@ where the gather one can run) + commit of a one-node path (its
 cost barely moves with the path), the latter per layer of the one launch that commits all 48 GDN
 layers of a step, as the engine does (a single-layer commit printed beside it).
 Floor: the R fp32 states read (verify) and read + written (commit) plus q, k, v, o, u at 4.2 TB/s.
-The first case timed in a process ran 4-5% fast on an H200 (benchmarks/RESULTS.md, sessions 25-26: the 16-node
+The first case timed in a process ran 4-5% fast on an H200 (benchmarks/RESULTS.md: the 16-node
 chain's verify 6.41 against 6.69-6.71 us timed later), so each chain's verify is timed again after every case
 (`verify_later`) and its total from that timing printed beside the first.
 Chains also against the dedicated chain kernels of flash-linear-attention (the fla_core wheel above): its fused

@@ -5,7 +5,7 @@
 The kernel as `tree_attention` launches it (tile sizes, warps and stages as the wrapper picks them on an H200 or
 an A6000, or as given), at Qwen3.6-27B's TP=2 full-attention shapes (12 query heads, 2 KV heads, head dim 256)
 over a 4096-token prefix. Warning C7515 means ptxas serialised the wgmma instructions (Hopper's tensor-core
-pipeline). Session 9 found it came from the ancestor mask loaded as a [BM, BN] byte tile inside the key loop (and
+pipeline). It came from the ancestor mask loaded as a [BM, BN] byte tile inside the key loop (and
 from a second key loop): the kernel now reads one bit word per row and tile, in one loop, and builds without it.
 """
 

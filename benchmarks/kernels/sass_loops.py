@@ -6,7 +6,7 @@ The kernel as its wrapper launches it on an H200 (sm_90a) or an A6000 (sm_86), a
 attention over a 4096-token prefix; the GDN verify with the ancestor mask's rows padded, as the engine passes it),
 compiled with the ptxas of Triton's wheel and disassembled with its cuobjdump. Prints ptxas's register and spill
 line, the instruction count, and each loop (a backward branch) with its size and most frequent opcodes. Where a
-kernel is throughput-bound its time follows these counts (benchmarks/RESULTS.md, session 17: the attention's key
+kernel is throughput-bound its time follows these counts (benchmarks/RESULTS.md: the attention's key
 loop 964 -> 764 instructions, R = 8 x 64 133 -> 111 us; the GDN verify's level step 302 -> 133); where it is
 latency-bound they do not.
 """

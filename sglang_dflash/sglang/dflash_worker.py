@@ -5,7 +5,7 @@ The pure helpers and the hidden capture are tested on CPU (tests/test_dflash_wor
 stock SGLang (benchmarks/gpu/harness.py, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
 trained one with deep accepts): the tokens of both workers, with the tree-GDN verify or SGLang's own, are
 the target's argmax up to bf16 near ties at TP=1 and TP=2, also after radix-cache hits (TP=1), and sampled
-batches finish (benchmarks/RESULTS.md, sessions 5 and 6).
+batches finish (benchmarks/RESULTS.md).
 SGLANG_DFLASH_PROFILE=FILE writes per-phase step times (`step_profile.py`).
 SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
 acceptance). Written against SGLang 0.5.10.post1, modelled on

@@ -48,7 +48,7 @@ def resolve_radix_cache(args) -> None:
     no_buffer, and extra_buffer without the radix cache), and again with the other speculative arguments (idempotent).
 
     The radix cache is on unless --disable-radix-cache (prefix hits, second turns and sampled batches with the
-    workers are lossless at TP=1 and TP=2 on H200s: benchmarks/RESULTS.md, sessions 6 and 9). With it, a hybrid
+    workers are lossless at TP=1 and TP=2 on H200s: benchmarks/RESULTS.md). With it, a hybrid
     target takes extra_buffer, whose states tracked every --mamba-track-interval tokens are what a hit restores
     (the workers write them: `TreeVerifyWorkspace.track`, or SGLang's per-node path); without it, no_buffer."""
     name = str(args.speculative_algorithm).upper()

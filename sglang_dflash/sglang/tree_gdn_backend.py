@@ -26,7 +26,7 @@ over the prefix in SGLang's KV pool through req_to_token and the nodes through t
 (the one the forward's first GDN layer made). SGLANG_DFLASH_TREE_ATTENTION=1 / 0 turns it on / off; by default
 (`attention_default`) it is on where it was measured faster than the server's backend: on Hopper against SGLang's
 flashinfer (its custom-mask prefill, SGLang's pick for trees: 1.5x slower at 64 nodes over 4096 tokens, 2.2x at
-8 x 64) and triton backends (benchmarks/RESULTS.md, sessions 25 and 27).
+8 x 64) and triton backends (benchmarks/RESULTS.md).
 """
 
 from __future__ import annotations

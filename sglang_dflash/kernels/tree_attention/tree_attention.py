@@ -5,20 +5,20 @@ is (query blocks of BM rows, request x KV head, S key splits), S set by the cach
 for any prefix length). A request's keys are its prefix's key tiles, then its tree's; on the device they are cut into
 as many splits as their count calls for (`key_splits`: the fewest waves of programs, one an SM, times the key tiles a
 program takes), so a cache much longer than the prefix costs about what one of its length does (H200, R = 1 x 64
-nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md, session 26), and the tree's keys
+nodes over 4096 tokens in a cache of 8x: 25.3 us, was 50.2; benchmarks/RESULTS.md), and the tree's keys
 need no split of their own (R = 8 x 64 nodes over 4096 tokens 110.6 -> 93.6 us, over 150 20.3 -> 16.2, R = 4 x 64 over
 4096 57.2 -> 49.6, but R = 1 over 600 14.4 -> 15.2 with the same splits: about 0.35 us of that is the split search on
-the device, the old rule's 0.16, and the rest is not in the key loop; sessions 28 and 29).
+the device, the old rule's 0.16, and the rest is not in the key loop; benchmarks/RESULTS.md).
 Rows are (node, query head of this KV head's group), so a K/V tile is read once for all G grouped heads.
 Each program keeps an online softmax over its keys and writes its output (not normalised), max and sum; tree keys
 are masked with the ancestor mask. A key tile costs few instructions beyond its two dots: scores in base 2
 (one FMA and one ex2 a score), the mask as a shift of the row's ancestor word (H200, R = 1 x 16 / 64 nodes over 4096
-tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: about 20% fewer instructions a tile; session 17),
-and only in tiles that hold a key some row must not see (the tree's, the prefix's last partial one), and the
-accumulator rescaled only when a row's max grows by more than 2^8 (FlashAttention-4's lazy rescale): a prefix
-tile's path is about 480 instructions a warp where it was 771 (H200, R = 1 x 64 over 4096 tokens 21.7 -> 20.6 us,
-R = 8 x 64 94.7 -> 89.7, the A6000's 32 x 32 tiles 2-15% faster; session 30); no normalisation: the merge divides
-once.
+tokens 20.3 / 24.2 -> 18.7 / 22.4 us, R = 8 x 64 133.3 -> 111.7: about 20% fewer instructions a tile;
+benchmarks/RESULTS.md), and only in tiles that hold a key some row must not see (the tree's, the prefix's last
+partial one), and the accumulator rescaled only when a row's max grows by more than 2^8 (FlashAttention-4's lazy
+rescale): a prefix tile's path is about 480 instructions a warp where it was 771 (H200, R = 1 x 64 over 4096 tokens
+21.7 -> 20.6 us, R = 8 x 64 94.7 -> 89.7, the A6000's 32 x 32 tiles 2-15% faster; benchmarks/RESULTS.md); no
+normalisation: the merge divides once.
 Dots take bf16/fp16 tiles as they are (fp32 accumulation, probabilities rounded to the input
 dtype for the P.V product, as FlashAttention does); fp32 inputs use tf32x3. Under Triton's
 interpreter (CPU tests), which cannot run bf16 dots, tiles are converted to float32 first.
@@ -189,7 +189,7 @@ def key_splits(tiles, groups, sms):
     """How many splits `tiles` key tiles are cut into, for `groups` programs a split (query blocks x requests x KV
     heads) on `sms` SMs, one program an SM: the count z that minimises waves(z) x (2 + ceil(tiles / z)), a program's
     time in key tiles (about 2 tiles' worth fixed: H200, 12 / 2 heads, head dim 256, 2.8 us a tile and about 5 fixed;
-    benchmarks/RESULTS.md, session 17), taking at each number of waves from 1 to 4 the most splits that many hold,
+    benchmarks/RESULTS.md), taking at each number of waves from 1 to 4 the most splits that many hold,
     with at least 2 tiles a split where there are 2, and of those as few as take as many tiles each; ties to fewer
     waves. Run on the device (a request's key tiles: its prefix's, then its tree's) and on the host
     (`default_splits`: the cache's capacity, for the grid); integer arithmetic and min / max only, which Triton

@@ -28,10 +28,11 @@ def uses_gather(num_nodes: int, max_depth: int) -> bool:
     """Whether `gather_tables` picks the ancestor-gather verify (on CUDA) for trees of num_nodes nodes no deeper than
     max_depth: not for chains (max_depth = num_nodes - 1), from GATHER_MIN_NODES nodes, where the blocked kernel needs
     a second block after the root. H200, verify per layer (HV = 24, K = V = 128, DDTree trees, depth bound 15), gather
-    against blocked (session 16): R = 1 x 66 22.5 / 41.8 us, 72 21.8 / 41.4, 80 23.0 / 37.2, 97 26.1 / 43.4; R = 4 x 66
-    37.2 / 105.3; R = 8 x 66 63.5 / 160.2, 80 67.8 / 146.5 (session 15: N = 129 29.9 / 51.3, N = 257 39.5 / 140.7).
-    Below, the blocked kernel: R = 1 x 33 20.4 / 15.2, 64 21.4 / 14.2, 65 22.3 / 18.4; R = 4 x 65 37.8 / 32.1; R = 8
-    x 64 61.9 / 48.3, 65 63.8 / 64.8 (a tie). Measured on an H200 only (SM86's blocks hold 16 nodes)."""
+    against blocked (benchmarks/RESULTS.md): R = 1 x 66 22.5 / 41.8 us, 72 21.8 / 41.4, 80 23.0 / 37.2, 97 26.1 /
+    43.4; R = 4 x 66 37.2 / 105.3; R = 8 x 66 63.5 / 160.2, 80 67.8 / 146.5 (an earlier run: N = 129 29.9 / 51.3,
+    N = 257 39.5 / 140.7). Below, the blocked kernel: R = 1 x 33 20.4 / 15.2, 64 21.4 / 14.2, 65 22.3 / 18.4; R = 4
+    x 65 37.8 / 32.1; R = 8 x 64 61.9 / 48.3, 65 63.8 / 64.8 (a tie). Measured on an H200 only (SM86's blocks hold
+    16 nodes)."""
     return max_depth < num_nodes - 1 and num_nodes >= GATHER_MIN_NODES
 
 

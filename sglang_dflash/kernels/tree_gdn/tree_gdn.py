@@ -93,7 +93,7 @@ def _softplus(x, NATIVE: tl.constexpr):
     """log(1 + e^x); NATIVE (compiled, not interpreted): by ex2.approx and lg2.approx (one MUFU instruction each,
     relative error about 2^-22; tl.log is a polynomial of about 20 instructions, evaluated for 16 nodes a thread in the
     blocked verify's column layout). With the gates after the key loop, H200, verify, us: R = 1 x 64 12.4 -> 11.8,
-    R = 8 x 64 41.0 -> 37.6 (benchmarks/RESULTS.md, session 19)."""
+    R = 8 x 64 41.0 -> 37.6 (benchmarks/RESULTS.md)."""
     if NATIVE:
         y = 1.0 + tl.math.exp2(x * 1.4426950408889634)
         lg2 = tl.inline_asm_elementwise("lg2.approx.ftz.f32 $0, $1;", "=f,f", [y], dtype=tl.float32, is_pure=True, pack=1)
@@ -159,7 +159,7 @@ def _dot16(a, b, acc, NATIVE: tl.constexpr):
 def _dot_raw_a(a, b, acc, NATIVE: tl.constexpr):
     """acc + a @ b for 16-bit a and fp32 b, at fp32 accuracy. bf16 a: b split into three bf16 parts (24 significant
     bits, as fp32's, and fp32's range), three bf16 dots, smallest part first: half the shared-memory bytes of tf32
-    operands, at bf16 tensor-core rate (benchmarks/RESULTS.md, session 18: faster in the blocked verify's blocks of
+    operands, at bf16 tensor-core rate (benchmarks/RESULTS.md: faster in the blocked verify's blocks of
     32 and 64, slower in the gather verify and in blocks of 16). fp16 a (fp16 parts of b could overflow): `_dot_tf32_exact_a`."""
     if a.dtype == tl.bfloat16:
         b1 = b.to(tl.bfloat16)
@@ -269,7 +269,7 @@ def _tree_gdn_fused_kernel(
     not interpreted (16-bit dots, inline PTX).
     NODES, the tree's node count N, is compiled in (one build per N; a server runs one): the row masks of a whole
     block fold away (H200: 63 or 40 nodes 11.1 / 11.4 us instead of 14.0 / 14.1, R = 8 x 64 36.2 instead of 37.3;
-    benchmarks/RESULTS.md, session 26). BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program
+    benchmarks/RESULTS.md). BLOCKS (N - ROOT > NB) compiles the cross-block code in: then every program
     stores G and its tile of u, which its later blocks read back. ROOT: node 0 first, alone (`_root`), then blocks
     from node 1 that start from the root's state."""
     iv, rh = tl.program_id(0), tl.program_id(1)
@@ -295,7 +295,7 @@ def _tree_gdn_fused_kernel(
         ok = ni < N
         row = base + ni
         # After the root the gates' loads go before the key loop (the gates are formed after it); without a root,
-        # after it. H200, verify, us, before -> after the root (benchmarks/RESULTS.md, session 24, call 2): R = 1 x 33
+        # after it. H200, verify, us, before -> after the root (benchmarks/RESULTS.md): R = 1 x 33
         # 13.8 -> 12.7, 65 16.0 -> 13.8 (13 deep 20.5 -> 17.5), 129 46.2 -> 40.0, R = 8 x 65 49.5 -> 48.0; without a
         # root R = 8 x 64 37.6 -> 38.8 and the 16-node chain 6.6 -> 6.9 (more spills), R = 1 x 64 11.8 -> 11.7.
         if ROOT:
@@ -382,7 +382,7 @@ def _tree_gdn_fused_kernel(
         # level (module docstring): it cost a layout conversion through shared memory and two barriers a level.
         # Level loop at 64 nodes, SASS: 133 instructions a step, against 302 (BV 64: 235 / 422). H200, verify, us:
         # R = 8 x 64 nodes 48.1 -> 43.6, 65 deep 79.0 -> 72.0, R = 1 x 65 deep 23.2 -> 21.5, but R = 1 x 64 14.2 ->
-        # 14.5 and the 16-node chain 6.9 -> 7.2 (benchmarks/RESULTS.md, session 17).
+        # 14.5 and the 16-node chain 6.9 -> 7.2 (benchmarks/RESULTS.md).
         U = _dot_split_a(nA_hi, nA_lo, Rm, Rm, PRECISION)
         for step in range(2, tl.max(level, axis=0) + 1):
             U = _dot_split_a(nA_hi, nA_lo, U, Rm, PRECISION)
@@ -418,7 +418,7 @@ def _tree_gdn_commit_kernel(
         k += layer * R * N * K_ROW
     # Every load at once, masked by the slot (a branch on it first made the state's load wait for the slot's and the
     # path's for it: H200, per layer of a 48-layer commit, R = 8 x 64 7.71 -> 7.52 us, R = 1 1.08 -> 1.06;
-    # benchmarks/RESULTS.md, session 28).
+    # benchmarks/RESULTS.md).
     slot = tl.load(slots + r)
     live = slot >= 0
     t = tl.arange(0, LP)
@@ -539,7 +539,7 @@ def register_cap(NB: int, blocks: int, warps: int, programs: int, device: torch.
     for one block of up to 32 (and a root), the most that lets one more program share an SM (65,536 registers), where
     that takes a wave of programs off; None (ptxas's choice) otherwise. At 4 warps that is 168: blocks of 16 then
     build without spills (uncapped: 213 registers on sm_90a, 194 on sm_86), blocks of 32 with 140-184 bytes a thread.
-    H200, verify, us, uncapped -> 168 (benchmarks/RESULTS.md, session 19, call 5): R = 8 x 16-node chains 17.9 -> 13.0,
+    H200, verify, us, uncapped -> 168 (benchmarks/RESULTS.md): R = 8 x 16-node chains 17.9 -> 13.0,
     R = 32 56.3 -> 47.4, R = 8 x 17 nodes 23.0 -> 16.1, R = 8 x 33 34.9 -> 25.9, R = 16 x 33 57.5 -> 52.4 (but R = 16 x
     32 38.2 -> 39.4). Not for blocks of 64 (1,244 bytes of spills at R = 8 x 64: 37.6 -> 54.4) nor SM86's blocks of 16
     with cross-block terms (52 bytes at 64 nodes, untimed)."""
@@ -572,8 +572,8 @@ def aligned_ancestor_mask(mask: Tensor, first: int | None = None) -> Tensor:
     the first the verify reads (1 where it peels the root off, else 0; default: `verify_blocks`' choice on the mask's
     device), starts each row at a multiple of 16 bytes (a copy into a padded buffer, unless it already is so), so that
     Triton may assume the verify kernel's mask rows aligned: made once per step. (At 65 nodes on sm_90 ptxas gives
-    0.57 KB of stack per thread unaligned, 0.34 aligned; on an H200 session 10's kernel, reading column 0 of a mask
-    aligned at column 1, took 75.9 us against 49.4.)"""
+    0.57 KB of stack per thread unaligned, 0.34 aligned; on an H200 an earlier build of the kernel, reading column 0
+    of a mask aligned at column 1, took 75.9 us against 49.4.)"""
     R, N, _ = mask.shape
     first = verify_blocks(N, mask.device)[0] if first is None else first
     rows_ok = mask.stride(2) == 1 and mask.stride(1) % 16 == 0 and mask.stride(0) == N * mask.stride(1)

@@ -134,7 +134,7 @@ def _s0_rows(x, rows, ok, state, slot, NC: tl.constexpr, BV: tl.constexpr, K: tl
              RAW_DOTS: tl.constexpr):  # fmt: skip
     """[NC, BV]: the rows of x at offsets `rows` [NC] (raw: not normalised) times the S0 tile at `state` ([K, BV]
     read transposed), by tf32 tensor-core dots (`_dot_tf32_exact_a` for 16-bit x, else tf32x3; the blocked kernel's
-    bf16 split was slower here: benchmarks/RESULTS.md, session 18)."""
+    bf16 split was slower here: benchmarks/RESULTS.md)."""
     acc = tl.zeros([NC, BV], tl.float32)
     for k0 in range(0, K, BK):
         kc = k0 + tl.arange(0, BK)

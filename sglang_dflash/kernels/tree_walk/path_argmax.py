@@ -27,8 +27,8 @@ bf16 rows (spans of several blocks, even strides) are read as int32 words of two
 max.bf16x2, no conversion and no index; after the span, the block that first held the maximum is read once more
 (from L2), again as words, for the first index equal to it (both halves compared as floats). The next block's loads
 are issued before this one's reduction (two blocks in registers). On an H200 at R = 8, B = 64, 8 rows a round:
-32.6 us when the walk goes 15 deep, 15.6 when it stops at the root (RESULTS, session 22; 40.6 and 19.3 with a bf16
-loop before the pairs, session 20). The interpreter keeps the converting loop (no inline PTX there): the pairs run
+32.6 us when the walk goes 15 deep, 15.6 when it stops at the root (benchmarks/RESULTS.md; 40.6 and 19.3 with a bf16
+loop before the pairs). The interpreter keeps the converting loop (no inline PTX there): the pairs run
 in the GPU tests.
 
 The barrier needs the P programs of a request resident at once: R * P stays within the SM count
@@ -51,15 +51,15 @@ from ..vocab.draft_topk import _token_key
 MAX_BLOCK = 16384  # vocabulary entries a program loads at once (a whole span where it fits: one round trip)
 MIN_BLOCK = 128
 MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little more bandwidth
-# Warps per program. On an H200 (session 13, R = 8, B = 64, LA 2), 8 warps against 16 / 32: a walk that stops at the
+# Warps per program. On an H200 (R = 8, B = 64, LA 2), 8 warps against 16 / 32: a walk that stops at the
 # root 8.5 against 9.4 / 11.4 us, 6 deep 24.8 against 26.7 / 32.3, 15 deep 51.9 against 54.2 / 64.4 (fewer warps meet
-# sooner in the round's reductions; 224 registers, no spills). Session 21, bf16 rows read as pairs, LA 8: 16 warps
+# sooner in the round's reductions; 224 registers, no spills). With bf16 rows read as pairs, LA 8: 16 warps
 # 18.9 / 18.8 / 39.2 against 8 warps 17.3 / 17.2 / 35.6 (root / 6 / 15 deep).
 MAX_WARPS = 8
 # Rows per round (`greedy_walk`). More rows a round win when the walk goes deep and lose when it stops at the root;
 # DDTree accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 8. H200, the walk alone
-# at R = 8, B = 64 (RESULTS, session 22, bf16 rows read as pairs), LA 8 against 4: stopping at the root 15.6 against
-# 10.8 us, 6 deep 15.5 against 18.2, 15 deep 32.6 against 39.0 (session 14, before the pairs: 4 against 2 won from
+# at R = 8, B = 64 (benchmarks/RESULTS.md, bf16 rows read as pairs), LA 8 against 4: stopping at the root 15.6 against
+# 10.8 us, 6 deep 15.5 against 18.2, 15 deep 32.6 against 39.0 (before the pairs: 4 against 2 won from
 # about 3 depths).
 LOOKAHEAD = 8
 

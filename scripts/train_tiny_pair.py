@@ -20,15 +20,15 @@ Stages (all in this one script):
 A corpus tokenized on one machine (--write-corpus: its stdlib, test suite included) can train on another
 (--corpus), and the rollouts can be generated once (--rollouts-file, --rollouts-only) for several drafter runs.
 
-  python benchmarks/train_tiny_pair.py --smoke --out /tmp/tiny-smoke          # ~1 minute on CPU, with the checks
-  python benchmarks/train_tiny_pair.py --out /tmp/tok --tokenizer-only         # the shipped tokenizer (CPU, 22 s)
-  python3 benchmarks/train_tiny_pair.py --out /tmp/pair --device cuda \
+  python scripts/train_tiny_pair.py --smoke --out /tmp/tiny-smoke          # ~1 minute on CPU, with the checks
+  python scripts/train_tiny_pair.py --out /tmp/tok --tokenizer-only         # the shipped tokenizer (CPU, 22 s)
+  python3 scripts/train_tiny_pair.py --out /tmp/pair --device cuda \
       --tokenizer sglang_dflash/assets/tiny-pair/target --skip-eval --bar-interval 30 --target-steps 20000 \
       --target-time 195 --draft-steps 20000 --draft-time 185 --rollout-time 40   # the shipped target (one H200, 438 s)
-  python benchmarks/train_tiny_pair.py --out /tmp/tok --tokenizer sglang_dflash/assets/tiny-pair/target \
+  python scripts/train_tiny_pair.py --out /tmp/tok --tokenizer sglang_dflash/assets/tiny-pair/target \
       --write-corpus build/tinypair/corpus.pt                                   # the v2 corpus (CPU, 27 s)
   git show 9cdaba4:benchmarks/results/2026-11-29_h200_tiny_pair_v2.sh | bash   # the shipped drafter (one H200, 439 s)
-  python benchmarks/train_tiny_pair.py --eval-only --out /tmp/pair             # its evaluation (CPU)
+  python scripts/train_tiny_pair.py --eval-only --out /tmp/pair             # its evaluation (CPU)
   git show 9cdaba4:benchmarks/results/2026-11-30_h200_tiny_pair_v3.sh | bash   # drafter v3: from v2, demo-like
                                                                                 # validation (one H200, 430 s)
 """
