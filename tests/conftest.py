@@ -1,6 +1,11 @@
 import os
+import sys
+from pathlib import Path
 
 import torch
+
+# the shared helpers (model_helpers, tree_helpers, paths, ...) import by name from test modules in any subfolder
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 # Triton kernels run on the CPU through Triton's interpreter when there is no GPU. It is chosen
 # when the kernels are decorated, so this must happen before sglang_dflash is imported.

@@ -12,7 +12,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PKG = Path(__file__).resolve().parents[1] / "sglang_dflash"
+from paths import ROOT
+
+PKG = ROOT / "sglang_dflash"
 
 
 def module_name(path: Path) -> str:

@@ -18,10 +18,10 @@ import subprocess
 import sys
 import textwrap
 from importlib.metadata import version
-from pathlib import Path
 
 import pytest
 from model_helpers import save_tiny_target, tiny_target_config
+from paths import ROOT, STUB, TESTS
 from sglang_probes import REPLAY_SLOTS
 
 from sglang_dflash.init_draft import init_draft
@@ -30,8 +30,7 @@ pytestmark = pytest.mark.sglang  # also run against the second supported SGLang 
 
 pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
 
-PATCHES = Path(__file__).resolve().parents[1] / "patches"
-STUB = Path(__file__).parent / "sgl_kernel_stub"
+PATCHES = ROOT / "patches"
 
 
 def load_generator():
@@ -54,7 +53,7 @@ REGENERATE = f"run `python patches/generate.py --release {RELEASE}` (with SGLang
 
 def run_fresh(code: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent, env={**os.environ, **(env or {})})  # fmt: skip
+                          cwd=TESTS, env={**os.environ, **(env or {})})  # fmt: skip
 
 
 @pytest.fixture(scope="module")

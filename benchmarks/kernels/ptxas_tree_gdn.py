@@ -5,7 +5,7 @@
 For each tree size, the kernel as `tree_gdn_verify_triton` launches it on an H200 (sm_90a, blocks of 64 nodes) or
 an A6000 (sm_86, blocks of 16), at Qwen3.6-27B's TP=2 shapes, with the ancestor mask's rows N bytes apart and
 padded to 16 (`aligned_ancestor_mask`): Triton specialises on whether those strides are multiples of 16.
-Compiled with Triton's own ptxas (tests/test_sm86_compile.py's launch recording); prints one line per build.
+Compiled with Triton's own ptxas (tests/kernels/test_sm86_compile.py's launch recording); prints one line per build.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 from test_sm86_compile import kernel_spec  # noqa: E402 (the tests' launch recording)
 
 from sglang_dflash.kernels import device as gpu  # noqa: E402

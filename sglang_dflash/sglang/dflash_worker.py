@@ -1,7 +1,7 @@
 """DFlashWorker / DDTreeWorker: the DFLASH_CHAIN (chain) and DDTREE (tree) workers for SGLang's spec-v1
 (non-overlap) scheduler.
 
-The pure helpers and the hidden capture are tested on CPU (tests/test_dflash_worker.py). On H200s inside
+The pure helpers and the hidden capture are tested on CPU (tests/sglang/test_dflash_worker.py). On H200s inside
 stock SGLang (benchmarks/gpu/harness.py, bf16, CUDA graphs on, batch 1 and 8, the random tiny pair and the
 trained one with deep accepts): the tokens of both workers, with the tree-GDN verify or SGLang's own, are
 the target's argmax up to bf16 near ties at TP=1 and TP=2, also after radix-cache hits (TP=1), and sampled

@@ -15,18 +15,17 @@ tested here calls into it (both oracles are Triton kernels).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from paths import STUB
 
 from sglang_dflash.kernels.tree_build import ancestors
 
 pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
-STUB = Path(__file__).parent / "sgl_kernel_stub"
 
 H, HV, K, V, W = 2, 4, 16, 16, 4
 D = 2 * H * K + HV * V
@@ -296,7 +295,7 @@ def test_verify_blocks(monkeypatch, shared, nodes, expected):
 def test_commit_inputs_by_address_are_made_once_per_captured_record():
     """On the GPU the commit reads every layer's tensors by address (`LayerTable`): a captured graph's record is
     static, so its tables are made once and kept until a new capture replaces the record; eager records get fresh
-    tables every step. (The tables' commits equal stacked ones: tests/test_tree_gdn_kernel.py, test_tree_conv_kernel.py.)"""
+    tables every step. (The tables' commits equal stacked ones: tests/kernels/test_tree_gdn_kernel.py, test_tree_conv_kernel.py.)"""
     from sglang_dflash.kernels.layer_table import LayerTable
     from sglang_dflash.kernels.tree_gdn import TreeGDNTritonContext
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace

@@ -11,15 +11,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from paths import STUB
 
 pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
-
-STUB = Path(__file__).parent / "sgl_kernel_stub"
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,10 @@ here: compiled Triton, as on a GPU)."""
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-KERNELS = Path(__file__).resolve().parents[1] / "benchmarks" / "kernels"
+from paths import ROOT
+
+KERNELS = ROOT / "benchmarks" / "kernels"
 sys.path.insert(0, str(KERNELS))
 import sass_loops  # noqa: E402
 

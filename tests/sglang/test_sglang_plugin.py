@@ -14,10 +14,11 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 from model_helpers import save_tiny_target, tiny_target_config
+from paths import STUB as STUB_DIR
+from paths import TESTS
 from sglang_probes import REPLAY_SLOTS
 
 from sglang_dflash.init_draft import init_draft
@@ -30,7 +31,7 @@ pytestmark = pytest.mark.sglang  # also run against the second supported SGLang 
 pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
 RELEASE = release(installed_version())
 assert RELEASE is not None, f"tests/setup_env.sh installs a supported SGLang, not {installed_version()}"
-STUB = str(Path(__file__).parent / "sgl_kernel_stub")
+STUB = str(STUB_DIR)
 STUB_ENV = {"PYTHONPATH": os.pathsep.join([STUB, os.environ.get("PYTHONPATH", "")])}
 
 LIN, FULL = "linear_attention", "full_attention"
@@ -76,7 +77,7 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
 
 def run_fresh(code: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).parent, env={**os.environ, **(env or {})})  # fmt: skip
+                          cwd=TESTS, env={**os.environ, **(env or {})})  # fmt: skip
 
 
 def ours(method: str) -> str:

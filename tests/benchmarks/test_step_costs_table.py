@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
+
 sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
 spec = importlib.util.spec_from_file_location("sglang_step_costs", ROOT / "benchmarks" / "gpu" / "sglang_step_costs.py")
 costs = importlib.util.module_from_spec(spec)

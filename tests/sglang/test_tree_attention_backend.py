@@ -16,11 +16,11 @@ it (the oracle is a Triton kernel).
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
+from paths import STUB
 from tree_helpers import DEVICE, random_parents, sglang_triton_verify
 
 from sglang_dflash.kernels.tree_build import ancestors
@@ -28,7 +28,6 @@ from sglang_dflash.kernels.tree_build import ancestors
 pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
-STUB = Path(__file__).parent / "sgl_kernel_stub"
 
 HQ, HKV, DH, POOL, CONTEXT = 4, 2, 16, 96, 40
 FULL_LAYERS = (3, 7)  # full-attention layers among GDN ones, as in Qwen3.5/3.6

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
+from paths import STUB
 from safetensors.torch import load_file
 
 pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
 
 pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
-STUB = Path(__file__).parent / "sgl_kernel_stub"
 
 LIN, FULL = "linear_attention", "full_attention"
 

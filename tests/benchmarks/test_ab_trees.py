@@ -6,11 +6,9 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from paths import ROOT
 
 
 @pytest.mark.parametrize("what", ["gdn", "walk", "build"])

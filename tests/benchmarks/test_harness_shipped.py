@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import torch
+from paths import ROOT
 
 from sglang_dflash.engine.load import tiny_pair
 
-ROOT = Path(__file__).resolve().parents[1]
 spec = importlib.util.spec_from_file_location("harness", ROOT / "benchmarks" / "gpu" / "harness.py")
 harness = sys.modules["harness"] = importlib.util.module_from_spec(spec)  # dataclasses look their module up
 spec.loader.exec_module(harness)
