@@ -295,7 +295,8 @@ def test_verify_blocks(monkeypatch, shared, nodes, expected):
 def test_commit_inputs_by_address_are_made_once_per_captured_record():
     """On the GPU the commit reads every layer's tensors by address (`LayerTable`): a captured graph's record is
     static, so its tables are made once and kept until a new capture replaces the record; eager records get fresh
-    tables every step. (The tables' commits equal stacked ones: tests/kernels/test_tree_gdn_kernel.py, test_tree_conv_kernel.py.)"""
+    tables every step. (The tables' commits equal stacked ones: tests/kernels/, test_tree_gdn_kernel.py and
+    test_tree_conv_kernel.py.)"""
     from sglang_dflash.kernels.layer_table import LayerTable
     from sglang_dflash.kernels.tree_gdn import TreeGDNTritonContext
     from sglang_dflash.sglang.tree_gdn_backend import TreeVerifyWorkspace
