@@ -24,6 +24,7 @@ No SGLang import at module level: the capture works on any module stack shaped l
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import torch
@@ -91,12 +92,12 @@ class HiddenCapture:
     def _wrap_prepare_attn(self, communicator, tap: int) -> None:
         original = communicator.prepare_attn  # bound method; the wrapper shadows it on this instance only
 
+        @functools.wraps(original)
         def prepare_attn(hidden_states, residual, forward_batch, *args, **kwargs):
             hidden_states, residual = original(hidden_states, residual, forward_batch, *args, **kwargs)
             self._store(tap, residual)
             return hidden_states, residual
 
-        prepare_attn._sglang_dflash_original = original
         communicator.prepare_attn = prepare_attn
 
     def _output_hook(self, tap: int):
