@@ -19,6 +19,11 @@ from .names import DFLASH_CHAIN
 
 logger = logging.getLogger(__name__)
 
+
+class ServerArgsError(ValueError):
+    """A server argument our algorithms cannot take, named with what is accepted (raised before serving starts)."""
+
+
 DDTREE_DEFAULT_NODES = 32  # budget 31: whole blocks of the tree GDN verify, no root pass (`verify_blocks`)
 DDTREE_TOPK = 8  # > 1 puts SGLang's attention backends in tree-mask mode; no other meaning for DDTREE
 
@@ -29,7 +34,7 @@ def load_config_dict(path: str, revision: str | None = None) -> dict:
     if local.is_dir():
         file = local / "config.json"
         if not file.is_file():
-            raise ValueError(f"{path} has no config.json")
+            raise ServerArgsError(f"{path} has no config.json")
         return json.loads(file.read_text())
     from huggingface_hub import hf_hub_download
 
@@ -74,14 +79,14 @@ def verify_nodes(name: str, nodes: int | None, block: int) -> int:
     if name == DFLASH_CHAIN:
         nodes = block if nodes is None else nodes
         if not 2 <= nodes <= block:
-            raise ValueError(
+            raise ServerArgsError(
                 f"{name} verifies a chain of at most the drafter's block size ({block}) tokens, anchor included: "
                 f"--speculative-num-draft-tokens must be in [2, {block}], got {nodes}"
             )
         return nodes
     nodes = DDTREE_DEFAULT_NODES if nodes is None else nodes
     if not 2 <= nodes <= MAX_BUDGET + 1:
-        raise ValueError(
+        raise ServerArgsError(
             f"DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1) and <= {MAX_BUDGET + 1}, got {nodes}"
         )
     return nodes
@@ -92,7 +97,7 @@ def resolve_speculative_args(args) -> None:
     name = args.speculative_algorithm.upper()
     args.speculative_algorithm = name
     if not args.speculative_draft_model_path:
-        raise ValueError(
+        raise ServerArgsError(
             f"--speculative-algorithm {name} needs --speculative-draft-model-path: a DFlash drafter in the z-lab "
             "format (e.g. z-lab/Qwen3.6-27B-DFlash)"
         )
@@ -100,7 +105,7 @@ def resolve_speculative_args(args) -> None:
         draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
         check_pair(target_dims(load_config_dict(args.model_path, args.revision)), draft)
     except (PairError, KeyError) as e:
-        raise ValueError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e
+        raise ServerArgsError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e
 
     refused = {
         "--enable-dp-attention": args.enable_dp_attention,
@@ -109,7 +114,7 @@ def resolve_speculative_args(args) -> None:
     }
     for flag, on in refused.items():
         if on:
-            raise ValueError(f"--speculative-algorithm {name} does not support {flag}")
+            raise ServerArgsError(f"--speculative-algorithm {name} does not support {flag}")
 
     block = draft.block_size
     nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)
@@ -117,18 +122,18 @@ def resolve_speculative_args(args) -> None:
         steps, topk = nodes - 1, 1
     else:
         if args.page_size not in (None, 1):
-            raise ValueError(
+            raise ServerArgsError(
                 f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
             )
         steps, topk = block - 1, DDTREE_TOPK
     for flag, given, wanted in (("--speculative-num-steps", args.speculative_num_steps, steps),
                                 ("--speculative-eagle-topk", args.speculative_eagle_topk, topk)):  # fmt: skip
         if given is not None and given != wanted:
-            raise ValueError(f"{flag} is set by {name} from the drafter ({wanted}); got {given}: leave it out")
+            raise ServerArgsError(f"{flag} is set by {name} from the drafter ({wanted}); got {given}: leave it out")
     args.speculative_num_steps, args.speculative_eagle_topk, args.speculative_num_draft_tokens = steps, topk, nodes
 
     if getattr(args, "mamba_scheduler_strategy", None) == "extra_buffer" and args.mamba_track_interval < nodes:
-        raise ValueError(
+        raise ServerArgsError(
             f"--mamba-track-interval ({args.mamba_track_interval}) must be >= --speculative-num-draft-tokens ({nodes})"
         )
     if not args.disable_overlap_schedule:
@@ -144,5 +149,5 @@ def resolve_speculative_args(args) -> None:
     if args.max_running_requests is None:
         args.max_running_requests = 48
         logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)
-    logger.info("%s: drafter block %d, %d verify tokens, tree depth <= %d, taps %s", name, block, nodes, steps,
-                list(draft.target_layer_ids))  # fmt: skip
+    logger.info("%s: drafter block %d, budget %d (%d verify tokens with the root), depth <= %d, taps %s", name, block,
+                nodes - 1, nodes, steps, list(draft.target_layer_ids))  # fmt: skip

@@ -90,7 +90,7 @@ try:
     refuse_if_asked(["launch_server", "--speculative-algorithm", "DDTREE"])
     out["refusal"] = None
 except SystemExit as e:
-    out["refusal"] = str(e)
+    out["refusal"] = e.code
 print("OUT" + json.dumps(out))
 """
 
@@ -124,8 +124,9 @@ def run_probe(tree: Path, load: str) -> tuple[dict, list[str]]:
     done = subprocess.run([sys.executable, "-c", PROBE.format(load=load)], capture_output=True, text=True, env=env,
                           timeout=120, cwd=tree)  # fmt: skip
     assert "OUT" in done.stdout, done.stderr[-3000:]
-    warnings = [line for line in done.stderr.splitlines() if "sglang-dflash" in line]
-    return json.loads(done.stdout.split("OUT", 1)[1]), warnings
+    out = json.loads(done.stdout.split("OUT", 1)[1])
+    out["refusal_lines"] = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    return out, [line for line in done.stderr.splitlines() if "sglang-dflash is off" in line and not line.startswith("error")]
 
 
 WAYS = {"entry point": ("0.5.11", True, ENTRY_LOAD), ".pth": ("0.5.10.post1", False, "")}
@@ -140,7 +141,7 @@ def test_the_fake_tree_is_patched_when_its_shape_matches(tmp_path, way):
     version, loader, load = way
     out, warnings = run_probe(fake_sglang(tmp_path, version, loader), load)
     assert out["ddtree"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and out["hooked"] == [True] * 4, out
-    assert "DDTREE" in out["choices"] and out["refusal"] is None and not warnings, (out, warnings)
+    assert "DDTREE" in out["choices"] and out["refusal"] is None and not out["refusal_lines"] and not warnings, (out, warnings)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +157,8 @@ def test_a_renamed_attribute_leaves_sglang_stock(tmp_path, way, change, named):
     assert out["hooked"][:3] == [False] * 3 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
     assert out["stock"] == "'EAGLE'" and out["eagle"] == "<SpeculativeAlgorithm.EAGLE: 1>", out
     assert len(warnings) == 1 and f"SGLang {version}" in warnings[0] and named in warnings[0], warnings
-    assert out["refusal"].startswith("error: --speculative-algorithm DDTREE needs sglang-dflash, which is off: SGLang")
+    assert out["refusal"] == 2 and len(out["refusal_lines"]) == 1, out
+    assert out["refusal_lines"][0].startswith("error: --speculative-algorithm DDTREE needs sglang-dflash, which is off: SGLang")
 
 
 def test_an_unknown_version_is_left_alone(tmp_path, way):
@@ -164,4 +166,7 @@ def test_an_unknown_version_is_left_alone(tmp_path, way):
     out, warnings = run_probe(fake_sglang(tmp_path, "0.5.99", loader), load)
     assert out["hooked"] == [False] * 4 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
     assert out["stock"] == "'EAGLE'" and not warnings, (out, warnings)
-    assert "SGLang 0.5.99 is not supported (supported: " + ", ".join(SUPPORTED) + ")" in out["refusal"], out
+    assert (
+        out["refusal"] == 2
+        and "SGLang 0.5.99 is not supported (supported: " + ", ".join(SUPPORTED) + ")" in out["refusal_lines"][0]
+    )

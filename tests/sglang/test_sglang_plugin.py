@@ -363,3 +363,16 @@ def test_stock_decode_profile_hook_attaches_only_with_the_variable():
     assert "PATCHED True" in on.stdout, on.stderr[-2000:]
     off = run_fresh(code, env=STUB_ENV)
     assert "PATCHED False" in off.stdout, off.stderr[-2000:]
+
+
+def test_launch_server_refuses_our_bad_arguments_in_one_line(pair):
+    """`python -m sglang.launch_server` itself (no wrapper): a server argument our algorithm cannot take ends the start-up
+    with one line naming it and exit code 2, not a traceback (SGLang's own import-time warnings may come before it)."""
+    t, d = str(pair / "target"), str(pair / "draft")
+    argv = ["--model-path", t, "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", d,
+            "--speculative-num-draft-tokens", "1", "--device", "cpu", "--disable-radix-cache"]  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "sglang.launch_server", *argv], capture_output=True, text=True, timeout=600,
+                         cwd=TESTS)  # fmt: skip
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
+    assert lines[-1] == "error: DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1) and <= 513, got 1"

@@ -231,15 +231,21 @@ def scheduler_init(original, self, server_args, *args, **kwargs):
 
 
 def refuse_if_asked(argv: list[str]) -> None:
-    """While the plugin is off: a command line asking for one of our algorithms stops with one line saying why."""
+    """A command line asking for one of our algorithms: while the plugin is off it stops here with one line saying
+    why (exit code 2); else its server-argument refusals will be one line too (`patches.command_line`)."""
     asked = None
     for i, arg in enumerate(argv):
         if arg == "--speculative-algorithm" and i + 1 < len(argv):
             asked = argv[i + 1]
         elif arg.startswith("--speculative-algorithm="):
             asked = arg.split("=", 1)[1]
-    if state.off and isinstance(asked, str) and asked.upper() in names.ALGORITHMS:
-        raise SystemExit(f"error: --speculative-algorithm {asked} needs sglang-dflash, which is off: {state.off}")
+    if not (isinstance(asked, str) and asked.upper() in names.ALGORITHMS):
+        return
+    if state.off:
+        from ...cli import Refusal
+
+        raise Refusal(f"--speculative-algorithm {asked} needs sglang-dflash, which is off: {state.off}")
+    patches.command_line()
 
 
 def cli_choices() -> list[str] | None:

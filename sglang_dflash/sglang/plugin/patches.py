@@ -14,6 +14,7 @@ from ..names import ALGORITHMS, DFLASH, NUM_REQS_ATTR, canonical_name
 
 _has_dflash = False  # the running release has SGLang's own DFLASH (`configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
+_command_line = False  # a launch_server command line asked for ours: refusals print one line, exit code 2
 
 CHOICES_HELP = (
     " DDTREE: a DFlash block drafter's best --speculative-num-draft-tokens - 1 prefixes verified as one tree; "
@@ -30,6 +31,27 @@ def disable(reason: str) -> None:
     """The plugin turned off (a later check failed): our names are refused from now on, with the reason."""
     global _off
     _off = reason
+
+
+def command_line() -> None:
+    """This process is a launch_server command line that asks for ours (`activate.refuse_if_asked`)."""
+    global _command_line
+    _command_line = True
+
+
+def _resolving(resolve, args) -> None:
+    """resolve(args); on a command line, a refusal of our server arguments is one line on stderr and exit code 2
+    (the Engine API gets the exception)."""
+    from ..server_args import ServerArgsError
+
+    try:
+        resolve(args)
+    except ServerArgsError as e:
+        if not _command_line:
+            raise
+        from ...cli import Refusal
+
+        raise Refusal(str(e)) from None
 
 
 def ours(name) -> str | None:
@@ -71,7 +93,7 @@ def model_specific_adjustments(original, self):
     if is_ours(self):
         from ..server_args import resolve_radix_cache
 
-        resolve_radix_cache(self)
+        _resolving(resolve_radix_cache, self)
     return original(self)
 
 
@@ -79,7 +101,7 @@ def speculative_decoding(original, self):
     if is_ours(self):
         from ..server_args import resolve_speculative_args
 
-        resolve_speculative_args(self)
+        _resolving(resolve_speculative_args, self)
     return original(self)
 
 
