@@ -37,6 +37,19 @@ def check_device(device: str) -> None:
         check(torch.cuda.is_available(), "--device cuda: no CUDA GPU is visible here; use --device cpu")
 
 
+def read_checkpoint_config(path: str | Path, flag: str, parse):
+    """parse(config dict) of the checkpoint at path, or a refusal naming what is missing or wrong in it."""
+    import json
+
+    from .models.config import PairError, read_config
+
+    check_checkpoint(path, flag)
+    try:
+        return parse(read_config(path))
+    except (PairError, KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+        raise Refusal(f"{flag} {path}: not a config this accepts ({type(e).__name__}: {e})") from None
+
+
 def check_checkpoint(path: str | Path | None, flag: str) -> None:
     """A local checkpoint directory: it exists and holds a config.json."""
     if path is None:

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         target_dir, draft_dir = (args.target, args.draft) if args.target else tiny_pair()
         target, drafter = load_pair(target_dir, draft_dir, args.device, getattr(torch, args.dtype))
-    except (PairError, FileNotFoundError, ValueError) as e:
+    except (PairError, FileNotFoundError, KeyError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     tokenizer = load_tokenizer(target_dir)

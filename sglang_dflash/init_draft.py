@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from .cli import check, check_checkpoint, check_positive
+from .cli import check, check_positive, read_checkpoint_config
 from .models.config import DraftConfig, TargetConfig, check_pair, default_target_layer_ids, read_config
 from .models.dflash_draft import DFlashDrafter
 from .models.layers import save_checkpoint
@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     check_positive(args.layers, "--layers")
     check(args.block_size >= 2, f"--block-size {args.block_size}: expected >= 2 (the anchor and at least one draft)")
-    check_checkpoint(args.target, "--target")
-    layers = TargetConfig.from_dict(read_config(args.target)).num_hidden_layers
+    layers = read_checkpoint_config(args.target, "--target", TargetConfig.from_dict).num_hidden_layers
     check(1 <= args.taps <= layers, f"--taps {args.taps}: expected 1..{layers} (distinct layers of the {layers}-layer target)")
     out = Path(args.out)
     check(args.force or not (out.exists() and any(out.iterdir())), f"--out {args.out}: not empty; --force to write into it")

@@ -49,7 +49,7 @@ def check_speculative(argv: list[str]) -> None:
     """The speculative arguments of a launch_server command line, refused before SGLang starts (one line, exit 2): an
     algorithm SGLang does not list; for ours, a local drafter path that is not a checkpoint, or a verify size out of
     range for the drafter's block. Hub ids (org/name) are left to SGLang."""
-    from .cli import MAX_BUDGET, Refusal, check, check_checkpoint
+    from .cli import MAX_BUDGET, Refusal, check, read_checkpoint_config
 
     p = argparse.ArgumentParser(add_help=False)
     for flag in ("--speculative-algorithm", "--speculative-draft-model-path", "--speculative-num-draft-tokens"):
@@ -78,10 +78,9 @@ def check_speculative(argv: list[str]) -> None:
     local = Path(draft).expanduser()
     block = None  # a hub drafter's block is SGLang's to check at start-up
     if local.exists() or draft.startswith((".", "/", "~")) or draft.count("/") != 1:
-        check_checkpoint(local, "--speculative-draft-model-path")
-        from .models.config import DraftConfig, read_config
+        from .models.config import DraftConfig
 
-        block = DraftConfig.from_dict(read_config(local)).block_size
+        block = read_checkpoint_config(local, "--speculative-draft-model-path", DraftConfig.from_dict).block_size
     nodes = args.speculative_num_draft_tokens
     try:
         verify_nodes(name, None if nodes is None else int(nodes), block or MAX_BUDGET + 1)

@@ -149,3 +149,11 @@ def test_init_draft_refusals(pair_dirs, tmp_path, capsys):
     assert f"--out {full}: not empty; --force" in refusal(capsys, init_draft.main, [*base, "--out", str(full), "--taps", "2"])
     assert init_draft.main([*base, "--out", str(full), "--taps", "2", "--force"]) == 0
     assert (full / "notes.txt").read_text() == "keep me" and (full / "config.json").is_file()
+
+
+def test_a_wrong_shaped_checkpoint_is_refused_in_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "config.json").write_text('{"architectures": ["Nothing"]}')
+    line = refusal(capsys, init_draft.main, ["--target", str(bad), "--out", str(tmp_path / "o")])
+    assert line.startswith(f"error: --target {bad}: not a config this accepts (KeyError")

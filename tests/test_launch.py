@@ -69,3 +69,11 @@ def test_launch_refuses_before_sglang_starts(capsys, argv, named):
     assert exit_.value.code == 2 and err.count("\n") == 0 and named in err, err
     if "DFLASHX" in argv:
         assert "DDTREE" in err and "EAGLE" in err
+
+
+def test_launch_refuses_a_wrong_shaped_drafter(tmp_path, capsys):
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(SystemExit) as exit_:
+        launch.main(["--dry-run", "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", str(tmp_path)])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and err.startswith(f"error: --speculative-draft-model-path {tmp_path}: not a config"), err
