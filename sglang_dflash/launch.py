@@ -57,18 +57,12 @@ def check_speculative(argv: list[str]) -> None:
     args, _ = p.parse_known_args(argv)
     if args.speculative_algorithm is None:
         return
-    from . import env
-    from .sglang.names import ALGORITHMS, canonical_name
-    from .sglang.plugin.activate import cli_choices, installed_version
-    from .sglang.plugin.versions import SUPPORTED, release
+    from .sglang.plugin.activate import cli_choices, our_name, refuse_if_asked
     from .sglang.server_args import verify_nodes
 
-    version = installed_version()
-    table = release(version or "")
     asked = args.speculative_algorithm
-    name = canonical_name(asked, table.has_dflash if table else True, env.OVERRIDE_DFLASH.on())
-    check(table is not None or asked.upper() not in ALGORITHMS,
-          f"--speculative-algorithm {asked}: needs SGLang {', '.join(SUPPORTED)}; this is SGLang {version}")  # fmt: skip
+    name = our_name(asked)
+    refuse_if_asked(argv)  # ours, where the plugin is off (an unsupported SGLang): the server's own one-line refusal
     if name is None:
         choices = cli_choices()
         check(choices is None or asked in choices, f"--speculative-algorithm {asked}: expected one of {', '.join(choices or [])}")

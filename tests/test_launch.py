@@ -77,3 +77,15 @@ def test_launch_refuses_a_wrong_shaped_drafter(tmp_path, capsys):
         launch.main(["--dry-run", "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", str(tmp_path)])
     err = capsys.readouterr().err.strip()
     assert exit_.value.code == 2 and err.startswith(f"error: --speculative-draft-model-path {tmp_path}: not a config"), err
+
+
+def test_launch_refuses_ours_on_an_unsupported_sglang(monkeypatch, capsys):
+    from sglang_dflash.sglang.plugin import activate
+
+    monkeypatch.setattr(activate, "state", activate._State())
+    monkeypatch.setattr(activate, "installed_version", lambda: "0.5.99")
+    with pytest.raises(SystemExit) as exit_:
+        launch.main(["--dry-run", "--speculative-algorithm", "DDTREE", "--speculative-draft-model-path", "z-lab/X"])
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 2 and err.count("\n") == 0, err
+    assert err.startswith("error: --speculative-algorithm DDTREE needs sglang-dflash, which is off: SGLang 0.5.99 is not")

@@ -183,6 +183,12 @@ def _choose_release() -> Release | None:
     return None if state.off else state.release
 
 
+def our_name(name) -> str | None:
+    """Our canonical name for a --speculative-algorithm value under the installed release (None: SGLang's name, or
+    the plugin is off, `state.off` saying why)."""
+    return patches.ours(name) if _choose_release() else None
+
+
 def activate(scheduler: bool | None = None) -> None:
     """The stock patches of the installed release: those of the light modules (spec_info, server_args: imported
     here, checked together) and the scheduler's where `scheduler` (None: where SGLang has imported that module, as
