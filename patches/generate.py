@@ -60,7 +60,11 @@ FACING = {
 }
 DRAFT_MODEL = "sglang_dflash.sglang.draft_model"
 # Plugin modules beside them that are not ported: the enum members and the edits replace them.
-NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm")
+NOT_PORTED = (
+    "sglang_dflash.sglang",
+    "sglang_dflash.sglang.algorithm",
+    "sglang_dflash.sglang.ddtree_worker_v2",
+)  # the spec-v2 worker: no series for a spec-v2-only release yet
 # Plugin-only parts of the ported names module (the release's field names are written out instead).
 DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
 # The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the

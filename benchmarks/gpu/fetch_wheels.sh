@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # fetch_wheels.sh [RELEASE]: download the wheels of benchmarks/gpu/wheels.txt and wheels-RELEASE.txt (Python 3.12,
 # manylinux x86_64, no dependencies resolved: the lists are complete) into .whl/gpu/, and SGLang RELEASE's own wheel
-# into .whl/, for the GPU machine, which has no package index. RELEASE: 0.5.11 (default) or 0.5.10.post1; .whl holds
-# one release at a time (another's wheels are removed first). Run from anywhere, on a machine that reaches PyPI.
+# into .whl/, for the GPU machine, which has no package index. RELEASE: 0.5.11 (default), 0.5.23 or 0.5.10.post1; .whl
+# holds one release at a time (another's wheels are removed first). A package in wheels-RELEASE.txt replaces its line in
+# wheels.txt; its "#slim PACKAGE PREFIX..." lines drop members of wheels too large to carry whole (slim_wheel.py). Run from anywhere, on a machine that reaches PyPI.
 # .whl/ is git-ignored and is what a device call carries (carry: [".whl"]); everything carried, the working tree
 # included, must stay under 64 MiB.
 set -euo pipefail
@@ -10,7 +11,7 @@ release="${1:-0.5.11}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dest="$root/.whl/gpu"
 extra="$root/benchmarks/gpu/wheels-$release.txt"
-[ -f "$extra" ] || { echo "fetch_wheels: no $extra (releases: 0.5.11, 0.5.10.post1)" >&2; exit 2; }
+[ -f "$extra" ] || { echo "fetch_wheels: no $extra (releases: 0.5.11, 0.5.23, 0.5.10.post1)" >&2; exit 2; }
 if [ -f "$root/.whl/release" ] && [ "$(cat "$root/.whl/release")" != "$release" ]; then
     rm -rf "$dest" "$root"/.whl/sglang-*.whl
 fi
@@ -20,15 +21,26 @@ plat=(--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platfo
 opts=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}")
 pip="${PIP:-python3 -m pip}"
 
+pins=$(mktemp)
+trap 'rm -f "$pins"' EXIT
+names() { grep -vE '^\s*(#|$)' "$@" | sed 's/==.*//' | tr 'A-Z-' 'a-z_'; }
+grep -vE '^\s*(#|$)' "$root/benchmarks/gpu/wheels.txt" | grep -viwFf <(names "$extra") > "$pins" || true
+grep -vE '^\s*(#|$)' "$extra" >> "$pins"
 # shellcheck disable=SC2086
-$pip download -q "${opts[@]}" -d "$dest" -r "$root/benchmarks/gpu/wheels.txt" -r "$extra"
+$pip download -q "${opts[@]}" -d "$dest" -r "$pins"
 if ! ls "$root"/.whl/sglang-"$release"-*.whl >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     $pip download -q "${opts[@]}" --platform manylinux_2_34_x86_64 -d "$root/.whl" "sglang==$release"
 fi
+grep -E '^#slim ' "$extra" | while read -r _ package prefixes; do
+    for wheel in "$dest/$package"-*.whl "$root/.whl/$package"-*.whl; do
+        # shellcheck disable=SC2086
+        [ -f "$wheel" ] && python3 "$root/benchmarks/gpu/slim_wheel.py" "$wheel" $prefixes
+    done
+done
 
 # exactly one wheel per listed package, nothing else (two versions of one package stop the install)
-want=$(cat "$root/benchmarks/gpu/wheels.txt" "$extra" | grep -cvE '^\s*(#|$)')
+want=$(wc -l < "$pins")
 have=$(find "$dest" -maxdepth 1 -name '*.whl' | wc -l)
 if [ "$have" != "$want" ]; then
     echo "fetch_wheels: $have wheels in $dest for $want listed packages; remove stale ones and rerun" >&2

@@ -78,7 +78,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "sgl_kernel_stub"
 WHEELS = REPO / ".whl"
-RELEASES = ("0.5.11", "0.5.10.post1")
+RELEASES = ("0.5.11", "0.5.23", "0.5.10.post1")
 LIN, FULL = "linear_attention", "full_attention"
 BATCHES = (1, 8)
 
@@ -147,6 +147,7 @@ def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
     conv-state pool in the model's dtype (SGLang keeps it bf16 by default, and its conv kernel then mixes types)."""
     path = ([str(site)] if site else []) + [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", SGLANG_MAMBA_CONV_DTYPE=dtype)
+    env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"  # 0.5.23 checks the kernel wheels' versions (slimmed / stand-in)
     r = probe_python("import sgl_kernel", env)
     if r.returncode == 0:
         log.stamp("sgl_kernel: the installed one imports; the test-only stand-in stays off the path")
@@ -428,8 +429,19 @@ class SGLangRun:
         return env
 
 
+RENAMED_0_5_23 = {"cuda_graph_max_bs": "cuda_graph_max_bs_decode", "disable_piecewise_cuda_graph": "disable_prefill_cuda_graph"}
+
+
 def sglang_base_kwargs(args, target: Path) -> dict:
-    """Engine arguments stock SGLang runs with on the GPU machine (with the sgl_kernel stand-in)."""
+    """Engine arguments stock SGLang runs with on the GPU machine (with the sgl_kernel stand-in), in the release's
+    spelling."""
+    kwargs = _base_kwargs(args, target)
+    if args.sglang == "0.5.23":
+        kwargs = {RENAMED_0_5_23.get(k, k): v for k, v in kwargs.items()}
+    return kwargs
+
+
+def _base_kwargs(args, target: Path) -> dict:
     return dict(
         model_path=str(target),
         tp_size=args.tp,

@@ -10,11 +10,13 @@ tokens per request. `is_dflash()` is False: that is SGLang's own DFLASH (0.5.11)
 
 from __future__ import annotations
 
-from .names import ALGORITHMS, DDTREE, DFLASH_CHAIN
+from .names import ALGORITHMS, DDTREE, DFLASH_CHAIN, resolved
 
 
 class DraftTreeAlgorithm:
     """DFLASH_CHAIN (a chain of up to block_size - 1 drafted tokens) or DDTREE (the best-budget prefix tree)."""
+
+    sglang_dflash = True  # `is_ours`
 
     def __init__(self, name: str):
         if name not in ALGORITHMS:
@@ -66,11 +68,55 @@ class DraftTreeAlgorithm:
         return DDTreeWorker if self.is_ddtree() else DFlashWorker
 
 
+def registered_spec_class():
+    """SGLang 0.5.23's form of our values: a `CustomSpecAlgo` (its registry's duck type of the enum) for
+    `SpeculativeAlgorithm.register`. Unlike `DraftTreeAlgorithm` it answers is_eagle() False: 0.5.23 hangs EAGLE's
+    draft model, draft KV pool and MTP sizing on that question. What ours needs of EAGLE's path there (the tree
+    verify input of the captured TARGET_VERIFY graphs) the plugin hooks add; the scheduler asks every algorithm for
+    a future map, whether it relays top-k and whether it carries draft hidden states."""
+    from sglang.srt.speculative.spec_registry import CustomSpecAlgo
+
+    class DraftTreeSpecAlgo(CustomSpecAlgo):
+        sglang_dflash = True  # `is_ours`
+
+        def __repr__(self) -> str:
+            return f"<SpeculativeAlgorithm.{self.name} (sglang-dflash)>"
+
+        def is_ddtree(self) -> bool:
+            return self.name == DDTREE
+
+        def is_chain(self) -> bool:
+            return self.name == DFLASH_CHAIN
+
+        def has_draft_kv(self) -> bool:
+            return False  # the drafter's context K/V is counted per KV-cache token (memory_plan), not per step
+
+        def need_topk(self) -> bool:
+            return False
+
+        def carries_draft_hidden_states(self) -> bool:
+            return False
+
+        def create_future_map(self, device, req_to_token_pool, needs_cpu_seq_lens=True, needs_confidence_relay=False):
+            from sglang.srt.managers.overlap_utils import FutureMap
+
+            return FutureMap(device, self, req_to_token_pool, needs_cpu_seq_lens, needs_confidence_relay)
+
+    return DraftTreeSpecAlgo
+
+
+def worker_factory(server_args):
+    """`SpeculativeAlgorithm.register`'s factory: the spec-v2 worker class (0.5.23)."""
+    from .ddtree_worker_v2 import DDTreeWorkerV2
+
+    return DDTreeWorkerV2
+
+
 def is_ours(algorithm) -> bool:
     """The one algorithm predicate: `algorithm` (a value `SpeculativeAlgorithm.from_string` returned, or server
     arguments after their resolution, whose `speculative_algorithm` is then our canonical name) is served by our
     workers."""
-    if isinstance(algorithm, DraftTreeAlgorithm):
+    if getattr(type(algorithm), "sglang_dflash", False) is True:  # DraftTreeAlgorithm, or the registered class
         return True
-    name = getattr(algorithm, "speculative_algorithm", None)
+    name = getattr(resolved(algorithm), "speculative_algorithm", None)
     return isinstance(name, str) and name in ALGORITHMS

@@ -272,6 +272,14 @@ class DFlashWorker:
         nccl_port: int,
         target_worker,
     ):
+        self._load_drafter(server_args, gpu_id, tp_rank, target_worker)
+        self._install_capture()
+        self._init_context()
+        self._warm_up(min(2, server_args.max_running_requests or 2))
+
+    # --- construction, in phases: SGLang 0.5.23's spec-v2 lifecycle calls them at different points
+    def _load_drafter(self, server_args, gpu_id: int, tp_rank: int, target_worker) -> None:
+        """Fields, checks, the drafter's weights (TP-sharded where they divide) and the target's embedding / LM head."""
         from ..models.config import DraftConfig, read_config
         from ..models.dflash_draft import DFlashDrafter
 
@@ -298,7 +306,7 @@ class DFlashWorker:
         # the drafter's heads and MLP split over the TP ranks where they divide (SGLANG_DFLASH_DRAFT_TP=0: replicated);
         # a sharded one is loaded on the host first, so that the GPU never holds more than the memory plan's share,
         # and its graphs capture the all-reduces inside SGLang's graph_capture
-        c = DraftConfig.from_dict(read_config(draft_path))
+        c = self.draft_config = DraftConfig.from_dict(read_config(draft_path))
         self._check_num_nodes(c.block_size)
         self.draft_tp = draft_tp_size(c, self.tp_size)
         self.drafter = DFlashDrafter.from_pretrained(draft_path, device="cpu" if self.draft_tp > 1 else self.device, dtype=dtype)
@@ -310,17 +318,32 @@ class DFlashWorker:
                            shard_plan(c, self.tp_size) or f"{env.DRAFT_TP.name}=0")  # fmt: skip
         elif self.tp_size > 1:
             logger.info("%s: drafter sharded over the %d TP ranks.", self.name, self.tp_size)
+        self.debug_steps = env.DEBUG_STEPS.integer(0)  # log this many verify steps
+        self.profile = StepProfile.from_env(self.device, tp_rank)  # SGLANG_DFLASH_PROFILE=file: per-phase step times
 
-        # 1. hidden capture (before graph capture if the model-runner patch ran, else install + recapture)
+        # borrowed embedding / LM head shard
+        lm = getattr(model, "lm_head", None) or model.model.lm_head
+        self.embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.model.embed_tokens
+        self.lm_head_weight = lm.weight
+        self.vocab_start, self.vocab_local = local_vocab_range(lm)
+
+    def _install_capture(self) -> None:
+        """The hidden capture on the target's tapped layers (before its CUDA graphs where the plugin's hook ran, else
+        installed now and the graphs recaptured once)."""
         runner = self.model_runner
-        self.capture = install_on_model_runner(runner, c.target_layer_ids, c.hidden_size, graph_capacity(server_args))
+        self.capture = install_on_model_runner(
+            runner, self.draft_config.target_layer_ids, self.draft_config.hidden_size, graph_capacity(self.server_args)
+        )
         if not getattr(self.capture, "before_graphs", False) and getattr(runner, "graph_runner", None) is not None:
             logger.warning("%s: hidden capture installed after the target's CUDA graphs; recapturing them once.", self.name)
             runner.init_device_graphs()
             self.capture.before_graphs = True
 
-        # 2. drafter context K/V at the target's KV slots: position p of request slot s is entry req_to_token[s, p]
-        # (a prefix-cache hit finds it there); the pool has an entry per KV-cache token (`memory_plan`)
+    def _init_context(self) -> None:
+        """The drafter's context K/V at the target's KV slots (needs the target's KV pool), and its graph tables.
+        Position p of request slot s is entry req_to_token[s, p] (a prefix-cache hit finds it there); the pool has an
+        entry per KV-cache token (`memory_plan`)."""
+        runner = self.model_runner
         req_to_token = runner.req_to_token_pool.req_to_token
         num_slots = req_to_token.shape[0]
         self.max_len = min(draft_max_len(runner.model_config.context_len), req_to_token.shape[1])
@@ -333,14 +356,6 @@ class DFlashWorker:
             env.DRAFT_MAX_LEN.name,
         )  # fmt: skip
         self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
-        self.debug_steps = env.DEBUG_STEPS.integer(0)  # log this many verify steps
-        self.profile = StepProfile.from_env(self.device, tp_rank)  # SGLANG_DFLASH_PROFILE=file: per-phase step times
-
-        # borrowed embedding / LM head shard, TP group
-        lm = getattr(model, "lm_head", None) or model.model.lm_head
-        self.embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.model.embed_tokens
-        self.lm_head_weight = lm.weight
-        self.vocab_start, self.vocab_local = local_vocab_range(lm)
         # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
         # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
@@ -348,7 +363,6 @@ class DFlashWorker:
         if draft_graphs_enabled(self.device):
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
-        self._warm_up(min(2, server_args.max_running_requests or 2))
 
     def _warm_up(self, max_bs: int) -> None:
         """A drafter step for batches of 1 .. max_bs requests on the scratch slot (slots -1: nothing live is read or
@@ -380,7 +394,9 @@ class DFlashWorker:
 
     def _graph_batch_size(self, bs: int) -> int | None:
         """The captured batch size a TARGET_VERIFY of bs requests replays (SGLang pads up to the next), if any."""
-        sizes = sorted(getattr(getattr(self.model_runner, "graph_runner", None), "capture_bs", None) or [])
+        runner = self.model_runner
+        graphs = getattr(runner, "graph_runner", None) or getattr(runner, "decode_cuda_graph_runner", None)  # 0.5.23's name
+        sizes = sorted(getattr(graphs, "capture_bs", None) or [])
         return next((s for s in sizes if s >= bs), None)
 
     def _check_fits(self, num_tokens: int) -> None:

@@ -138,7 +138,8 @@ def install_on_model_runner(model_runner, layer_ids, hidden_size: int, capacity:
 
 def graph_capacity(server_args) -> int:
     """Static-buffer rows: the most tokens a captured target graph runs (max batch x verify tokens)."""
-    bs = max(server_args.cuda_graph_max_bs or 0, server_args.max_running_requests or 0, 1)
+    graph_bs = getattr(server_args, "cuda_graph_max_bs", None) or getattr(server_args, "cuda_graph_max_bs_decode", None)  # 0.5.23
+    bs = max(graph_bs or 0, server_args.max_running_requests or 0, 1)
     return bs * max(server_args.speculative_num_draft_tokens or 1, 1)
 
 

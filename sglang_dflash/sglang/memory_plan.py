@@ -19,6 +19,7 @@ import torch
 
 from .. import env
 from ..models.config import DraftConfig
+from .names import resolved
 
 DEFAULT_MAX_LEN = 8192
 
@@ -68,7 +69,7 @@ def reserve_gib(server_args, dtype: torch.dtype) -> float:
 
 def draft_cell_bytes(runner) -> int:
     """Bytes a target runner's KV-cache token adds for the drafter's context K/V (joins SGLang's cell size)."""
-    args = runner.server_args
+    args = resolved(runner.server_args)
     return draft_bytes(draft_config(args), runner.model_config.dtype, args.tp_size)[1]
 
 
@@ -79,7 +80,7 @@ def rest_memory_adjustment_gib(runner) -> float:
     about 80 GB)."""
     from .tree_gdn_backend import enabled as tree_verify
 
-    args = runner.server_args
+    args = resolved(runner.server_args)
     if not args.max_running_requests:
         return 0.0
     gib = -reserve_gib(args, runner.model_config.dtype)

@@ -1,4 +1,4 @@
-"""Names shared by the SGLang-facing modules and the plugin (a leaf: it imports nothing).
+"""Names shared by the SGLang-facing modules and the plugin (a leaf: it imports nothing of ours).
 
 Our algorithms go by names of their own, so that they never collide with SGLang's: `DDTREE` (tree verify) and
 `DFLASH_CHAIN` (our chain verify). `DFLASH` is SGLang's own where SGLang has one (0.5.11); it means
@@ -12,6 +12,16 @@ ALGORITHMS = (DFLASH_CHAIN, DDTREE)  # the names our workers serve under, after 
 
 # Set on our EagleVerifyInput: the number of real requests in the verify batch (read by the graph-replay fix).
 NUM_REQS_ATTR = "sglang_dflash_num_reqs"
+
+
+def resolved(args):
+    """Server arguments as resolved. SGLang 0.5.23 keeps the command line's values in ServerArgs' fields and what its
+    resolution decided beside them (`resolved_view` reads both); earlier releases resolve in place."""
+    if not hasattr(args, "_resolved_overrides"):
+        return args
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+
+    return resolved_view(args)
 
 
 def canonical_name(name, sglang_has_dflash: bool, override_dflash: bool) -> str | None:

@@ -92,8 +92,10 @@ def verify_nodes(name: str, nodes: int | None, block: int) -> int:
     return nodes
 
 
-def resolve_speculative_args(args) -> None:
-    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place."""
+def resolve_speculative_args(args, spec_v2: bool = False) -> None:
+    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `spec_v2`
+    (SGLang 0.5.23): its scheduler maps max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the
+    smallest tree-mode topk (2) and steps = nodes // 2 there; no tree depth is read from them."""
     name = args.speculative_algorithm.upper()
     args.speculative_algorithm = name
     if not args.speculative_draft_model_path:
@@ -125,7 +127,7 @@ def resolve_speculative_args(args) -> None:
             raise ServerArgsError(
                 f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
             )
-        steps, topk = block - 1, DDTREE_TOPK
+        steps, topk = (max(1, nodes // 2), 2) if spec_v2 else (block - 1, DDTREE_TOPK)
     for flag, given, wanted in (("--speculative-num-steps", args.speculative_num_steps, steps),
                                 ("--speculative-eagle-topk", args.speculative_eagle_topk, topk)):  # fmt: skip
         if given is not None and given != wanted:
@@ -143,9 +145,11 @@ def resolve_speculative_args(args) -> None:
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)
         args.enable_mixed_chunk = False
-    if not getattr(args, "disable_piecewise_cuda_graph", True):  # 0.5.11 keeps them on for speculative decoding
-        logger.warning("%s: piecewise CUDA graphs disabled (the drafter's taps are read from the target's layers).", name)
-        args.disable_piecewise_cuda_graph = True
+    for flag in ("disable_piecewise_cuda_graph", "disable_prefill_cuda_graph"):  # 0.5.11's name, 0.5.23's
+        if not getattr(args, flag, True):  # on by default for speculative decoding
+            logger.warning("%s: prefill (piecewise) CUDA graphs disabled (the drafter's taps are read from the target's "
+                           "layers).", name)  # fmt: skip
+            setattr(args, flag, True)
     if args.max_running_requests is None:
         args.max_running_requests = 48
         logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)

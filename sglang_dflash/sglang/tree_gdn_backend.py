@@ -46,6 +46,7 @@ from ..kernels.tree_build import ancestors
 from ..kernels.tree_conv import conv_windows
 from ..kernels.tree_gdn import fused_nodes, stack_contexts, uses_gather, verify_blocks, verify_step_inputs
 from ..kernels.tree_gdn.tree_gdn import context_tables
+from .names import resolved
 
 logger = logging.getLogger(__name__)
 
@@ -270,17 +271,19 @@ class TreeVerifyWorkspace:
         self.commit(req_to_token_pool, track_slots, prefix, graph_bs)
 
 
-def install(model_runner) -> TreeVerifyWorkspace | None:
+def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace | None:
     """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
-    graph), to be installed before its graphs are captured; None otherwise."""
+    graph), to be installed before its graphs are captured; None otherwise. max_depth: the trees' deepest node
+    (the spec-v2 worker: the drafter's block size - 1), else read from the server arguments."""
     global _workspace
     if not enabled():
         return None
-    args = model_runner.server_args
+    args = resolved(model_runner.server_args)
     num_nodes = int(args.speculative_num_draft_tokens)
-    steps = args.speculative_num_steps  # resolve_speculative_args: DFLASH nodes - 1, DDTREE block size - 1
-    max_depth = None if steps is None else int(steps)  # None: any depth (a chain's)
-    largest = max([*(args.cuda_graph_bs or []), args.max_running_requests or 1, 1])  # SGLang may add the latter
+    if max_depth is None:  # spec v1: resolve_speculative_args' steps, DFLASH_CHAIN nodes - 1, DDTREE block size - 1
+        max_depth = None if args.speculative_num_steps is None else int(args.speculative_num_steps)
+    graph_sizes = getattr(args, "cuda_graph_bs", None) or getattr(args, "cuda_graph_bs_decode", None) or []  # 0.5.23
+    largest = max([*graph_sizes, args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_switch())
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "

@@ -200,8 +200,30 @@ def activate(scheduler: bool | None = None) -> None:
     state.busy = True  # importing a watched module from here re-enters through the .pth's hook
     try:
         apply([p for p in state.release.stock if p.module != SCHEDULER or scheduler])
+        if state.release.registry and not state.off:
+            register()
     finally:
         state.busy = False
+
+
+def register() -> None:
+    """Our names in SGLang's registry of speculative algorithms (0.5.23), once per process: the spec-v2 worker,
+    the server-argument validation, our `CustomSpecAlgo`. `DFLASH` is SGLang's there and cannot be taken."""
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    from sglang.srt.speculative.spec_registry import get_spec
+
+    from ..algorithm import registered_spec_class, worker_factory
+
+    if env.OVERRIDE_DFLASH.on():
+        logger.warning("%s has no effect on SGLang %s, where DFLASH is SGLang's own name: ask for DFLASH_CHAIN.",
+                       env.OVERRIDE_DFLASH.name, installed_version())  # fmt: skip
+    spec_class = registered_spec_class()
+    for name in names.ALGORITHMS:
+        if get_spec(name) is None:
+            register_name = SpeculativeAlgorithm.register(
+                name, supports_overlap=False, validate_server_args=patches.validate_server_args, spec_class=spec_class
+            )
+            register_name(worker_factory)
 
 
 def activate_runtime(server_args) -> None:

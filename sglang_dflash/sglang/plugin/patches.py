@@ -111,7 +111,7 @@ def speculative_decoding(original, self):
 def add_request_to_queue(original, self, req, *args, **kwargs):
     """A request the workers cannot serve yet (`request_unsupported`) or whose prompt does not fit the drafter's
     positions (`fit_to_drafter`, which also caps max_new_tokens) finishes at admission with an error naming why."""
-    if isinstance(getattr(self, "spec_algorithm", None), DraftTreeAlgorithm) and not req.finished():
+    if is_ours(getattr(self, "spec_algorithm", None)) and not req.finished():
         from ..dflash_worker import fit_to_drafter, request_unsupported
 
         worker = self.draft_worker
@@ -208,11 +208,39 @@ def cell_size_per_token(original, self, num_layers, *args, **kwargs):
 
 
 def compute_cell_size(original, self, mr, num_layers, *args, **kwargs):
-    """0.5.11 (the cell size moved to the pool configurator): the same as `cell_size_per_token`."""
+    """0.5.11 and later (the cell size moved to the pool configurator; `mr` is 0.5.23's KV-cache configurator): the
+    same as `cell_size_per_token`."""
     from ..memory_plan import draft_cell_bytes
 
     size = original(self, mr, num_layers, *args, **kwargs)
-    return size + (0 if mr.is_draft_worker else draft_cell_bytes(mr))
+    return size + (0 if getattr(mr, "is_draft_worker", False) else draft_cell_bytes(mr))
+
+
+def graph_spec_info(original, self, num_tokens, *args, **kwargs):
+    """0.5.23: the verify input of the target's captured TARGET_VERIFY graphs, for ours (`dummy_verify_input`)."""
+    runner = self.model_runner
+    if not is_ours(runner.spec_algorithm) or runner.is_draft_worker:
+        return original(self, num_tokens, *args, **kwargs)
+    from ..ddtree_worker_v2 import dummy_verify_input
+
+    return dummy_verify_input(self.buffers.custom_mask, self.speculative_num_draft_tokens)
+
+
+def dummy_verify_input(original, spec_algorithm, custom_mask, num_tokens_per_req, is_draft_worker, *args, **kwargs):
+    """0.5.23: the same for the graph runners' shared capture path."""
+    if not is_ours(spec_algorithm) or is_draft_worker:
+        return original(spec_algorithm, custom_mask, num_tokens_per_req, is_draft_worker, *args, **kwargs)
+    from ..ddtree_worker_v2 import dummy_verify_input as build
+
+    return build(custom_mask, num_tokens_per_req)
+
+
+def validate_server_args(args) -> None:
+    """0.5.23: `SpeculativeAlgorithm.register`'s server-argument validation of ours (SGLang runs it on a recorder of
+    the fields it writes)."""
+    from ..server_args import resolve_speculative_args
+
+    _resolving(lambda a: resolve_speculative_args(a, spec_v2=True), args)
 
 
 def profile_decode(original, self, model_worker_batch, *args, **kwargs):

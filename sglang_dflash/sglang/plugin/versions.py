@@ -9,6 +9,8 @@ touches anything: a missing module, class or attribute, or other parameters, and
 - `runtime` patches go on in a scheduler process only when it serves our algorithm (`patches.scheduler_init`),
   before its model runner exists; a stock server never has them.
 - `fields`: SGLang fields the workers read or write under names that changed between releases (`names.Fields`).
+- `registry`: the release has `SpeculativeAlgorithm.register` (0.5.23): our names are registered there, with their
+  server-argument validation and worker factory, instead of patched into `from_string` and `--speculative-algorithm`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class Release:
     stock: tuple[Patch, ...]
     runtime: tuple[Patch, ...]
     fields: Fields
+    registry: bool = False
 
     @property
     def field_owners(self) -> tuple[Field, ...]:
@@ -67,12 +70,14 @@ GDN = "sglang.srt.layers.attention.linear.gdn_backend"
 MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
 KV_MIXIN = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
+DECODE_GRAPHS = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+BASE_GRAPHS = "sglang.srt.model_executor.runner.base_runner"
 TP_WORKER = "sglang.srt.managers.tp_worker"
 EAGLE_INFO = "sglang.srt.speculative.eagle_info"
 MANAGER_UTILS = "sglang.srt.managers.utils"
 SCHEDULE_BATCH = "sglang.srt.managers.schedule_batch"
 
-STOCK = (
+NAMES = (  # our names and server arguments, where SGLang has no registry for them
     Patch(
         f"{SPEC_INFO}:SpeculativeAlgorithm.from_string",
         "from_string",
@@ -103,27 +108,25 @@ STOCK = (
         ("self",),
         "our speculative defaults and refusals, before SGLang's own handling",
     ),
-    Patch(
-        f"{SCHEDULER}:Scheduler.__init__",
-        "scheduler_init",
-        ("self", "server_args"),
-        "the runtime patches, in a scheduler process that serves our algorithm, before its model runner exists",
-    ),
 )
 
-RUNTIME_COMMON = (
-    Patch(
-        f"{SCHEDULER}:Scheduler._add_request_to_queue",
-        "add_request_to_queue",
-        ("self", "req"),
-        "requests the workers cannot serve are aborted at admission with a message",
-    ),
-    Patch(
-        f"{MODEL_RUNNER}:ModelRunner.init_device_graphs",
-        "init_device_graphs",
-        ("self",),
-        "the drafter's hidden-state taps and the tree-verify workspace, before the target's graphs are captured",
-    ),
+SCHEDULER_INIT = Patch(
+    f"{SCHEDULER}:Scheduler.__init__",
+    "scheduler_init",
+    ("self", "server_args"),
+    "the runtime patches, in a scheduler process that serves our algorithm, before its model runner exists",
+)
+
+STOCK = (*NAMES, SCHEDULER_INIT)
+
+ADMISSION = Patch(
+    f"{SCHEDULER}:Scheduler._add_request_to_queue",
+    "add_request_to_queue",
+    ("self", "req"),
+    "requests the workers cannot serve are aborted at admission with a message",
+)
+
+RUNTIME_TREE_VERIFY = (
     Patch(
         f"{HYBRID}:MambaAttnBackendBase._replay_metadata",
         "replay_metadata",
@@ -148,6 +151,17 @@ RUNTIME_COMMON = (
         ("self",),
         "SGLang's per-node GDN verify states for one request slot: our tree verify never reads them",
     ),
+)
+
+RUNTIME_COMMON = (
+    ADMISSION,
+    Patch(
+        f"{MODEL_RUNNER}:ModelRunner.init_device_graphs",
+        "init_device_graphs",
+        ("self",),
+        "the drafter's hidden-state taps and the tree-verify workspace, before the target's graphs are captured",
+    ),
+    *RUNTIME_TREE_VERIFY,
     Patch(
         f"{KV_MIXIN}:ModelRunnerKVCacheMixin.handle_max_mamba_cache",
         "handle_max_mamba_cache",
@@ -175,6 +189,7 @@ def field_owners(f: Fields) -> tuple[Field, ...]:
 
 FIELDS_0_5_10 = Fields("retrive", "num_accepted_tokens", "accept_length_per_req_cpu", "spec_accepted_tokens")
 FIELDS_0_5_11 = Fields("retrieve", "num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
+FIELDS_0_5_23 = Fields("retrieve", "num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_verify_ct")  # v2: no Req counter
 
 RELEASES = (
     Release(
@@ -200,6 +215,27 @@ RELEASES = (
                   ("self", "mr", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
         ),
         fields=FIELDS_0_5_11,
+    ),
+    Release(
+        versions=("0.5.23",),
+        loader="entry point",
+        has_dflash=True,
+        stock=(SCHEDULER_INIT,),  # our names: SpeculativeAlgorithm.register (`registry`)
+        runtime=(
+            # no target-graph hook: the spec-v2 worker's init_attention_backends runs before the target's capture,
+            # and the drafter's weights are counted through its preloaded_weights_bytes
+            ADMISSION,
+            *RUNTIME_TREE_VERIFY,
+            Patch(f"{DECODE_GRAPHS}:DecodeCudaGraphRunner.get_spec_info", "graph_spec_info", ("self", "num_tokens"),
+                  "the captured TARGET_VERIFY graphs get our tree's verify input (SGLang builds one for its own only)"),
+            Patch(f"{BASE_GRAPHS}:create_dummy_verify_input", "dummy_verify_input",
+                  ("spec_algorithm", "custom_mask", "num_tokens_per_req", "is_draft_worker"),
+                  "the same for the graph runners' shared capture path"),
+            Patch(f"{POOL_CONFIGURATOR}:DefaultPoolConfigurator._compute_cell_size", "compute_cell_size",
+                  ("self", "kvc", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
+        ),
+        fields=FIELDS_0_5_23,
+        registry=True,
     ),
 )  # fmt: skip
 
