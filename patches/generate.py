@@ -60,11 +60,9 @@ FACING = {
 }
 DRAFT_MODEL = "sglang_dflash.sglang.draft_model"
 # Plugin modules beside them that are not ported: the enum members and the edits replace them.
-NOT_PORTED = (
-    "sglang_dflash.sglang",
-    "sglang_dflash.sglang.algorithm",
-    "sglang_dflash.sglang.ddtree_worker_v2",
-)  # the spec-v2 worker: no series for a spec-v2-only release yet
+NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm")
+# The spec-v2 worker: ported only where the release has spec v2 for ours (the registry's releases, 0.5.23).
+WORKER_V2 = "sglang_dflash.sglang.ddtree_worker_v2"
 # Plugin-only parts of the ported names module (the release's field names are written out instead).
 DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
 # The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the
@@ -108,8 +106,15 @@ class Target:
         return f"sglang.srt.speculative.{self.prefix}_{name}"
 
     @property
+    def v2(self) -> bool:
+        """Spec v1 is gone: ours run as the spec-v2 worker and are built in as the registry's plugins would be."""
+        return self.table.registry
+
+    @property
     def facing(self) -> dict[str, str]:
         out = {m: self.module(n) for m, n in FACING.items()}
+        if self.v2:
+            out[WORKER_V2] = self.module("worker_v2")
         if self.draft_model:
             out[DRAFT_MODEL] = f"sglang.srt.models.{self.prefix}"
         return out
@@ -129,6 +134,17 @@ TARGETS = {
             "This release has a DFLASH of its own (`speculative/dflash_*.py`, `models/dflash.py`), which stays as it is: "
             "ours go by DDTREE and DFLASH_CHAIN, under `speculative/ddtree*`, and SGLang's `DFlashDraftModel` stays the "
             "architecture's model.",
+        ),
+        Target(
+            "0.5.23",
+            "ddtree",
+            "ddtree-dflash-chain",
+            False,
+            "This release has no spec v1: ours run as `DDTreeWorkerV2` on the spec-v2 schema, synchronously (their "
+            "server arguments turn the overlap scheduler off), built in as `SpeculativeAlgorithm` members with the "
+            "answers the plugin registers through `SpeculativeAlgorithm.register`. SGLang's own DFLASH "
+            "(`dflash_worker_v2.py`, `models/dflash.py`) stays as it is: ours go by DDTREE and DFLASH_CHAIN, under "
+            "`speculative/ddtree*`.",
         ),
     )
 }
@@ -278,7 +294,7 @@ def facing_files(t: Target) -> dict[str, str]:
     """The SGLang-facing modules, with absolute imports, the release's field names and `is_ours` in the names
     module."""
     facing = t.facing
-    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL} - set(NOT_PORTED))
+    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL, WORKER_V2} - set(NOT_PORTED))
     if unknown:
         raise UnsupportedSource(f"plugin modules {unknown} have no upstream place; extend FACING or NOT_PORTED")
     core = {c.removesuffix(".py") for c in CORE}
@@ -365,7 +381,16 @@ def if_ours(indent: int, algorithm: str, also: str = "") -> str:
     line = f"{pad}if ({test}) and {also}:\n" if also else f"{pad}if {test}:\n"
     if len(line) <= WIDTH + 1:
         return line
-    return f"{pad}if (\n{pad}    {test}\n{pad}) and {also}:\n"
+    return f"{pad}if (\n{operands(indent + 4, test)}{pad}){f' and {also}' if also else ''}:\n"
+
+
+def operands(indent: int, test: str) -> str:
+    """The `a or b` test at `indent` inside parentheses: one line, or one operand a line as black splits it."""
+    pad = " " * indent
+    if len(pad) + len(test) <= WIDTH:
+        return f"{pad}{test}\n"
+    first, second = test.split(" or ")
+    return f"{pad}{first}\n{pad}or {second}\n"
 
 
 def canonical(t: Target, indent: int, name: str, target: str, what: str = "") -> str:
@@ -392,6 +417,8 @@ def canonical(t: Target, indent: int, name: str, target: str, what: str = "") ->
 
 def algorithm_edits(t: Target) -> list[Edit]:
     """`algorithm.DraftTreeAlgorithm` as members of SGLang's enum: is_eagle(), no spec v2, its create_worker."""
+    if t.v2:
+        return algorithm_edits_v2(t)
     spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
     members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
     return [
@@ -428,6 +455,87 @@ def algorithm_edits(t: Target) -> list[Edit]:
             + imports(12, t.module("worker"), "DDTreeWorker, DFlashWorker")
             + "\n            return DDTreeWorker if self.is_ddtree() else DFlashWorker\n\n"
             "        enable_overlap = not server_args.disable_overlap_schedule\n",
+        ),
+    ]
+
+
+SPEC_HOOK = "python/sglang/srt/arg_groups/speculative_hook.py"
+
+
+def algorithm_edits_v2(t: Target) -> list[Edit]:
+    """Spec-v2 releases: `algorithm.registered_spec_class` as members of SGLang's enum (is_eagle() False, no draft
+    KV of SGLang's), the server arguments resolved as the registry's `validate_server_args` resolves them, and
+    create_worker returning the spec-v2 worker."""
+    spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
+    members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
+    return [
+        Edit(spec_info, enum, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + members),
+        Edit(
+            spec_info,
+            f"{enum}.is_ngram",
+            f"    def is_ngram(self) -> bool:\n        return self == {enum}.NGRAM\n",
+            f"    def is_ngram(self) -> bool:\n        return self == {enum}.NGRAM\n\n"
+            "    def is_dflash_chain(self) -> bool:\n"
+            f"        return self == {enum}.{DFLASH_CHAIN}\n\n"
+            "    def is_ddtree(self) -> bool:\n"
+            f"        return self == {enum}.{DDTREE}\n",
+        ),
+        Edit(
+            upstream_path("sglang.srt.speculative.spec_registry"),
+            "CustomSpecAlgo.is_ngram",
+            "    def is_ngram(self) -> bool:\n        return False\n",
+            "    def is_ngram(self) -> bool:\n        return False\n\n"
+            "    def is_dflash_chain(self) -> bool:\n        return False\n\n"
+            "    def is_ddtree(self) -> bool:\n        return False\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.has_draft_kv",
+            "        return not self.is_ngram()\n",
+            if_ours(8, "self") + "            # the drafter's context K/V is counted per KV-cache token (the pool\n"
+            "            # configurator's cell size), not per decode step\n"
+            "            return False\n"
+            "        return not self.is_ngram()\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.handle_server_args",
+            "            _handle_dflash,\n",
+            "            _handle_ddtree,\n            _handle_dflash,\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.handle_server_args",
+            "        if self.is_dflash():\n            _handle_dflash(server_args)\n",
+            "        if self.is_dflash():\n            _handle_dflash(server_args)\n"
+            "        elif self.is_dflash_chain() or self.is_ddtree():\n"
+            "            _handle_ddtree(server_args)\n",
+        ),
+        Edit(
+            spec_info,
+            f"{enum}.create_worker",
+            "        if self.is_dflash():\n            # V2 worker drives both overlap",
+            if_ours(8, "self")
+            + "            # Non-overlap scheduler only (the server arguments force it).\n"
+            + imports(12, t.module("worker_v2"), "DDTreeWorkerV2")
+            + "\n            return DDTreeWorkerV2\n\n"
+            "        if self.is_dflash():\n            # V2 worker drives both overlap",
+        ),
+        Edit(
+            SPEC_HOOK,
+            None,
+            "def _handle_dflash(server_args: ServerArgs) -> None:\n",
+            "def _handle_ddtree(server_args: ServerArgs) -> None:\n"
+            + imports(4, t.module("server_args"), "resolve_speculative_args")
+            + "\n"
+            f"    # {DDTREE} / {DFLASH_CHAIN} defaults and refusals. They assign fields, so they run on\n"
+            "    # the recorder that declares what they write.\n"
+            "    record_foreign_defaults(\n"
+            "        server_args,\n"
+            '        "handle_speculative_decoding.ddtree",\n'
+            "        lambda args: resolve_speculative_args(args, spec_v2=True),\n"
+            "    )\n\n\n"
+            "def _handle_dflash(server_args: ServerArgs) -> None:\n",
         ),
     ]
 
@@ -538,6 +646,11 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             )
         ]
     if name == "replay_metadata":
+        # 0.5.23 counts inside `if num_padding is None:` / `else:`, against a cached fill value
+        pad, fill = (
+            (" " * 16, "self._graph_seq_len_fill_value") if t.v2 else (" " * 8, "self.get_cuda_graph_seq_len_fill_value()")
+        )
+        lens = "seq_lens_cpu if num_reqs is None else seq_lens_cpu[num_reqs:]"
         return [
             Edit(
                 path,
@@ -549,18 +662,46 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             Edit(
                 path,
                 within,
-                "        num_padding = torch.count_nonzero(\n"
-                "            seq_lens_cpu == self.get_cuda_graph_seq_len_fill_value()\n"
-                "        )\n",
-                "        # Padding rows have the fill value as their length. A real request can have it\n"
-                "        # too (a one-token prompt at its first verify): where the verify input records\n"
-                "        # its number of real requests, count only the rows after them.\n"
-                "        num_reqs = getattr(spec_info, NUM_REQS_ATTR, None)\n"
-                "        padding_lens = seq_lens_cpu if num_reqs is None else seq_lens_cpu[num_reqs:]\n"
-                "        num_padding = torch.count_nonzero(\n"
-                "            padding_lens == self.get_cuda_graph_seq_len_fill_value()\n"
-                "        )\n",
+                f"{pad}num_padding = torch.count_nonzero(\n{pad}    seq_lens_cpu == {fill}\n{pad})\n",
+                comment(
+                    len(pad),
+                    "Padding rows have the fill value as their length. A real request can have it too (a one-token "
+                    "prompt at its first verify): where the verify input records its number of real requests, count "
+                    "only the rows after them.",
+                )
+                + f"{pad}num_reqs = getattr(spec_info, NUM_REQS_ATTR, None)\n"
+                + (
+                    f"{pad}padding_lens = {lens}\n"
+                    if len(pad) + 15 + len(lens) <= WIDTH
+                    else f"{pad}padding_lens = (\n{pad}    {lens}\n{pad})\n"
+                )
+                + f"{pad}num_padding = torch.count_nonzero(\n{pad}    padding_lens == {fill}\n{pad})\n",
             ),
+        ]
+    if name == "hybrid_forward_extend" and t.v2:
+        return [
+            Edit(
+                path,
+                within,
+                '        if self._is_full_attn(layer, kwargs.get("layer_id")):\n'
+                "            return self.full_attn_backend.forward_extend(\n",
+                '        if self._is_full_attn(layer, kwargs.get("layer_id")):\n'
+                "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
+                + imports(16, t.module("tree_gdn"), "attention_serves, workspace")
+                + "\n"
+                f"                tree_verify = workspace()  # {DFLASH_CHAIN}/{DDTREE}\n"
+                "                if (\n"
+                "                    tree_verify is not None\n"
+                "                    and tree_verify.attention_for(self.full_attn_backend)\n"
+                "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
+                "                ):\n"
+                "                    # the first full-attention layer makes the step's mask\n"
+                "                    first = layer.layer_id == min(self.full_attn_layers)\n"
+                "                    return tree_verify.attention(\n"
+                "                        layer, forward_batch, q, k, v, save_kv_cache, first\n"
+                "                    )\n"
+                "            return self.full_attn_backend.forward_extend(\n",
+            )
         ]
     if name == "hybrid_forward_extend":
         return [
@@ -603,28 +744,68 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "        seq_len = mixed_qkv.shape[0]\n",
             )
         ]
-    if name == "req_to_token_pool_init":  # at its caller, where the server arguments are at hand
-        mixin, pools = upstream_path(versions.KV_MIXIN), "ModelRunnerKVCacheMixin._init_pools"
-        head = "            elif config := self.mambaish_config:\n"
+    if name == "req_to_token_pool_init":  # at its caller, which knows the algorithm
+        if t.v2:
+            caller = upstream_path("sglang.srt.mem_cache.kv_cache_configurator")
+            within, head = "KVCacheConfigurator._build_hybrid_req_pool", "        req_to_token_pool = HybridReqToTokenPool(\n"
+        else:
+            caller, within = upstream_path(versions.KV_MIXIN), "ModelRunnerKVCacheMixin._init_pools"
+            head = "            elif config := self.mambaish_config:\n"
+            head += "                self.req_to_token_pool = HybridReqToTokenPool(\n"
+        call = head.splitlines(keepends=True)[-1]
+        pad = " " * (len(call) - len(call.lstrip()))
         return [
             Edit(
-                mixin,
-                pools,
-                head + "                self.req_to_token_pool = HybridReqToTokenPool(\n",
-                head
-                + imports(16, t.module("tree_gdn"), "spec_state_size")
-                + "\n                self.req_to_token_pool = HybridReqToTokenPool(\n",
+                caller,
+                within,
+                head,
+                head.removesuffix(call)
+                + imports(len(pad), t.module("tree_gdn"), "enabled as tree_gdn_enabled")
+                + "\n"
+                + comment(
+                    len(pad),
+                    f"one request slot of per-node GDN verify states where the {DFLASH_CHAIN}/{DDTREE} tree verify "
+                    "replaces them (it never reads them)",
+                )
+                + f"{pad}tree_verify = tree_gdn_enabled() and (\n"
+                + operands(len(pad) + 4, "self.spec_algorithm.is_dflash_chain() or self.spec_algorithm.is_ddtree()")
+                + f"{pad})\n"
+                + call,
             ),
             Edit(
-                mixin,
-                pools,
-                "                    mamba_spec_state_size=max_num_reqs,\n",
-                f"                    # one request slot where the {DFLASH_CHAIN}/{DDTREE} tree verify\n"
-                "                    # replaces the per-node GDN verify states (it never reads them)\n"
-                "                    mamba_spec_state_size=spec_state_size(\n"
-                "                        self.server_args, max_num_reqs\n"
-                "                    ),\n",
+                caller,
+                within,
+                f"{pad}    mamba_spec_state_size=max_num_reqs,\n",
+                f"{pad}    mamba_spec_state_size=0 if tree_verify else max_num_reqs,\n",
             ),
+        ]
+    if name in ("graph_spec_info", "dummy_verify_input"):
+        if name == "graph_spec_info":
+            runner, mask, width = "self.model_runner", "self.buffers.custom_mask", "self.speculative_num_draft_tokens"
+            anchor = "        elif self.model_runner.spec_algorithm.is_dflash_family():\n"
+        else:  # upstream: the function itself (the plugin patches the name the graph runners imported)
+            path, within = upstream_path(versions.SPEC_INFO), "create_dummy_verify_input"
+            runner, mask, width = None, "custom_mask", "num_tokens_per_req"
+            anchor = "    elif spec_algorithm.is_dflash_family():\n"
+        algorithm = f"{runner}.spec_algorithm" if runner else "spec_algorithm"
+        pad = " " * (len(anchor) - len(anchor.lstrip()))
+        test = if_ours(len(pad), algorithm).replace(f"{pad}if ", f"{pad}elif ", 1)
+        return [
+            Edit(
+                path,
+                within,
+                anchor,
+                test
+                + f"{pad}    # EAGLE's verify input with the tree's custom mask and our steps / topk\n"
+                + imports(len(pad) + 4, t.module("worker_v2"), "dummy_verify_input")
+                + "\n"
+                + (
+                    f"{pad}    spec_info = dummy_verify_input({mask}, {width})\n"
+                    if len(pad) + 36 + len(mask) + len(width) <= WIDTH
+                    else f"{pad}    spec_info = dummy_verify_input(\n{pad}        {mask}, {width}\n{pad}    )\n"
+                )
+                + anchor,
+            )
         ]
     if name == "handle_max_mamba_cache":
         head = "    def handle_max_mamba_cache(self: ModelRunner, total_rest_memory):\n"
@@ -644,9 +825,16 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             )
         ]
     if name in ("cell_size_per_token", "compute_cell_size"):
-        runner = "self" if name == "cell_size_per_token" else "mr"
-        tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n"
-        tail += "" if name == "cell_size_per_token" else "\n"
+        runner = "self" if name == "cell_size_per_token" else "kvc" if t.v2 else "mr"
+        if t.v2:
+            tail = (
+                "        cell_size += self._compute_qsa_cell_size(\n"
+                "            hf_config=model_config.hf_config, num_layers=num_layers\n"
+                "        )\n"
+            )
+        else:
+            tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n"
+            tail += "" if name == "cell_size_per_token" else "\n"
         return [
             Edit(
                 path,
@@ -694,15 +882,26 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
     release's table but PLUGIN_ONLY's is in exactly one."""
     both = f"{DFLASH_CHAIN} and {DDTREE}"
     alias = (
-        f"SGLang's own {DFLASH} is unchanged ({DFLASH} names it unless SGLANG_DFLASH_OVERRIDE_DFLASH=1).\n"
+        f"SGLang's own {DFLASH} is unchanged.\n"
+        if t.v2
+        else f"SGLang's own {DFLASH} is unchanged ({DFLASH} names it unless SGLANG_DFLASH_OVERRIDE_DFLASH=1).\n"
         if t.table.has_dflash
         else f"{DFLASH} is accepted as {DFLASH_CHAIN}'s other name (this release has no {DFLASH} of its own).\n"
     )
     cell = f"{versions.POOL_CONFIGURATOR.rsplit('.', 1)[1]}'s" if t.table.has_dflash else "the KV-cache mixin's"
-    return [
-        (
-            f"speculative-register-{t.slug}",
-            f"[Speculative] Register {both} as speculative algorithms",
+    if t.v2:
+        register = (
+            f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Spec v1 is gone,\n"
+            "so create_worker returns the spec-v2 DDTreeWorkerV2 for both; the overlap scheduler stays off for them\n"
+            "(their server arguments turn it off). They answer is_eagle() False (EAGLE's draft model, draft KV pool\n"
+            "and MTP sizing hang on it) and has_draft_kv() False (the drafter's context K/V is counted per KV-cache\n"
+            "token); their verify input for the captured TARGET_VERIFY graphs is a later patch. CustomSpecAlgo\n"
+            "gets the two predicates too (False): a registered plugin must answer every enum predicate.\n"
+            "handle_server_args resolves their arguments (_handle_ddtree: resolve_speculative_args, run on the\n"
+            "recorder that declares the fields it writes).\n" + alias
+        )
+    else:
+        register = (
             f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Both answer\n"
             "is_eagle(), so the shared code gives their verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs,\n"
             "tree custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not support\n"
@@ -710,7 +909,13 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             "__post_init__ gives the algorithm its canonical name before any check reads it, and\n"
             "_handle_speculative_decoding resolves their arguments first (resolve_speculative_args);\n"
             "_handle_model_specific_adjustments settles the radix cache and the mamba scheduler strategy before the\n"
-            "hybrid models' checks.\n" + alias,
+            "hybrid models' checks.\n" + alias
+        )
+    return [
+        (
+            f"speculative-register-{t.slug}",
+            f"[Speculative] Register {both} as speculative algorithms",
+            register,
             ("from_string", "add_cli_args", "post_init", "model_specific_adjustments", "speculative_decoding"),
             algorithm_edits(t),
         ),
@@ -779,6 +984,15 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             ("req_to_token_pool_init", "handle_max_mamba_cache", "cell_size_per_token", "compute_cell_size"),
             [],
         ),
+        (
+            f"cuda-graph-{t.prefix}-verify-input",
+            f"[Speculative] {DFLASH_CHAIN}/{DDTREE} verify input for the captured TARGET_VERIFY graphs",
+            "The decode graph runner and the shared capture path build a dummy verify input per algorithm.\n"
+            f"{both} verify through EAGLE's TARGET_VERIFY path with a tree custom mask, so theirs is\n"
+            "EagleVerifyInput with the graph's custom-mask buffer and their speculative steps / topk.",
+            ("graph_spec_info", "dummy_verify_input"),
+            [],
+        ),
     ]
 
 
@@ -827,9 +1041,16 @@ def series(t: Target, read) -> list[Patch]:
         Patch(
             f"speculative-add-{t.slug}-workers",
             f"[Speculative] Add {both} workers, hidden capture and server-argument resolution",
-            f"- {t.prefix}_worker.py: DFlashWorker ({DFLASH_CHAIN}) and DDTreeWorker ({DDTREE}) for the non-overlap\n"
-            "  scheduler, verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
-            f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
+            (
+                f"- {t.prefix}_worker_v2.py: DDTreeWorkerV2, {DDTREE} and {DFLASH_CHAIN} on the spec-v2 schema: the phases\n"
+                f"  of {t.prefix}_worker.py's DDTreeWorker (drafter, tree, accept, GDN commit, drafter context), SGLang's\n"
+                "  v2 bookkeeping (the scheduler maps the KV slots and appends the returned tokens);\n"
+                f"- {t.prefix}_worker.py: the phases it reuses (its spec-v1 step is not reached on this release);\n"
+                if t.v2
+                else f"- {t.prefix}_worker.py: DFlashWorker ({DFLASH_CHAIN}) and DDTreeWorker ({DDTREE}) for the non-overlap\n"
+                "  scheduler, verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
+            )
+            + f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
             "  static buffer the target's CUDA graphs write;\n"
             f"- {t.prefix}_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"
             f"- {t.prefix}_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
@@ -846,6 +1067,8 @@ def series(t: Target, read) -> list[Patch]:
     for slug, subject, body, names, edits in groups:
         names = tuple(n for n in names if n in hooks)
         edits = edits + [e for n in names for e in hook_edits(t, hooks[n], read)]
+        if not edits:  # none of its hooks is in this release's table
+            continue
         out.append(Patch(slug, subject, body, apply_edits(read, edits), new=False, hooks=names))
     return out
 
@@ -957,6 +1180,23 @@ def readme(t: Target, names: list[str], patches: list[Patch]) -> str:
     plugin_only = "".join(f"  - `{h}`: {why}\n" for h, why in PLUGIN_ONLY.items())
     renamed = ", ".join(f"`{m.rsplit('.', 1)[1]}` -> `{t.prefix}_{n}`" for m, n in FACING.items() if m.rsplit(".", 1)[1] != n)
     f = t.table.fields
+    if t.v2:
+        enum = (
+            f"- `algorithm.registered_spec_class` (what the plugin registers through `SpeculativeAlgorithm.register`) ->\n"
+            f"  `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` / `is_ddtree()`, `has_draft_kv()`,\n"
+            f"  `handle_server_args` (`arg_groups/speculative_hook._handle_ddtree`), `create_worker` (`DDTreeWorkerV2`)"
+        )
+        caller = "`KVCacheConfigurator._build_hybrid_req_pool`"
+        dummy = (
+            ";\n  `dummy_verify_input` edits `spec_info.create_dummy_verify_input`, which `base_runner` imports by name: the "
+            "plugin\n  patches that name"
+        )
+    else:
+        enum = (
+            f"- `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` /\n"
+            "  `is_ddtree()`, `is_eagle()`, `supports_spec_v2()`, `create_worker`"
+        )
+        caller, dummy = "`ModelRunnerKVCacheMixin._init_pools`", ""
     if t.draft_model:
         model = f"- `sglang/draft_model.py` -> `python/sglang/srt/models/{t.prefix}.py` (EntryClass `DFlashDraftModel`)"
     else:
@@ -994,12 +1234,11 @@ wheel in that layout), written the way an upstream PR would add them, generated 
   `{f.retrieve}_*`, `{f.result_accepted}`, `{f.result_accepted_per_req}`, `{f.req_accepted}`; `algorithm.is_ours`
   joins `{t.prefix}_names.py`
 {model}
-- `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` /
-  `is_ddtree()`, `is_eagle()`, `supports_spec_v2()`, `create_worker`
+{enum}
 - each hook of `plugin/patches.py` that `plugin/versions.py` applies on {t.release} -> an edit of the function it goes
-  around, in the patch numbered after it (`req_to_token_pool_init`: of its caller `ModelRunnerKVCacheMixin._init_pools`,
-  which has the server arguments):
+  around, in the patch numbered after it:
 {edits}
+  (`req_to_token_pool_init` edits its caller, {caller}, which knows the algorithm{dummy})
 
 ## Left out (plugin-only)
 

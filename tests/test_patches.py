@@ -1,6 +1,6 @@
 """patches/<release>/: the plugin as a patch series against each supported SGLang release (patches/generate.py).
 
-Run once per installed SGLang release (0.5.11, 0.5.10.post1), against that release's series: it must equal a fresh
+Run once per installed SGLang release (0.5.11, 0.5.23, 0.5.10.post1), against that release's series: it must equal a fresh
 generation from the plugin's code, apply cleanly and in order to the release's source (the installed sglang package,
 copied into the repository's `python/sglang` layout), compile, and give a patched SGLang where DDTREE and
 DFLASH_CHAIN are built in: checked in a fresh interpreter whose path starts with the patched tree (and the
@@ -144,6 +144,11 @@ PROBE = REPLAY_SLOTS + textwrap.dedent(
     import sglang.srt.server_args as s; s.is_cuda = lambda: True
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    try:  # 0.5.23: the input stays in the fields, resolution declared beside them; extra_buffer asks the platform
+        from sglang.srt.arg_groups.model_override_base import resolved_view
+        import sglang.srt.arg_groups.mamba_hook as m; m._platform_supports_mamba_cache_extra_buffer = lambda: True
+    except ImportError:
+        resolved_view = lambda a: a
 
     names_module, target, draft = sys.argv[1:]
     out = {"sglang": sglang.__file__}
@@ -151,22 +156,29 @@ PROBE = REPLAY_SLOTS + textwrap.dedent(
     ServerArgs.add_cli_args(parser)
     out["choices"] = next(a.choices for a in parser._actions if "--speculative-algorithm" in a.option_strings)
 
-    def resolved(a):
+    def resolved(make):
+        a = make()
         algo = SpeculativeAlgorithm.from_string(a.speculative_algorithm)
-        row = {k: getattr(a, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
-               "speculative_num_draft_tokens", "disable_overlap_schedule", "mamba_scheduler_strategy")}
-        row.update(algo=algo.name, is_eagle=algo.is_eagle(), spec_v2=algo.supports_spec_v2())
+        row = dict(algo=algo.name, is_eagle=algo.is_eagle(), spec_v2=getattr(algo, "supports_spec_v2", lambda: None)())
+        try:
+            getattr(a, "resolve_once", lambda: None)()  # 0.5.23: resolution is a step of its own
+        except Exception as e:
+            return dict(row, error=f"{type(e).__name__}: {e}")
+        v = resolved_view(a)
+        row.update({k: getattr(v, k, None) for k in ("speculative_algorithm", "speculative_num_steps",
+                    "speculative_eagle_topk", "speculative_num_draft_tokens", "disable_overlap_schedule",
+                    "mamba_scheduler_strategy", "mamba_radix_cache_strategy")})
         worker = algo.create_worker(a)
         row["worker"] = f"{worker.__module__}.{worker.__name__}"
         return row
 
     cli = ["--model-path", target, "--speculative-draft-model-path", draft, "--device", "cpu", "--random-seed", "0",
            "--speculative-algorithm", "DDTREE", "--speculative-num-draft-tokens", "33"]
-    out["ddtree"] = resolved(ServerArgs.from_cli_args(parser.parse_args(cli)))
-    out["dflash"] = resolved(ServerArgs(model_path=target, speculative_draft_model_path=draft, device="cpu",
-                                        random_seed=0, speculative_algorithm="DFLASH"))
-    out["chain"] = resolved(ServerArgs(model_path=target, speculative_draft_model_path=draft, device="cpu",
-                                       random_seed=0, speculative_algorithm="dflash_chain"))
+    out["ddtree"] = resolved(lambda: ServerArgs.from_cli_args(parser.parse_args(cli)))
+    out["dflash"] = resolved(lambda: ServerArgs(model_path=target, speculative_draft_model_path=draft, device="cpu",
+                                                random_seed=0, speculative_algorithm="DFLASH"))
+    out["chain"] = resolved(lambda: ServerArgs(model_path=target, speculative_draft_model_path=draft, device="cpu",
+                                               random_seed=0, speculative_algorithm="dflash_chain"))
     # the GDN graph-replay fix (sglang_probes.REPLAY_SLOTS)
     out.update({f"slots_{k}": v for k, v in replay_slots(importlib.import_module(names_module).NUM_REQS_ATTR).items()})
     out["code"] = [f.__code__.co_filename for f in (SpeculativeAlgorithm.from_string.__func__, ServerArgs.__post_init__)]
@@ -185,7 +197,7 @@ def pair(tmp_path_factory):
 
 def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     new_modules = modules(path for path, new in patched_files(series) if new and path.endswith(".py"))
-    worker, names = TARGET.module("worker"), TARGET.module("names")
+    worker, names = TARGET.module("worker_v2" if TARGET.v2 else "worker"), TARGET.module("names")
     assert worker in new_modules and names in new_modules
     assert (f"sglang.srt.models.{TARGET.prefix}" in new_modules) == TARGET.draft_model
     env = {
@@ -199,20 +211,53 @@ def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     res = json.loads(lines[0].removeprefix("RESULTS"))
     assert res["sglang"].startswith(str(patched)), res["sglang"]
     assert all(f.startswith(str(patched)) for f in res["code"]), f"the installed plugin wrapped SGLang: {res['code']}"
-    assert {"DDTREE", "DFLASH_CHAIN", "EAGLE"} <= set(res["choices"])
-    assert ("DFLASH" in res["choices"]) == TARGET.table.has_dflash  # SGLang's own DFLASH where it has one
+    if TARGET.v2:  # a free-form option there: any registered or built-in name
+        assert res["choices"] is None
+    else:
+        assert {"DDTREE", "DFLASH_CHAIN", "EAGLE"} <= set(res["choices"])
+        assert ("DFLASH" in res["choices"]) == TARGET.table.has_dflash  # SGLang's own DFLASH where it has one
     ddtree = res["ddtree"]
-    assert (ddtree["algo"], ddtree["is_eagle"], ddtree["spec_v2"]) == ("DDTREE", True, False)
+    # spec v2 (0.5.23): not EAGLE, topk 2 x 16 steps; spec v1: EAGLE's tree verify, topk 8 x 15 steps
+    assert (ddtree["algo"], ddtree["is_eagle"], ddtree["spec_v2"]) == (
+        ("DDTREE", False, None) if TARGET.v2 else ("DDTREE", True, False)
+    )
     steps = [ddtree[f"speculative_{k}"] for k in ("num_steps", "eagle_topk", "num_draft_tokens")]
-    assert steps == [15, 8, 33], ddtree
-    assert ddtree["disable_overlap_schedule"] and ddtree["mamba_scheduler_strategy"] == "extra_buffer"
-    assert ddtree["worker"] == f"{worker}.DDTreeWorker"
+    assert steps == ([16, 2, 33] if TARGET.v2 else [15, 8, 33]), ddtree
+    strategy = ddtree["mamba_radix_cache_strategy" if TARGET.v2 else "mamba_scheduler_strategy"]
+    assert ddtree["disable_overlap_schedule"] and strategy == "extra_buffer"
+    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DFlashWorker")
+    assert ddtree["worker"] == f"{worker}.{workers[0]}"
     chain = res["chain"]
-    assert chain["speculative_algorithm"] == chain["algo"] == "DFLASH_CHAIN" and chain["worker"] == f"{worker}.DFlashWorker"
-    if TARGET.table.has_dflash:  # DFLASH stays SGLang's own
+    assert chain["speculative_algorithm"] == chain["algo"] == "DFLASH_CHAIN" and chain["worker"] == f"{worker}.{workers[1]}"
+    if TARGET.v2:  # DFLASH stays SGLang's own (which refuses a CPU device)
+        assert res["dflash"]["algo"] == "DFLASH" and "DFLASH speculative decoding is not supported" in res["dflash"]["error"]
+    elif TARGET.table.has_dflash:  # DFLASH stays SGLang's own
         assert (res["dflash"]["speculative_algorithm"], res["dflash"]["algo"]) == ("DFLASH", "DFLASH")
         assert res["dflash"]["worker"] == "sglang.srt.speculative.dflash_worker.DFlashWorker"
     else:  # DFLASH is DFLASH_CHAIN's other name
         assert res["dflash"] == chain
     assert res["slots_None"] == [12, -1, -1]  # unmarked verify inputs: SGLang's behaviour, unchanged
     assert res["slots_2"] == [12, 13, -1]  # marked: both real requests keep their state slots
+
+
+REGISTRY = """
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+from sglang.srt.speculative.spec_registry import CustomSpecAlgo, _assert_custom_spec_algo_conforms, _reserved_names
+
+_assert_custom_spec_algo_conforms(CustomSpecAlgo)  # SGLang's own guard: every enum predicate on the plugin class
+SpeculativeAlgorithm.register("SOME_PLUGIN")(lambda server_args: object)  # what a plugin does: must still work
+plugin = SpeculativeAlgorithm.from_string("some_plugin")
+print("PREDICATES", plugin.is_ddtree(), plugin.is_dflash_chain(), SpeculativeAlgorithm.DDTREE.is_ddtree())
+print("RESERVED", sorted({"DDTREE", "DFLASH_CHAIN"} & _reserved_names()))
+"""
+
+
+@pytest.mark.skipif(not TARGET.v2, reason="SGLang's plugin registry came after 0.5.11")
+def test_patched_registry_still_takes_plugins(patched):
+    """Upstream's registry contract on the patched tree (the one its spec-registry unit tests check): the plugin base
+    class answers every predicate the enum has, so registering a plugin still works; our names are reserved."""
+    env = {"PYTHONPATH": os.pathsep.join([str(STUB), str(patched / "python"), os.environ.get("PYTHONPATH", "")]),
+           "SGLANG_DFLASH_DISABLE": "1"}  # fmt: skip
+    out = run_fresh(REGISTRY, env=env)
+    assert "PREDICATES False False True" in out.stdout, out.stderr[-3000:]
+    assert "RESERVED ['DDTREE', 'DFLASH_CHAIN']" in out.stdout, out.stdout

@@ -110,7 +110,8 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
         raise ServerArgsError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e
 
     refused = {
-        "--enable-dp-attention": args.enable_dp_attention,
+        # 0.5.23 turns --enable-dp-attention into --attn-dp-size before this runs
+        "--enable-dp-attention": args.enable_dp_attention or getattr(args, "attn_dp_size", 1) > 1,
         "--pp-size > 1": args.pp_size > 1,
         "--enable-multi-layer-eagle": getattr(args, "enable_multi_layer_eagle", False),
     }

@@ -1,10 +1,10 @@
 """The pure-torch tree references against Hugging Face transformers' own Qwen3.5 GDN and conv code,
-run along each node's root path."""
+run along each node's root path (at the tests' transformers pin: 5.19, which SGLang 0.5.23's test pass installs, no
+longer has `torch_causal_conv1d_update`, so transformers is imported inside the tests, never at collection)."""
 
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers.models.qwen3_5.modeling_qwen3_5 import torch_causal_conv1d_update, torch_recurrent_gated_delta_rule
 from tree_helpers import gdn_inputs, random_parents, root_path
 
 from sglang_dflash.kernels import tree_causal_conv1d_ref, tree_conv_commit_ref, tree_gdn_commit_ref, tree_gdn_verify_ref
@@ -13,6 +13,8 @@ from sglang_dflash.kernels.tree_gdn.naive import gdn_gates
 
 def hf_gdn_path(x, slot, r, path):
     """transformers' recurrence over one request's path; returns (outputs [T, HV, V], final state [HV, V, K])."""
+    from transformers.models.qwen3_5.modeling_qwen3_5 import torch_recurrent_gated_delta_rule
+
     HV, H = x["v"].shape[2], x["q"].shape[2]
     g, beta = gdn_gates(x["a"][r, path], x["b"][r, path], x["A_log"], x["dt_bias"])
     expand = lambda t: t[r, path].repeat_interleave(HV // H, dim=1)[None]
@@ -76,6 +78,8 @@ def test_gdn_negative_slot_starts_from_zero_state():
     [(1, 1, 4, 4, False, True), (3, 11, 6, 4, False, False), (2, 8, 5, 4, True, True), (2, 6, 3, 2, False, True)],
 )
 def test_tree_conv_matches_transformers_along_root_paths(R, N, D, W, chain, bias):
+    from transformers.models.qwen3_5.modeling_qwen3_5 import torch_causal_conv1d_update
+
     gen = torch.Generator().manual_seed(N * 7 + D)
     x = torch.randn(R, N, D, generator=gen, dtype=torch.float64)
     conv_state = torch.randn(R + 1, D, W - 1, generator=gen, dtype=torch.float64)

@@ -130,6 +130,8 @@ def test_as_sgl_kernel_in_a_fresh_interpreter():
         assert sgl_kernel.STAND_IN and sgl_kernel.__version__ == "0.4.2"
         assert importlib.metadata.version("sglang-kernel") == "0.4.2"  # SGLang's version check
         assert hasattr(torch.ops.sgl_kernel, "moe_fused_gate")  # SGLang registers a fake for it
+        from sgl_kernel.utils import is_arch_support_pdl
+        assert is_arch_support_pdl() is False  # no PDL: SGLang 0.5.23's triton backend asks at construction
         for call in (lambda: sgl_kernel.build_tree_kernel_efficient(1), lambda: some_fused_op()):
             try:
                 call()

@@ -1,5 +1,5 @@
-"""The SGLang plugin's registration and server arguments, against the installed SGLang (0.5.11 or 0.5.10.post1:
-CI runs this file once with each).
+"""The SGLang plugin's registration and server arguments, against the installed SGLang (0.5.11, 0.5.23 or
+0.5.10.post1: CI runs this file once with each).
 
 Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only what SGLang loads
 (the entry point on 0.5.11, the installed `sglang_dflash.pth` on 0.5.10.post1) can have patched SGLang there.
@@ -31,6 +31,8 @@ pytestmark = pytest.mark.sglang  # also run against the second supported SGLang 
 pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
 RELEASE = release(installed_version())
 assert RELEASE is not None, f"tests/setup_env.sh installs a supported SGLang, not {installed_version()}"
+V2 = RELEASE.registry  # 0.5.23: ours registered through SpeculativeAlgorithm.register, served by the spec-v2 worker
+STRATEGY = "mamba_radix_cache_strategy" if V2 else "mamba_scheduler_strategy"  # renamed in 0.5.23
 STUB = str(STUB_DIR)
 STUB_ENV = {"PYTHONPATH": os.pathsep.join([STUB, os.environ.get("PYTHONPATH", "")])}
 
@@ -49,18 +51,26 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
     import sglang.srt.server_args as s; s.is_cuda = lambda: True
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    try:  # SGLang 0.5.23 keeps the input in ServerArgs' fields and what its resolution declared beside them
+        from sglang.srt.arg_groups.model_override_base import resolved_view
+        import sglang.srt.arg_groups.mamba_hook as m; m._platform_supports_mamba_cache_extra_buffer = lambda: True
+    except ImportError:
+        resolved_view = lambda a: a
     results = {}
     for name, kw in json.loads(sys.argv[1]).items():
         try:
             a = ServerArgs(device="cpu", random_seed=0, **kw)  # the seed is random per process otherwise
+            getattr(a, "resolve_once", lambda: None)()  # 0.5.23: resolution is a step of its own
         except Exception as e:
             results[name] = {"error": f"{type(e).__name__}: {e}"}
             continue
-        algo = SpeculativeAlgorithm.from_string(a.speculative_algorithm)
-        row = {k: getattr(a, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+        v = resolved_view(a)
+        algo = SpeculativeAlgorithm.from_string(v.speculative_algorithm)
+        row = {k: getattr(v, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
                "speculative_num_draft_tokens", "disable_overlap_schedule", "max_running_requests", "enable_mixed_chunk",
                "disable_radix_cache")}
-        row["all_fields"] = {k: repr(v) for k, v in dataclasses.asdict(a).items()}
+        fields = a.resolved_dict() if hasattr(a, "resolved_dict") else dataclasses.asdict(a)
+        row["all_fields"] = {k: repr(x) for k, x in fields.items()}
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
         if not algo.is_none() and a.speculative_algorithm in ("DFLASH_CHAIN", "DDTREE"):
@@ -121,12 +131,12 @@ def probe(pair):
             **ours,
             "speculative_algorithm": "DDTREE",
             "speculative_num_draft_tokens": 33,
-            "mamba_scheduler_strategy": "extra_buffer",
+            STRATEGY: "extra_buffer",
         },
         "ddtree_no_radix": {
             **ours,
             "speculative_algorithm": "DDTREE",
-            "mamba_scheduler_strategy": "extra_buffer",
+            STRATEGY: "extra_buffer",
             "disable_radix_cache": True,
         },
     }
@@ -142,34 +152,51 @@ def probe(pair):
 
 
 def test_launch_server_help_lists_our_algorithms():
-    out = run_fresh(
+    """Where --speculative-algorithm has a fixed list of choices, ours are in it; where SGLang has a registry (0.5.23),
+    the option takes any registered name and --help is exactly stock's."""
+    code = (
         "import runpy, sys; sys.argv = ['launch_server', '--help']; runpy.run_module('sglang.launch_server', run_name='__main__')"
     )
+    out = run_fresh(code, env={"PYTHONHASHSEED": "0"})  # SGLang lists some choices from a set
+    if V2:
+        stock = run_fresh(code, env={"PYTHONHASHSEED": "0", "SGLANG_DFLASH_DISABLE": "1"})
+        assert "--speculative-algorithm" in out.stdout and out.stdout == stock.stdout, out.stderr[-2000:]
+        return
     line = next(line for line in out.stdout.splitlines() if "--speculative-algorithm {" in line)
     assert "DFLASH_CHAIN" in line and "DDTREE" in line and "EAGLE" in line, line
     assert "DFLASH," in line or "DFLASH}" in line, line  # SGLang's own, or our alias where it has none
 
 
 def test_issue_command_resolves_to_our_algorithm(probe):
+    """The issue's command. Spec v1 (0.5.11): EAGLE's tree verify with topk 8 over 15 steps, the v1 workers. Spec v2
+    (0.5.23): not EAGLE (SGLang hangs EAGLE's draft model on is_eagle()), topk 2 x 16 steps (SGLang maps
+    max(steps x topk, nodes) KV slots a step), the v2 worker for both of ours."""
     r = probe[0]["ddtree_cmd"]
-    assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is True
-    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 8, 33)
+    assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is (not V2), r
+    steps = (16, 2, 33) if V2 else (15, 8, 33)
+    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == steps
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
-    assert not r["disable_radix_cache"] and r["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
+    assert not r["disable_radix_cache"] and r["all_fields"][STRATEGY] == "'extra_buffer'"
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 32
-    assert r["create_worker"] == "DDTreeWorker" and probe[0]["chain_default"]["create_worker"] == "DFlashWorker"
+    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if V2 else ("DDTreeWorker", "DFlashWorker")
+    assert (r["create_worker"], probe[0]["chain_default"]["create_worker"]) == workers
     eb = probe[0]["ddtree_extra_buffer"]
-    assert not eb["disable_radix_cache"] and eb["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'", eb.get("error")
-    off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
-    assert off["disable_radix_cache"] and off["all_fields"]["mamba_scheduler_strategy"] == "'no_buffer'", off.get("error")
-    assert probe[0]["ddtree_tp2"]["create_worker"] == "DDTreeWorker"
+    assert not eb["disable_radix_cache"] and eb["all_fields"][STRATEGY] == "'extra_buffer'", eb.get("error")
+    if not V2:  # 0.5.23 decides the strategy itself (`auto` without the radix cache)
+        off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
+        assert off["disable_radix_cache"] and off["all_fields"][STRATEGY] == "'no_buffer'", off.get("error")
+    assert probe[0]["ddtree_tp2"]["create_worker"] == workers[0]
 
 
 def test_dflash_is_sglangs_own_unless_opted_in(probe):
     """On a release with a built-in DFLASH (0.5.11), `DFLASH` resolves exactly as without the plugin (same algorithm,
     every server field the same, e.g. mamba_scheduler_strategy left at SGLang's choice); with
-    SGLANG_DFLASH_OVERRIDE_DFLASH=1 it is our chain worker. Where SGLang has none (0.5.10.post1), it is ours."""
+    SGLANG_DFLASH_OVERRIDE_DFLASH=1 it is our chain worker. Where SGLang has none (0.5.10.post1), it is ours. With a
+    registry (0.5.23) it is SGLang's, override or not (on CPU SGLang refuses it, with the plugin as without)."""
     with_plugin, without_plugin, with_override = probe
+    if V2:
+        assert with_plugin["dflash"] == without_plugin["dflash"] == with_override["dflash"]
+        return
     if RELEASE.has_dflash:
         assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH: 1>"
         assert with_plugin["dflash"] == without_plugin["dflash"]
@@ -192,13 +219,18 @@ def test_radix_cache_on_takes_extra_buffer(pair):
         "short_interval": dict(ours, speculative_num_draft_tokens=65, mamba_track_interval=32),
         "chain_no_buffer": dict(ours, speculative_algorithm="DFLASH_CHAIN", mamba_scheduler_strategy="no_buffer"),
     }
+    if V2:  # 0.5.23 picks extra_buffer for hybrid targets itself, and refuses an explicit no_buffer before ours run
+        del cases["chain_no_buffer"]
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     r = json.loads(out.stdout.split("RESULTS", 1)[1])
-    for name in ("default", "budget64", "chain_no_buffer"):
+    for name in ("default", "budget64", "chain_no_buffer")[: 2 if V2 else 3]:
         assert not r[name].get("error"), r[name]["error"]
-        assert not r[name]["disable_radix_cache"] and r[name]["all_fields"]["mamba_scheduler_strategy"] == "'extra_buffer'"
-    assert "--mamba-track-interval (32) must be >= --speculative-num-draft-tokens (65)" in r["short_interval"]["error"]
+        assert not r[name]["disable_radix_cache"] and r[name]["all_fields"][STRATEGY] == "'extra_buffer'"
+    if V2:  # SGLang's own check refuses it (with an empty message)
+        assert "AssertionError" in r["short_interval"]["error"], r["short_interval"]
+    else:
+        assert "--mamba-track-interval (32) must be >= --speculative-num-draft-tokens (65)" in r["short_interval"]["error"]
 
 
 def test_only_hybrid_targets_get_a_mamba_strategy():
@@ -227,10 +259,11 @@ def test_chain_verifies_the_drafter_block(probe):
         ("chain_too_many", "must be in [2, 16], got 20"),
         ("ddtree_one", "needs --speculative-num-draft-tokens >= 2"),
         ("ddtree_paged", "DDTREE needs --page-size 1"),
-        ("ddtree_steps", "--speculative-num-steps is set by DDTREE from the drafter (15); got 3"),
+        ("ddtree_steps", "--speculative-num-steps is set by DDTREE from the drafter ({steps}); got 3"),
     ],
 )
 def test_refusals_name_the_problem(probe, case, message):
+    message = message.format(steps=16 if V2 else 15)  # 0.5.23: the budget over topk 2; earlier: the drafter's depth
     assert message in probe[0][case].get("error", ""), probe[0][case]
 
 
@@ -241,8 +274,9 @@ def test_sglang_is_unchanged_without_our_algorithms(probe):
     for case in without_plugin:
         if case.startswith("_"):
             continue
-        assert with_plugin[case]["all_fields"] == without_plugin[case]["all_fields"], case
-        assert with_plugin[case]["algo"] == without_plugin[case]["algo"], case
+        assert with_plugin[case].get("all_fields") == without_plugin[case].get("all_fields"), case
+        assert with_plugin[case].get("error") == without_plugin[case].get("error"), case  # 0.5.23 refuses DFLASH on CPU
+        assert with_plugin[case].get("algo") == without_plugin[case].get("algo"), case
     assert "sglang_dflash.sglang.plugin.activate" not in without_plugin["_plugin_modules"]  # disabled: nothing imported
     assert "sglang_dflash.sglang.plugin.activate" in with_plugin["_plugin_modules"]
     assert "sglang_dflash.sglang.dflash_worker" in with_plugin["_plugin_modules"]  # create_worker was reached
@@ -373,6 +407,7 @@ def test_launch_server_refuses_our_bad_arguments_in_one_line(pair):
             "--speculative-num-draft-tokens", "1", "--device", "cpu", "--disable-radix-cache"]  # fmt: skip
     out = subprocess.run([sys.executable, "-m", "sglang.launch_server", *argv], capture_output=True, text=True, timeout=600,
                          cwd=TESTS)  # fmt: skip
-    lines = out.stderr.strip().splitlines()
+    # 0.5.23's launcher logs its process-tree cleanup after the error
+    lines = [line for line in out.stderr.strip().splitlines() if "] kill_process_tree called:" not in line]
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert lines[-1] == "error: DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1) and <= 513, got 1"

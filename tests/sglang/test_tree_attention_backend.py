@@ -40,7 +40,11 @@ def sgl():
     except Exception:
         sys.path.insert(0, str(STUB))
     from sglang.srt.layers.attention import hybrid_linear_attn_backend
-    from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
+
+    try:  # SGLang 0.5.23 moved its kernels under sglang.kernels.ops
+        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+    except ImportError:
+        from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
     from sglang.srt.layers.radix_attention import RadixAttention
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
@@ -68,6 +72,15 @@ class OwnBackend:
         return torch.zeros(q.shape[0], HQ * DH, device=q.device)
 
 
+def hybrid(sgl, full, linear):
+    """SGLang's HybridLinearAttnBackend over `full` and `linear` with FULL_LAYERS, without its constructor (0.5.23's
+    reads setup attributes of both backends that forward_extend never uses)."""
+    backend = object.__new__(sgl.hybrid)
+    backend.full_attn_layers, backend.full_attn_backend, backend.linear_attn_backend = list(FULL_LAYERS), full, linear
+    backend.attn_backend_list = [full, linear]
+    return backend
+
+
 def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32, gdn_layers=None):
     """A TARGET_VERIFY forward batch of R requests padded to `rows` graph rows (padding: req_to_token row 0, length 1,
     SGLang's fill value), its pool (random K/V everywhere), and q [rows * N, HQ * DH] and k, v [rows * N, HKV, DH] of
@@ -91,6 +104,7 @@ def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=tor
     k, v = (torch.randn(rows * N, HKV, DH, generator=gen).to(dtype) for _ in range(2))  # as RadixAttention hands them
     batch = SimpleNamespace(
         forward_mode=sgl.mode.TARGET_VERIFY,
+        logical_forward_mode=sgl.mode.TARGET_VERIFY,  # 0.5.23's linear layers dispatch on it
         spec_info=SimpleNamespace(draft_token_num=N),
         token_to_kv_pool=pool,
         out_cache_loc=torch.cat(out_cache_loc).to(DEVICE),
@@ -124,7 +138,7 @@ def test_tree_attention_verify_equals_sglangs_triton_verify(sgl, monkeypatch, R,
     ws = tree_gdn_backend.TreeVerifyWorkspace(N, [rows], DEVICE, max_depth=N - 1, attention=True)
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
     own = OwnBackend()
-    backend = sgl.hybrid(own, None, full_attn_layers=list(FULL_LAYERS))
+    backend = hybrid(sgl, own, None)
     for step in range(2):  # two verify steps of other trees through one workspace: each step's own mask
         parents = random_parents(R, N, gen, chain=chain)
         ws.set_parents(parents.to(DEVICE), rows if rows > R else None)
@@ -153,7 +167,7 @@ def test_the_gdn_layers_mask_is_reused_only_where_they_came_first(sgl, monkeypat
     gen = torch.Generator().manual_seed(len(gdn_layers))
     ws = tree_gdn_backend.TreeVerifyWorkspace(N, [R], DEVICE, max_depth=N - 1, attention=True)
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
-    backend = sgl.hybrid(OwnBackend(), None, full_attn_layers=list(FULL_LAYERS))
+    backend = hybrid(sgl, OwnBackend(), None)
     parents, other = random_parents(R, N, gen), random_parents(R, N, gen, chain=True)
     ws.set_parents(parents.to(DEVICE), None)
     ws.masks[R] = ancestors(other, N - 1).to(DEVICE)
@@ -175,7 +189,7 @@ def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
     own = OwnBackend()
     linear = SimpleNamespace(forward_extend=lambda **kw: "gdn")
-    backend = sgl.hybrid(own, linear, full_attn_layers=list(FULL_LAYERS))
+    backend = hybrid(sgl, own, linear)
     batch, q, k, v = verify_batch(sgl, 1, 1, N, gen)
     plain = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3)
     capped = sgl.RadixAttention(HQ, DH, DH**-0.5, HKV, layer_id=3, logit_cap=30.0)
@@ -183,10 +197,11 @@ def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
     gdn = SimpleNamespace(layer_id=0)
 
     def call(layer, **batch_changes):
+        batch_changes.setdefault("logical_forward_mode", batch_changes.get("forward_mode", batch.forward_mode))
         return backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=SimpleNamespace(**{**vars(batch), **batch_changes}))
 
     call(plain, forward_mode=sgl.mode.EXTEND)
-    call(plain, forward_mode=sgl.mode.DRAFT_EXTEND)
+    call(plain, forward_mode=getattr(sgl.mode, "DRAFT_EXTEND", None) or sgl.mode.DRAFT_EXTEND_V2)  # 0.5.23: v2 only
     call(capped)
     call(windowed)
     call(plain, token_to_kv_pool=SimpleNamespace(dtype=torch.bfloat16))

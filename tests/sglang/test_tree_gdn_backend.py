@@ -38,8 +38,14 @@ def sgl():
         import sgl_kernel  # noqa: F401
     except Exception:
         sys.path.insert(0, str(STUB))
-    from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import fused_sigmoid_gating_delta_rule_update
-    from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_update
+    try:  # SGLang 0.5.23 moved its kernels under sglang.kernels.ops
+        from sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent import (
+            fused_sigmoid_gating_delta_rule_update,
+        )
+        from sglang.kernels.ops.mamba.causal_conv1d_triton import causal_conv1d_update
+    except ImportError:
+        from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import fused_sigmoid_gating_delta_rule_update
+        from sglang.srt.layers.attention.mamba.causal_conv1d_triton import causal_conv1d_update
 
     return SimpleNamespace(conv=causal_conv1d_update, gdn=fused_sigmoid_gating_delta_rule_update)
 
@@ -150,8 +156,12 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
     gdn = object.__new__(gdn_backend.GDNAttnBackend)  # only what the verify reads
     gdn.forward_metadata, gdn.req_to_token_pool = SimpleNamespace(mamba_cache_indices=padded), pool
-    backend = hybrid_linear_attn_backend.HybridLinearAttnBackend(None, gdn, full_attn_layers=[1])
-    batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N), forward_mode=ForwardMode.TARGET_VERIFY)
+    # SGLang's dispatch without its constructor (0.5.23's reads setup attributes of a full-attention backend)
+    backend = object.__new__(hybrid_linear_attn_backend.HybridLinearAttnBackend)
+    backend.full_attn_layers, backend.full_attn_backend, backend.linear_attn_backend = [1], None, gdn
+    backend.attn_backend_list = [None, gdn]
+    mode = ForwardMode.TARGET_VERIFY  # 0.5.23's linear layers dispatch on the logical mode
+    batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N), forward_mode=mode, logical_forward_mode=mode)
 
     expected = []
     for layer in layers:

@@ -219,7 +219,9 @@ def register() -> None:
                        env.OVERRIDE_DFLASH.name, installed_version())  # fmt: skip
     spec_class = registered_spec_class()
     for name in names.ALGORITHMS:
-        if get_spec(name) is None:
+        if name in SpeculativeAlgorithm.__members__:  # an SGLang with our patch series: ours are built in
+            logger.info("sglang-dflash: SGLang %s has %s built in; the plugin leaves it", installed_version(), name)
+        elif get_spec(name) is None:
             register_name = SpeculativeAlgorithm.register(
                 name, supports_overlap=False, validate_server_args=patches.validate_server_args, spec_class=spec_class
             )

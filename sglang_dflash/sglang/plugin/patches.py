@@ -245,8 +245,9 @@ def validate_server_args(args) -> None:
 
 def profile_decode(original, self, model_worker_batch, *args, **kwargs):
     """With SGLANG_DFLASH_PROFILE set: each plain decode forward of the target (stock SGLang's decode step; our
-    workers' target forwards are TARGET_VERIFY or EXTEND) timed as the phase "decode" of `step_profile`."""
-    if not model_worker_batch.forward_mode.is_decode():
+    workers' target forwards are TARGET_VERIFY or EXTEND, or on 0.5.23 a prepared forward batch and no batch) timed
+    as the phase "decode" of `step_profile`."""
+    if model_worker_batch is None or not model_worker_batch.forward_mode.is_decode():
         return original(self, model_worker_batch, *args, **kwargs)
     profile = vars(self).get("_sglang_dflash_profile")
     if profile is None:

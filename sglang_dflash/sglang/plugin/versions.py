@@ -170,7 +170,7 @@ RUNTIME_COMMON = (
     ),
 )
 
-PROFILE = Patch(f"{TP_WORKER}:TpModelWorker.forward_batch_generation", "profile_decode", ("self", "model_worker_batch"),
+PROFILE = Patch(f"{TP_WORKER}:TpModelWorker.forward_batch_generation", "profile_decode", ("self",),  # 0.5.23 says `batch`
                 "SGLANG_DFLASH_PROFILE only: stock decode steps timed as our workers' steps are")  # fmt: skip
 
 
@@ -189,7 +189,7 @@ def field_owners(f: Fields) -> tuple[Field, ...]:
 
 FIELDS_0_5_10 = Fields("retrive", "num_accepted_tokens", "accept_length_per_req_cpu", "spec_accepted_tokens")
 FIELDS_0_5_11 = Fields("retrieve", "num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
-FIELDS_0_5_23 = Fields("retrieve", "num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_verify_ct")  # v2: no Req counter
+FIELDS_0_5_23 = Fields("retrieve", "num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_num_correct_drafts")
 
 RELEASES = (
     Release(
