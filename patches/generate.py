@@ -678,39 +678,18 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 + f"{pad}num_padding = torch.count_nonzero(\n{pad}    padding_lens == {fill}\n{pad})\n",
             ),
         ]
-    if name == "hybrid_forward_extend" and t.v2:
-        return [
-            Edit(
-                path,
-                within,
-                '        if self._is_full_attn(layer, kwargs.get("layer_id")):\n'
-                "            return self.full_attn_backend.forward_extend(\n",
-                '        if self._is_full_attn(layer, kwargs.get("layer_id")):\n'
-                "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
-                + imports(16, t.module("tree_gdn"), "attention_serves, workspace")
-                + "\n"
-                f"                tree_verify = workspace()  # {DFLASH_CHAIN}/{DDTREE}\n"
-                "                if (\n"
-                "                    tree_verify is not None\n"
-                "                    and tree_verify.attention_for(self.full_attn_backend)\n"
-                "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
-                "                ):\n"
-                "                    # the first full-attention layer makes the step's mask\n"
-                "                    first = layer.layer_id == min(self.full_attn_layers)\n"
-                "                    return tree_verify.attention(\n"
-                "                        layer, forward_batch, q, k, v, save_kv_cache, first\n"
-                "                    )\n"
-                "            return self.full_attn_backend.forward_extend(\n",
-            )
-        ]
     if name == "hybrid_forward_extend":
+        # 0.5.23 asks `_is_full_attn`; earlier releases compare a local `layer_id`
+        test = 'self._is_full_attn(layer, kwargs.get("layer_id"))' if t.v2 else "layer_id in self.full_attn_layers"
+        head = f"        if {test}:\n"
+        layer_id = "layer.layer_id" if t.v2 else "layer_id"
         return [
             Edit(
                 path,
                 within,
-                "        if layer_id in self.full_attn_layers:\n            return self.full_attn_backend.forward_extend(\n",
-                "        if layer_id in self.full_attn_layers:\n"
-                "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
+                head + "            return self.full_attn_backend.forward_extend(\n",
+                head
+                + "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
                 + imports(16, t.module("tree_gdn"), "attention_serves, workspace")
                 + "\n"
                 f"                tree_verify = workspace()  # {DFLASH_CHAIN}/{DDTREE}\n"
@@ -720,7 +699,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
                 "                ):\n"
                 "                    # the first full-attention layer makes the step's mask\n"
-                "                    first = layer_id == min(self.full_attn_layers)\n"
+                f"                    first = {layer_id} == min(self.full_attn_layers)\n"
                 "                    return tree_verify.attention(\n"
                 "                        layer, forward_batch, q, k, v, save_kv_cache, first\n"
                 "                    )\n"

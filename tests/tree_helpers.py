@@ -96,3 +96,12 @@ def gdn_inputs(R, N, H, HV, K, V, pool_size, gen, dtype=torch.float64):
         dt_bias=rnd(HV) * 0.5,
         state_pool=rnd(pool_size, HV, V, K) * 0.3,
     )
+
+
+def hybrid_backend(cls, full, linear, full_attn_layers):
+    """SGLang's HybridLinearAttnBackend `cls` over the backends `full` and `linear`, without its constructor
+    (0.5.23's reads set-up attributes of both that the forward never uses)."""
+    backend = object.__new__(cls)
+    backend.full_attn_layers, backend.full_attn_backend, backend.linear_attn_backend = list(full_attn_layers), full, linear
+    backend.attn_backend_list = [full, linear]
+    return backend

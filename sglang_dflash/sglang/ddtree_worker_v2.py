@@ -31,9 +31,8 @@ from torch import Tensor
 
 from ..ddtree import DraftTree, accept_greedy, accept_sampling
 from .dflash_worker import DDTreeWorker, DFlashWorker, extend_tap_layout, sampling_args, track_cuts
-from .names import DFLASH_CHAIN, NUM_REQS_ATTR, resolved
-from .tree_gdn_backend import workspace as tree_gdn_workspace
-from .verify_io import committed_tokens, eagle_verify_fields, front_accepted_slots
+from .names import DFLASH_CHAIN, resolved
+from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
 
 
@@ -122,18 +121,11 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
 
     def _forward_decode(self, batch):
         from sglang.srt.managers.utils import GenerationBatchResult
-        from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
-        from sglang.srt.speculative.eagle_info import EagleVerifyInput
         from sglang.srt.speculative.eagle_utils import eagle_prepare_for_verify
 
         bs, N = batch.batch_size(), self.num_nodes
         slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
-        seq_cpu = batch.seq_lens_cpu.tolist()
-        slots_cpu = batch.req_pool_indices.tolist()
-        for slot, s in zip(slots_cpu, seq_cpu):
-            if s != self.ctx_lens[slot]:
-                raise RuntimeError(f"{self.name}: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
-            self._check_fits(s + N)
+        slots_cpu, seq_cpu = self._check_step(batch)
 
         # draft
         self.profile.start()
@@ -142,26 +134,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         self.profile.mark("tree")
 
         # verify
-        f = eagle_verify_fields(tree, seq_lens, sum(seq_cpu))
-        spec_info = EagleVerifyInput(
-            draft_token=f["draft_token"],
-            custom_mask=f["custom_mask"],
-            positions=f["positions"],
-            retrieve_index=f["retrieve_index"],
-            retrieve_next_token=f["retrieve_next_token"],
-            retrieve_next_sibling=f["retrieve_next_sibling"],
-            retrieve_cum_len=None,
-            spec_steps=self.server_args.speculative_num_steps,
-            topk=self.server_args.speculative_eagle_topk,  # > 1: SGLang's attention backends in tree-mask mode
-            draft_token_num=N,
-            capture_hidden_mode=CaptureHiddenMode.FULL,
-            seq_lens_sum=sum(seq_cpu),
-            seq_lens_cpu=batch.seq_lens_cpu,
-        )
-        setattr(spec_info, NUM_REQS_ATTR, bs)  # the plugin's replay_metadata hook: a length-1 request is not padding
-        tree_gdn, graph_bs = tree_gdn_workspace(), self._graph_batch_size(bs)
-        if tree_gdn is not None:
-            tree_gdn.set_parents(tree.parents, graph_bs)
+        spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
         batch.spec_info = spec_info  # the scheduler restores the batch's fields after the step
         forward_batch, _ = eagle_prepare_for_verify(spec_info, self.model_runner.req_to_token_pool, batch, self.target_worker)
         self.profile.mark("prepare")

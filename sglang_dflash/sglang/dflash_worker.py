@@ -399,6 +399,45 @@ class DFlashWorker:
         sizes = sorted(getattr(graphs, "capture_bs", None) or [])
         return next((s for s in sizes if s >= bs), None)
 
+    def _check_step(self, batch) -> tuple[list[int], list[int]]:
+        """A decode step's requests: each has as many tokens in the KV cache as in the drafter's context, and room for
+        the step's nodes. Returns their request slots and sequence lengths (host lists)."""
+        slots_cpu, seq_cpu = batch.req_pool_indices.tolist(), batch.seq_lens_cpu.tolist()
+        for slot, s in zip(slots_cpu, seq_cpu):
+            if s != self.ctx_lens[slot]:
+                raise RuntimeError(f"{self.name}: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
+            self._check_fits(s + self.num_nodes)
+        return slots_cpu, seq_cpu
+
+    def _verify_input(self, batch, tree: DraftTree, seq_cpu: list[int]):
+        """EAGLE's verify input for the step's tree, marked with the batch's real request count, and the tree-verify
+        workspace (None: SGLang's own GDN verify) given the tree's parents. Returns (spec_info, workspace, graph batch
+        size or None)."""
+        from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
+        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+
+        bs = batch.batch_size()
+        f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
+        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_
+        spec_info = EagleVerifyInput(
+            draft_token=f["draft_token"],
+            custom_mask=f["custom_mask"],
+            positions=f["positions"],
+            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},
+            **{f"{retrieve}_cum_len": None},
+            spec_steps=self.server_args.speculative_num_steps,
+            topk=self.server_args.speculative_eagle_topk,  # > 1: SGLang's verify (GDN, attention) in tree mode
+            draft_token_num=self.num_nodes,
+            capture_hidden_mode=CaptureHiddenMode.FULL,
+            seq_lens_sum=sum(seq_cpu),
+            seq_lens_cpu=batch.seq_lens_cpu,
+        )
+        setattr(spec_info, NUM_REQS_ATTR, bs)  # the plugin's replay_metadata hook: a length-1 request is not graph padding
+        tree_gdn, graph_bs = tree_gdn_workspace(), self._graph_batch_size(bs)
+        if tree_gdn is not None:
+            tree_gdn.set_parents(tree.parents, graph_bs)
+        return spec_info, tree_gdn, graph_bs
+
     def _check_fits(self, num_tokens: int) -> None:
         if num_tokens > self.max_len:
             raise RuntimeError(
@@ -510,41 +549,17 @@ class DFlashWorker:
         return chain_tree(draft, roots)
 
     def _forward_decode(self, batch, GenerationBatchResult):
-        from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardMode
-        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.eagle_worker import EAGLEWorker
 
         bs, N = batch.batch_size(), self.num_nodes
-        slots_cpu = batch.req_pool_indices.tolist()
-        seq_cpu = batch.seq_lens_cpu.tolist()
-        for slot, s in zip(slots_cpu, seq_cpu):
-            if s != self.ctx_lens[slot]:
-                raise RuntimeError(f"{self.name}: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
-            self._check_fits(s + N)
+        slots_cpu, seq_cpu = self._check_step(batch)
 
         # 4. draft (chain or tree), verify input
         self.profile.start()
         tree = self._draft_tree(batch)
         self.profile.mark("tree")
-        f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
-        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_
-        spec_info = EagleVerifyInput(
-            draft_token=f["draft_token"],
-            custom_mask=f["custom_mask"],
-            positions=f["positions"],
-            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},
-            **{f"{retrieve}_cum_len": None},
-            spec_steps=self.server_args.speculative_num_steps,
-            topk=self.server_args.speculative_eagle_topk,  # > 1 puts SGLang's GDN verify in tree mode
-            draft_token_num=N,
-            capture_hidden_mode=CaptureHiddenMode.FULL,
-            seq_lens_sum=sum(seq_cpu),
-            seq_lens_cpu=batch.seq_lens_cpu,
-        )
-        setattr(spec_info, NUM_REQS_ATTR, bs)  # the plugin's replay_metadata hook: a length-1 request is not graph padding
-        tree_gdn, graph_bs = tree_gdn_workspace(), self._graph_batch_size(bs)
-        if tree_gdn is not None:
-            tree_gdn.set_parents(tree.parents, graph_bs)
+        spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
         spec_info.num_tokens_per_req = N

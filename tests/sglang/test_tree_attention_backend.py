@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 from paths import STUB
-from tree_helpers import DEVICE, random_parents, sglang_triton_verify
+from tree_helpers import DEVICE, hybrid_backend, random_parents, sglang_triton_verify
 
 from sglang_dflash.kernels.tree_build import ancestors
 
@@ -73,12 +73,7 @@ class OwnBackend:
 
 
 def hybrid(sgl, full, linear):
-    """SGLang's HybridLinearAttnBackend over `full` and `linear` with FULL_LAYERS, without its constructor (0.5.23's
-    reads setup attributes of both backends that forward_extend never uses)."""
-    backend = object.__new__(sgl.hybrid)
-    backend.full_attn_layers, backend.full_attn_backend, backend.linear_attn_backend = list(FULL_LAYERS), full, linear
-    backend.attn_backend_list = [full, linear]
-    return backend
+    return hybrid_backend(sgl.hybrid, full, linear, FULL_LAYERS)
 
 
 def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32, gdn_layers=None):

@@ -131,7 +131,7 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
     from sglang.srt.layers.attention import hybrid_linear_attn_backend
     from sglang.srt.layers.attention.linear import gdn_backend
     from sglang.srt.model_executor.forward_batch_info import ForwardMode
-    from tree_helpers import accepted_paths, random_parents
+    from tree_helpers import accepted_paths, hybrid_backend, random_parents
 
     from sglang_dflash.ddtree import tree_from_parents
     from sglang_dflash.sglang import tree_gdn_backend
@@ -156,10 +156,7 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
     monkeypatch.setattr(tree_gdn_backend, "_workspace", ws)
     gdn = object.__new__(gdn_backend.GDNAttnBackend)  # only what the verify reads
     gdn.forward_metadata, gdn.req_to_token_pool = SimpleNamespace(mamba_cache_indices=padded), pool
-    # SGLang's dispatch without its constructor (0.5.23's reads setup attributes of a full-attention backend)
-    backend = object.__new__(hybrid_linear_attn_backend.HybridLinearAttnBackend)
-    backend.full_attn_layers, backend.full_attn_backend, backend.linear_attn_backend = [1], None, gdn
-    backend.attn_backend_list = [None, gdn]
+    backend = hybrid_backend(hybrid_linear_attn_backend.HybridLinearAttnBackend, None, gdn, [1])  # SGLang's dispatch
     mode = ForwardMode.TARGET_VERIFY  # 0.5.23's linear layers dispatch on the logical mode
     batch = SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=N), forward_mode=mode, logical_forward_mode=mode)
 
