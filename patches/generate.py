@@ -690,18 +690,19 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 head + "            return self.full_attn_backend.forward_extend(\n",
                 head
                 + "            if forward_batch.forward_mode.is_target_verify() and layer is not None:\n"
-                + imports(16, t.module("tree_gdn"), "attention_serves, workspace")
+                + imports(16, t.module("tree_gdn"), "attention_serves, forward_pools, workspace")
                 + "\n"
                 f"                tree_verify = workspace()  # {DFLASH_CHAIN}/{DDTREE}\n"
+                "                pools = forward_pools(forward_batch, self.full_attn_backend)\n"
                 "                if (\n"
                 "                    tree_verify is not None\n"
                 "                    and tree_verify.attention_for(self.full_attn_backend)\n"
-                "                    and attention_serves(layer, forward_batch.token_to_kv_pool, q)\n"
+                "                    and attention_serves(layer, pools[1], q)\n"
                 "                ):\n"
                 "                    # the first full-attention layer makes the step's mask\n"
                 f"                    first = {layer_id} == min(self.full_attn_layers)\n"
                 "                    return tree_verify.attention(\n"
-                "                        layer, forward_batch, q, k, v, save_kv_cache, first\n"
+                "                        layer, forward_batch, pools, q, k, v, save_kv_cache, first\n"
                 "                    )\n"
                 "            return self.full_attn_backend.forward_extend(\n",
             )
@@ -802,6 +803,42 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "            # one request only\n"
                 "            total_rest_memory += rest_memory_adjustment_gib(self)\n\n",
             )
+        ]
+    if name == "plan_mamba_states":  # 0.5.23: the reservation of per-node GDN states, one slot's where the tree verify runs
+        reserves = (
+            "        reserves_spec_state = (\n"
+            "            has_spec_dec\n"
+            "            and not replayssm_active\n"
+            "            and not _pd_prefill_skips_mamba_spec_state()\n"
+        )
+        ret = "        return total_rest_memory - mamba_state_memory\n"
+        return [
+            Edit(
+                path,
+                within,
+                reserves,
+                imports(8, t.module("memory_plan"), "one_slot_states_gib")
+                + imports(8, t.module("tree_gdn"), "enabled as tree_gdn_enabled")
+                + "\n"
+                + comment(
+                    8,
+                    f"the {DFLASH_CHAIN}/{DDTREE} tree verify never reads the per-node GDN states: the pool "
+                    "keeps them for one slot (_build_hybrid_req_pool), added to the state memory below",
+                )
+                + "        one_slot_spec_state = (\n"
+                "            not self.is_draft_worker\n"
+                "            and tree_gdn_enabled()\n"
+                "            and (\n"
+                + operands(16, "self.spec_algorithm.is_dflash_chain() or self.spec_algorithm.is_ddtree()")
+                + "            )\n"
+                "        )\n" + reserves + "            and not one_slot_spec_state\n",
+            ),
+            Edit(
+                path,
+                within,
+                ret,
+                "        if one_slot_spec_state:\n            mamba_state_memory += one_slot_states_gib(self)\n" + ret,
+            ),
         ]
     if name in ("cell_size_per_token", "compute_cell_size"):
         runner = "self" if name == "cell_size_per_token" else "kvc" if t.v2 else "mr"
@@ -956,11 +993,16 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             f"memory-plan-{t.prefix}-drafter",
             f"[Speculative] {DFLASH_CHAIN}/{DDTREE} memory plan: the drafter's KV and weights, one slot of GDN states",
             f"The {DFLASH_CHAIN}/{DDTREE} worker keeps the drafter's context K/V at the target's KV slots (an entry\n"
-            f"per KV-cache token), so its per-token bytes join {cell} cell size; its weights are loaded\n"
-            "after the plan, which now holds them back. With the tree GDN verify the per-node GDN verify states\n"
+            f"per KV-cache token), so its per-token bytes join {cell} cell size; "
+            + (
+                "the scheduler counts its weights\n(the worker's preloaded_weights_bytes)."
+                if t.v2
+                else "its weights are loaded\nafter the plan, which now holds them back."
+            )
+            + " With the tree GDN verify the per-node GDN verify states\n"
             "are never read, so they are allocated and reserved for one request slot instead of\n"
             "max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
-            ("req_to_token_pool_init", "handle_max_mamba_cache", "cell_size_per_token", "compute_cell_size"),
+            ("req_to_token_pool_init", "handle_max_mamba_cache", "plan_mamba_states", "cell_size_per_token", "compute_cell_size"),
             [],
         ),
         (

@@ -46,7 +46,6 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         from sglang.srt.runtime_context import get_parallel
 
         self._load_drafter(resolved(server_args), gpu_id, get_parallel().tp_rank, target_worker)
-        self.preloaded_weights_bytes = sum(t.numel() * t.element_size() for t in self.drafter.state_dict().values())
 
     def __getattr__(self, name):
         # what SGLang asks of a spec worker that only the target worker has (as its own v2 workers do)
@@ -57,6 +56,11 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     @property
     def draft_worker(self):
         return None
+
+    @property
+    def preloaded_weights_bytes(self) -> int:
+        """The drafter's weights, already on the GPU: the scheduler adds them to the target's memory plan."""
+        return sum(t.numel() * t.element_size() for t in self.drafter.state_dict().values())
 
     # --- the scheduler's lifecycle
     def alloc_memory_pool(self, memory_pool_config=None, req_to_token_pool=None, token_to_kv_pool_allocator=None):

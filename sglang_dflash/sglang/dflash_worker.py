@@ -297,8 +297,8 @@ class DFlashWorker:
         model = self.model_runner.model
         draft_path = resolve_draft_path(server_args.speculative_draft_model_path, server_args.speculative_draft_model_revision)
         dtype = self.model_runner.model_config.dtype
-        from sglang.srt.distributed import get_tensor_model_parallel_world_size, get_tp_group
-        from sglang.srt.distributed.parallel_state import graph_capture
+        # from parallel_state itself: 0.5.23's sglang.srt.distributed no longer re-exports these getters
+        from sglang.srt.distributed.parallel_state import get_tensor_model_parallel_world_size, get_tp_group, graph_capture
 
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None

@@ -1,6 +1,6 @@
 """Target hidden-state capture for the DFlash drafter's taps, on SGLang's Qwen3.5 decoder layers.
 
-SGLang's Qwen3.5 model (0.5.10.post1, 0.5.11) has no aux-hidden-state capture. The
+SGLang's Qwen3.5 model (0.5.10.post1, 0.5.11) has no aux-hidden-state capture; 0.5.23's serves its own DFLASH only. The
 drafter's target layer id l means the output of decoder layer l, i.e. `hidden + residual` after
 layer l. SGLang's decoder layers hand `(hidden, residual)` to the next layer un-summed, and under
 the FlashInfer all-reduce fusion (auto-enabled on SM90/SM100 at TP > 1) `hidden` is even a
@@ -8,9 +8,11 @@ pre-all-reduce partial, so summing the layer's own outputs would be wrong there.
 Qwen3-Next's `prepare_attn_and_capture_last_layer_outputs` does, we read the `residual` that
 layer l + 1's `layer_communicator.prepare_attn` returns: that is the fused (all-reduced) sum
 `hidden + residual` of layer l, full width on every attention-TP rank. It is copied at once (the
-next fused add-RMSNorm updates it in place). Only a tap on the last layer (no next layer; DFlash
+next fused add-RMSNorm updates it in place). SGLang 0.5.23 moved the residual into layer boundaries
+(`layer.attn_boundary`, whose `prepare` adds and norms): there the same sum comes through the `capture`
+callback of layer l + 1's `attn_boundary.prepare`. Only a tap on the last layer (no next layer; DFlash
 taps stop at n - 3) falls back to a forward hook summing the layer's outputs, which is only right
-without the all-reduce fusion.
+without the all-reduce fusion (refused on 0.5.23, where that sum happens inside the final norm).
 
 The copies go into one static buffer `[capacity, n_taps * hidden]`, so they are part of the
 target's captured CUDA graphs: install before `ModelRunner.init_device_graphs` (see
@@ -29,6 +31,8 @@ import logging
 
 import torch
 from torch import Tensor, nn
+
+from .names import resolved
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +87,14 @@ class HiddenCapture:
         for tap, l in enumerate(self.layer_ids):
             if not 0 <= l < n:
                 raise ValueError(f"hidden capture: target layer id {l} out of range for {n} decoder layers")
-            if l + 1 < n and hasattr(layers[l + 1], "layer_communicator"):
-                self._wrap_prepare_attn(layers[l + 1].layer_communicator, tap)
+            after = layers[l + 1] if l + 1 < n else None
+            if hasattr(after, "layer_communicator"):
+                self._wrap_prepare_attn(after.layer_communicator, tap)
+            elif hasattr(after, "attn_boundary"):
+                self._wrap_boundary_prepare(after.attn_boundary, tap)
+            elif hasattr(layers[l], "attn_boundary"):
+                raise ValueError(f"hidden capture: target layer id {l} is the last decoder layer, whose output "
+                                 "SGLang's layer boundaries sum only in the final norm; drafters tap earlier layers")  # fmt: skip
             else:
                 self._handles.append(layers[l].register_forward_hook(self._output_hook(tap)))
         self.installed = True
@@ -99,6 +109,22 @@ class HiddenCapture:
             return hidden_states, residual
 
         communicator.prepare_attn = prepare_attn
+
+    def _wrap_boundary_prepare(self, boundary, tap: int) -> None:
+        original = boundary.prepare  # 0.5.23's StageBoundary.prepare; `capture` gets the residual it produces
+
+        @functools.wraps(original)
+        def prepare(hidden_states, forward_batch, **call):
+            theirs = call.get("capture")
+
+            def capture(value, owned=False):
+                self._store(tap, value)
+                if theirs is not None:
+                    theirs(value, owned=owned)
+
+            return original(hidden_states, forward_batch, **{**call, "capture": capture})
+
+        boundary.prepare = prepare
 
     def _output_hook(self, tap: int):
         def hook(module: nn.Module, args, output):
@@ -137,10 +163,12 @@ def install_on_model_runner(model_runner, layer_ids, hidden_size: int, capacity:
 
 
 def graph_capacity(server_args) -> int:
-    """Static-buffer rows: the most tokens a captured target graph runs (max batch x verify tokens)."""
-    graph_bs = getattr(server_args, "cuda_graph_max_bs", None) or getattr(server_args, "cuda_graph_max_bs_decode", None)  # 0.5.23
-    bs = max(graph_bs or 0, server_args.max_running_requests or 0, 1)
-    return bs * max(server_args.speculative_num_draft_tokens or 1, 1)
+    """Static-buffer rows: the most tokens a captured target graph runs (max batch x verify tokens), from the server
+    arguments as resolved (on 0.5.23 the fields keep the command line's values; a chain's node count is resolved)."""
+    args = resolved(server_args)
+    graph_bs = getattr(args, "cuda_graph_max_bs", None) or getattr(args, "cuda_graph_max_bs_decode", None)  # 0.5.23
+    bs = max(graph_bs or 0, args.max_running_requests or 0, 1)
+    return bs * max(args.speculative_num_draft_tokens or 1, 1)
 
 
 def install_before_graphs(model_runner) -> HiddenCapture:

@@ -7,7 +7,9 @@ target's weights (`ModelRunnerKVCacheMixin.profile_max_num_token`):
 - its weights (TP-sharded where its heads split, `draft_tp_size`) are loaded after that plan, so `reserve_gib`
   holds them back;
 - with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request
-  (the plugin's `req_to_token_pool_init` hook), so the plan gets back what it reserves for the others.
+  (the plugin's `req_to_token_pool_init` hook), so the plan gets back what it reserves for the others
+  (0.5.10.post1, 0.5.11: `rest_memory_adjustment_gib`; 0.5.23, which counts the drafter's weights itself and solves
+  the GDN state slots jointly with that reservation: planned as without it, then `one_slot_states_gib` taken off).
 
 At Qwen3.6-27B with z-lab's 5-layer drafter in bf16, whole: 3.5 GB of weights, and 20 KiB per cached token beside
 the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on each.
@@ -89,3 +91,11 @@ def rest_memory_adjustment_gib(runner) -> float:
         per_req = runner.mambaish_config.mamba2_cache_params.mamba_cache_per_req
         gib += per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
     return gib
+
+
+def one_slot_states_gib(configurator) -> float:
+    """0.5.23: GiB of the per-node GDN verify states the pool keeps for its one slot where our tree verify runs
+    (mamba_cache_per_req x verify tokens; `KVCacheConfigurator` fields)."""
+    args = resolved(configurator.server_args)
+    per_req = configurator.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+    return per_req * args.speculative_num_draft_tokens / (1 << 30)

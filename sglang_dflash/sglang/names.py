@@ -19,9 +19,9 @@ def resolved(args):
     resolution decided beside them (`resolved_view` reads both); earlier releases resolve in place."""
     if not hasattr(args, "_resolved_overrides"):
         return args
-    from sglang.srt.arg_groups.model_override_base import resolved_view
+    from sglang.srt.arg_groups.model_override_base import ResolvedView, resolved_view
 
-    return resolved_view(args)
+    return args if isinstance(args, ResolvedView) else resolved_view(args)  # a view already: as it is
 
 
 def canonical_name(name, sglang_has_dflash: bool, override_dflash: bool) -> str | None:

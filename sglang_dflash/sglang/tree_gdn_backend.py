@@ -91,6 +91,14 @@ def attention_serves(layer, kv_pool, q: Tensor) -> bool:
     )
 
 
+def forward_pools(forward_batch, full_attn_backend):
+    """(req_to_token_pool, token_to_kv_pool) of a forward: on the batch up to SGLang 0.5.11, on the attention backend
+    from 0.5.23 (its ForwardBatch no longer carries them)."""
+    if hasattr(forward_batch, "token_to_kv_pool"):
+        return forward_batch.req_to_token_pool, forward_batch.token_to_kv_pool
+    return full_attn_backend.req_to_token_pool, full_attn_backend.token_to_kv_pool
+
+
 def workspace() -> TreeVerifyWorkspace | None:
     """The process's workspace, once `install` ran (DFLASH/DDTREE with the tree verify on)."""
     return _workspace
@@ -173,23 +181,23 @@ class TreeVerifyWorkspace:
         self.records[(R, _capturing())][layer.layer_id] = (x, ctx)
         return o.view(1, R * N, layer.num_v_heads, layer.head_v_dim)
 
-    def attention(self, layer, forward_batch, q: Tensor, k: Tensor, v: Tensor, save_kv_cache: bool, first: bool) -> Tensor:
+    def attention(self, layer, forward_batch, pools, q: Tensor, k: Tensor, v: Tensor, save_kv_cache: bool, first: bool) -> Tensor:
         """One full-attention layer's TARGET_VERIFY: o [R * N, HQ * Dh] for q [R * N, HQ * Dh] and the nodes' k, v
-        [R * N, HKV * Dh], which are saved to the KV pool first, as SGLang's backends do. The prefix (seq_lens[r]
-        tokens) is read from the pool through req_to_token at row req_pool_indices[r], the nodes through the trees'
-        ancestor mask, taken as bits by the forward's first full-attention layer (`first`) for all: the mask the
-        forward's first GDN layer made where that layer came before this one (Qwen3.5/3.6: layers 0-2, then 3), else
-        made here from the parents."""
+        [R * N, HKV * Dh], which are saved to the KV pool first, as SGLang's backends do (pools: `forward_pools`).
+        The prefix (seq_lens[r] tokens) is read from the pool through req_to_token at row req_pool_indices[r], the
+        nodes through the trees' ancestor mask, taken as bits by the forward's first full-attention layer (`first`)
+        for all: the mask the forward's first GDN layer made where that layer came before this one (Qwen3.5/3.6:
+        layers 0-2, then 3), else made here from the parents."""
         N = self.num_nodes
         R = q.shape[0] // N
+        req_to_token_pool, pool = pools
         if N != forward_batch.spec_info.draft_token_num or R not in self.parents:
             raise RuntimeError(f"tree attention: {R} trees of {forward_batch.spec_info.draft_token_num} nodes, "
                                f"workspace has {N} nodes and batch sizes {sorted(self.parents)}")  # fmt: skip
         if first or R not in self.attention_words:
-            gdn_layers = getattr(forward_batch.req_to_token_pool, "mamba_map", None)
+            gdn_layers = getattr(req_to_token_pool, "mamba_map", None)
             made = gdn_layers and min(gdn_layers) < layer.layer_id and R in self.masks
             self.attention_words[R] = ancestor_bits(self.masks[R] if made else ancestors(self.parents[R], self.max_depth))
-        pool = forward_batch.token_to_kv_pool
         if save_kv_cache:
             pool.set_kv_buffer(layer, forward_batch.out_cache_loc, k, v, layer.k_scale, layer.v_scale)
         HQ, HKV, Dh = layer.tp_q_head_num, layer.tp_k_head_num, layer.head_dim
@@ -203,7 +211,7 @@ class TreeVerifyWorkspace:
             self.attention_words[R],
             scale=layer.scaling,
             slots=forward_batch.req_pool_indices,
-            table=forward_batch.req_to_token_pool.req_to_token,
+            table=req_to_token_pool.req_to_token,
         )
         return o.view(R * N, HQ * Dh)
 

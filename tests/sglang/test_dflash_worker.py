@@ -97,6 +97,72 @@ def test_capture_equals_layer_outputs(T):
         assert got.data_ptr() == cap.buffer.data_ptr()  # graph-safe: the static buffer
 
 
+class Boundary:
+    """SGLang 0.5.23's StageBoundary in miniature: the residual lives on the batch (`residual_stream`); `prepare`
+    adds the owed output into it IN PLACE, hands an attention stage's `capture` callback that sum, returns its norm."""
+
+    def __init__(self, attention: bool):
+        self.attention = attention
+
+    def prepare(self, hidden_states, forward_batch, **call):
+        assert self.attention or not call, "FFN stages take no capture options"
+        r = forward_batch.residual_stream
+        if r is None:
+            r = forward_batch.residual_stream = hidden_states.clone()
+        else:
+            r.add_(hidden_states)
+        if call.get("capture") is not None:
+            call["capture"](r, owned=False)
+        return torch.nn.functional.rms_norm(r, (D,))
+
+
+class BoundaryLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn_boundary, self.ffn_boundary = Boundary(True), Boundary(False)
+        self.attn, self.mlp = nn.Linear(D, D), nn.Linear(D, D)
+        self.capture = None  # a capture of SGLang's own (as its layers pass for EAGLE3 / DFLASH taps)
+
+    def forward(self, positions, hidden_states, forward_batch):
+        call = {} if self.capture is None else {"capture": self.capture}
+        h = self.attn(self.attn_boundary.prepare(hidden_states, forward_batch, **call))
+        return self.mlp(self.ffn_boundary.prepare(h, forward_batch))  # owed to the stream, not yet summed
+
+
+class BoundaryStack(Stack):
+    def __init__(self, n):
+        nn.Module.__init__(self)
+        self.model = nn.Module()
+        self.model.layers = nn.ModuleList(BoundaryLayer() for _ in range(n))
+
+    def forward(self, x):
+        batch, h, outs = SimpleNamespace(residual_stream=None), x, []
+        for layer in self.model.layers:
+            h = layer(None, h, batch)
+            outs.append((h + batch.residual_stream).clone())  # layer output = owed + residual (reference)
+        return outs
+
+
+@torch.no_grad()
+def test_capture_through_sglang_0_5_23_layer_boundaries():
+    """0.5.23's layers return only what they owe the residual stream: the taps come from the next layer's boundary,
+    a capture SGLang itself asked for still gets its values, and a tap on the last layer is refused."""
+    torch.manual_seed(0)
+    model = BoundaryStack(5)
+    theirs = []
+    model.model.layers[3].capture = lambda value, owned: theirs.append(value.clone())
+    ids = [0, 2, 3]
+    cap = HiddenCapture(ids, D, capacity=8, device="cpu", dtype=torch.float32)
+    cap.install(decoder_layers(model))
+    x = torch.randn(6, D)
+    ref = model(x)
+    for tap, layer in enumerate(ids):
+        torch.testing.assert_close(cap.taps(6)[:, tap * D : (tap + 1) * D], ref[layer])
+    assert len(theirs) == 1 and torch.equal(theirs[0], cap.taps(6)[:, D : 2 * D])
+    with pytest.raises(ValueError, match="last decoder layer"):
+        HiddenCapture([4], D, capacity=8, device="cpu", dtype=torch.float32).install(BoundaryStack(5).model.layers)
+
+
 def test_capture_rejects_bad_layer_ids():
     cap = HiddenCapture([7], D, capacity=4, device="cpu", dtype=torch.float32)
     with pytest.raises(ValueError, match="out of range"):

@@ -118,3 +118,61 @@ def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
     assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=3) == whole  # 4 heads do not split over 3
     monkeypatch.setenv(env.DRAFT_TP.name, "0")
     assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2) == whole
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize(
+    "tree_gdn, radix, expected",
+    [  # hand-worked: 100 GiB left, 1/16 GiB of GDN state per request, 32 requests, 33 verify tokens
+        (None, False, 100 - 33 / 16 - 33 / 16),  # 32 slots + padding; per-node states of one slot
+        (None, True, 100 - 20 - 33 / 16),  # ratio 0.25: 20 GiB of slots (319 + padding), none reserved beside them
+        ("0", False, 100 - 33 / 16 - 33 * 33 / 16),  # SGLang's per-node GDN path: its reservation stands
+    ],
+)
+def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, tree_gdn, radix, expected):
+    """SGLang 0.5.23's own `KVCacheConfigurator._handle_max_mamba_cache` (its run-time settings stood in for) under the
+    plugin's hook: with our tree verify it plans GDN state slots as where no per-node states are kept, then takes off
+    the one slot's the pool keeps; its module is left as it was."""
+    from paths import use_sgl_kernel_stand_in
+
+    from sglang_dflash.sglang.plugin.activate import installed_version
+    from sglang_dflash.sglang.plugin.versions import release
+
+    table = release(installed_version() or "")
+    if table is None or not table.registry:
+        pytest.skip(f"SGLang {installed_version()}: the plan is ModelRunnerKVCacheMixin's (test_memory_plan above)")
+    use_sgl_kernel_stand_in()
+    from sglang.srt.mem_cache import kv_cache_configurator as kvc
+
+    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
+
+    if tree_gdn is None:
+        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
+    else:
+        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
+    schedule = SimpleNamespace(max_running_requests=32, max_mamba_cache_size=None, mamba_full_memory_ratio=0.25)
+    monkeypatch.setattr(kvc, "get_schedule", lambda: schedule)
+    monkeypatch.setattr(kvc, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=33))
+    monkeypatch.setattr(kvc, "get_memory", lambda: SimpleNamespace(disable_radix_cache=not radix, enable_unified_memory=False))
+    monkeypatch.setattr(kvc, "get_exec", lambda: SimpleNamespace(mamba=SimpleNamespace(enable_linear_replayssm_spec=False)))
+    monkeypatch.setattr(kvc, "get_disagg", lambda: SimpleNamespace(disaggregation_mode="null", enable_pd_role_switch=False))
+    monkeypatch.setattr(kvc, "get_context", lambda: SimpleNamespace(override=lambda _, **kw: vars(schedule).update(kw)))
+    skips = kvc._pd_prefill_skips_mamba_spec_state
+    monkeypatch.setattr(kvc.KVCacheConfigurator, "_handle_max_mamba_cache", kvc.KVCacheConfigurator._handle_max_mamba_cache)
+    around(kvc.KVCacheConfigurator, "_handle_max_mamba_cache", patches.plan_mamba_states)
+
+    class Plan(kvc.KVCacheConfigurator):  # what the method reads of the rest of the configurator
+        def fused_entry_bytes(self, kind):
+            return None
+
+        def _calculate_mamba_ratio(self):
+            return 1
+
+    plan = object.__new__(Plan)
+    plan.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(layers=[0, 1, 2], mamba_cache_per_req=GiB // 16))
+    plan.pp_size, plan.attn_dp_size, plan.is_draft_worker, plan.extra_mamba_cache_bytes_per_req = 1, 1, False, 0
+    plan.hybrid_gdn_config, plan.hybrid_kda_config = object(), None
+    plan.spec_algorithm = DraftTreeAlgorithm("DDTREE")  # what the registry hands SGLang (`test_sglang_plugin`)
+    plan.server_args = SimpleNamespace(speculative_num_draft_tokens=33, speculative_algorithm="DDTREE")
+    assert plan._handle_max_mamba_cache(100.0) == pytest.approx(expected)
+    assert kvc._pd_prefill_skips_mamba_spec_state is skips

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
-from paths import STUB
+from paths import use_sgl_kernel_stand_in
 from safetensors.torch import load_file
 
 from sglang_dflash.sglang.plugin.activate import installed_version
@@ -46,10 +45,7 @@ def sgl(tmp_path_factory):
     # SGLang picks its CPU code paths (torch-native RoPE, norms) only in its CPU-engine mode, decided when
     # its layer modules are imported; they are first imported here, and the variable is unset afterwards.
     os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
-    try:
-        import sgl_kernel  # noqa: F401
-    except Exception:
-        sys.path.insert(0, str(STUB))
+    use_sgl_kernel_stand_in()
     from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
 
     init_distributed_environment(

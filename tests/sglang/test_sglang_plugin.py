@@ -56,6 +56,7 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
         import sglang.srt.arg_groups.mamba_hook as m; m._platform_supports_mamba_cache_extra_buffer = lambda: True
     except ImportError:
         resolved_view = lambda a: a
+    from sglang_dflash.sglang.hidden_capture import graph_capacity
     results = {}
     for name, kw in json.loads(sys.argv[1]).items():
         try:
@@ -71,6 +72,8 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
                "disable_radix_cache")}
         fields = a.resolved_dict() if hasattr(a, "resolved_dict") else dataclasses.asdict(a)
         row["all_fields"] = {k: repr(x) for k, x in fields.items()}
+        row["graph_capacity"] = graph_capacity(a)
+        row["graph_capacity_of_view"] = graph_capacity(v)  # a resolved view is taken as it is
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
         if not algo.is_none() and a.speculative_algorithm in ("DFLASH_CHAIN", "DDTREE"):
@@ -247,6 +250,14 @@ def test_chain_verifies_the_drafter_block(probe):
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (15, 1, 16)
     r = probe[0]["chain_8"]
     assert (r["speculative_num_steps"], r["speculative_num_draft_tokens"]) == (7, 8)
+
+
+def test_hidden_capture_rows_follow_the_resolved_node_count(probe):
+    """The capture's static rows scale with the verify's node count as resolved (a chain's 16 from the drafter, not
+    the command line's none), at one batch size."""
+    rows = {case: probe[0][case]["graph_capacity"] for case in ("chain_default", "chain_8", "ddtree_cmd")}
+    assert all(probe[0][case]["graph_capacity_of_view"] == n for case, n in rows.items())
+    assert rows["chain_default"] * 8 == rows["chain_8"] * 16 and rows["ddtree_cmd"] * 8 == rows["chain_8"] * 33
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,11 @@ it (the oracle is a Triton kernel).
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from paths import STUB
+from paths import use_sgl_kernel_stand_in
 from tree_helpers import DEVICE, hybrid_backend, random_parents, sglang_triton_verify
 
 from sglang_dflash.kernels.tree_build import ancestors
@@ -35,10 +34,7 @@ FULL_LAYERS = (3, 7)  # full-attention layers among GDN ones, as in Qwen3.5/3.6
 
 @pytest.fixture(scope="module")
 def sgl():
-    try:
-        import sgl_kernel  # noqa: F401
-    except Exception:
-        sys.path.insert(0, str(STUB))
+    use_sgl_kernel_stand_in()
     from sglang.srt.layers.attention import hybrid_linear_attn_backend
 
     try:  # SGLang 0.5.23 moved its kernels under sglang.kernels.ops
@@ -47,7 +43,7 @@ def sgl():
         from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
     from sglang.srt.layers.radix_attention import RadixAttention
     from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.model_executor.forward_batch_info import ForwardBatch, ForwardMode
 
     from sglang_dflash.sglang.plugin.activate import activate_runtime
 
@@ -58,6 +54,7 @@ def sgl():
         RadixAttention=RadixAttention,
         pool=MHATokenToKVPool,
         mode=ForwardMode,
+        pools_on_batch="token_to_kv_pool" in ForwardBatch.__dataclass_fields__,  # 0.5.23: on the attention backend
     )
 
 
@@ -74,6 +71,16 @@ class OwnBackend:
 
 def hybrid(sgl, full, linear):
     return hybrid_backend(sgl.hybrid, full, linear, FULL_LAYERS)
+
+
+def as_forwarded(sgl, backend, batch, **changes):
+    """`batch` (with `changes`) as this release's forward hands it to `backend`: the pools on the batch up to 0.5.11,
+    on the full-attention backend from 0.5.23."""
+    fields = {**vars(batch), **changes}
+    if not sgl.pools_on_batch:
+        for name in ("token_to_kv_pool", "req_to_token_pool"):
+            setattr(backend.full_attn_backend, name, fields.pop(name))
+    return SimpleNamespace(**fields)
 
 
 def verify_batch(sgl, R: int, rows: int, N: int, gen: torch.Generator, dtype=torch.float32, gdn_layers=None):
@@ -142,7 +149,7 @@ def test_tree_attention_verify_equals_sglangs_triton_verify(sgl, monkeypatch, R,
         for layer_id in FULL_LAYERS:  # the first makes the step's mask, the second reuses it
             layer = sgl.RadixAttention(HQ, DH, 0.3, HKV, layer_id=layer_id)  # not the default 1 / sqrt(DH)
             expected = sglang_verify(sgl, layer, batch, q, k, v, anc, R)
-            o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=batch)
+            o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=as_forwarded(sgl, backend, batch))
             assert o.shape == (rows * N, HQ * DH) and not own.calls
             torch.testing.assert_close(o[: R * N].cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
             assert o.isfinite().all()  # padding rows too
@@ -168,7 +175,7 @@ def test_the_gdn_layers_mask_is_reused_only_where_they_came_first(sgl, monkeypat
     ws.masks[R] = ancestors(other, N - 1).to(DEVICE)
     batch, q, k, v = verify_batch(sgl, R, R, N, gen, gdn_layers=gdn_layers or None)
     layer = sgl.RadixAttention(HQ, DH, 0.3, HKV, layer_id=FULL_LAYERS[0])
-    o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=batch)
+    o = backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=as_forwarded(sgl, backend, batch))
     expected = sglang_verify(sgl, layer, batch, q, k, v, ancestors(other if reused else parents, N - 1), R)
     torch.testing.assert_close(o.cpu(), expected.cpu(), rtol=1e-5, atol=1e-5)
 
@@ -193,7 +200,7 @@ def test_other_calls_reach_sglangs_own_backend(sgl, monkeypatch):
 
     def call(layer, **batch_changes):
         batch_changes.setdefault("logical_forward_mode", batch_changes.get("forward_mode", batch.forward_mode))
-        return backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=SimpleNamespace(**{**vars(batch), **batch_changes}))
+        return backend.forward(q=q, k=k, v=v, layer=layer, forward_batch=as_forwarded(sgl, backend, batch, **batch_changes))
 
     call(plain, forward_mode=sgl.mode.EXTEND)
     call(plain, forward_mode=getattr(sgl.mode, "DRAFT_EXTEND", None) or sgl.mode.DRAFT_EXTEND_V2)  # 0.5.23: v2 only

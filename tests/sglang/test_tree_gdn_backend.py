@@ -14,12 +14,11 @@ tested here calls into it (both oracles are Triton kernels).
 
 from __future__ import annotations
 
-import sys
 from types import SimpleNamespace
 
 import pytest
 import torch
-from paths import STUB
+from paths import use_sgl_kernel_stand_in
 
 from sglang_dflash.kernels.tree_build import ancestors
 
@@ -34,10 +33,7 @@ LAYER_IDS = (0, 2)  # two GDN layers, not numbered 0..n-1
 
 @pytest.fixture(scope="module")
 def sgl():
-    try:
-        import sgl_kernel  # noqa: F401
-    except Exception:
-        sys.path.insert(0, str(STUB))
+    use_sgl_kernel_stand_in()
     try:  # SGLang 0.5.23 moved its kernels under sglang.kernels.ops
         from sglang.kernels.ops.attention.linear.fused_sigmoid_gating_recurrent import (
             fused_sigmoid_gating_delta_rule_update,

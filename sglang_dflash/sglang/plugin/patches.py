@@ -8,6 +8,8 @@ imported where a hook first needs them: a stock SGLang process imports none of t
 
 from __future__ import annotations
 
+import sys
+
 from ... import env
 from ..algorithm import DraftTreeAlgorithm, is_ours
 from ..names import ALGORITHMS, DFLASH, NUM_REQS_ATTR, canonical_name
@@ -159,10 +161,11 @@ def hybrid_forward_extend(original, self, layer, forward_batch, save_kv_cache=Tr
         and layer is not None
         and layer.layer_id in self.full_attn_layers
         and ws.attention_for(self.full_attn_backend)
-        and tree_gdn_backend.attention_serves(layer, forward_batch.token_to_kv_pool, q)
     ):
-        first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
-        return ws.attention(layer, forward_batch, q, k, v, save_kv_cache, first)
+        pools = tree_gdn_backend.forward_pools(forward_batch, self.full_attn_backend)
+        if tree_gdn_backend.attention_serves(layer, pools[1], q):
+            first = layer.layer_id == min(self.full_attn_layers)  # makes the step's mask
+            return ws.attention(layer, forward_batch, pools, q, k, v, save_kv_cache, first)
     return original(self, layer, forward_batch, save_kv_cache, q, k, v, *args, **kwargs)
 
 
@@ -197,6 +200,26 @@ def handle_max_mamba_cache(original, self, total_rest_memory, *args, **kwargs):
 
         total_rest_memory += rest_memory_adjustment_gib(self)
     return original(self, total_rest_memory, *args, **kwargs)
+
+
+def plan_mamba_states(original, self, total_rest_memory, *args, **kwargs):
+    """0.5.23 (`KVCacheConfigurator._handle_max_mamba_cache`): where our tree verify runs, the plan reserves SGLang's
+    per-node GDN verify states for the one slot the pool keeps (`req_to_token_pool_init`), not for every running
+    request: SGLang plans as it does where a server allocates none (its `_pd_prefill_skips_mamba_spec_state`, for
+    this call only), then one slot's states are taken off (`memory_plan.one_slot_states_gib`)."""
+    from .. import tree_gdn_backend
+    from ..memory_plan import one_slot_states_gib
+
+    module = sys.modules[original.__module__]
+    skips = getattr(module, "_pd_prefill_skips_mamba_spec_state", None)  # absent: SGLang's reservation stands (safe)
+    if skips is None or self.is_draft_worker or not is_ours(self.spec_algorithm) or not tree_gdn_backend.enabled():
+        return original(self, total_rest_memory, *args, **kwargs)
+    module._pd_prefill_skips_mamba_spec_state = lambda: True
+    try:
+        rest = original(self, total_rest_memory, *args, **kwargs)
+    finally:
+        module._pd_prefill_skips_mamba_spec_state = skips
+    return rest - one_slot_states_gib(self)
 
 
 def cell_size_per_token(original, self, num_layers, *args, **kwargs):

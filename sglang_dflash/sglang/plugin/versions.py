@@ -71,6 +71,7 @@ MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
 KV_MIXIN = "sglang.srt.model_executor.model_runner_kv_cache_mixin"
 POOL_CONFIGURATOR = "sglang.srt.model_executor.pool_configurator"
 DECODE_GRAPHS = "sglang.srt.model_executor.runner.decode_cuda_graph_runner"
+KV_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator"
 BASE_GRAPHS = "sglang.srt.model_executor.runner.base_runner"
 TP_WORKER = "sglang.srt.managers.tp_worker"
 EAGLE_INFO = "sglang.srt.speculative.eagle_info"
@@ -233,6 +234,8 @@ RELEASES = (
                   "the same for the graph runners' shared capture path"),
             Patch(f"{POOL_CONFIGURATOR}:DefaultPoolConfigurator._compute_cell_size", "compute_cell_size",
                   ("self", "kvc", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
+            Patch(f"{KV_CONFIGURATOR}:KVCacheConfigurator._handle_max_mamba_cache", "plan_mamba_states",
+                  ("self", "total_rest_memory"), "the memory plan reserves per-node GDN states for the one slot kept"),
         ),
         fields=FIELDS_0_5_23,
         registry=True,
