@@ -1052,6 +1052,8 @@ def main(argv=None) -> int:
     ran = all(r.outputs is not None for r in runs)
     stock_gap = max((gap_summary(r)[2] for r in runs if r.name == "sglang"), default=0.0)
     tolerance = args.tie_tolerance if args.tie_tolerance is not None else max(2 * stock_gap, 0.05)
+    if not args.skip_sglang and args.tie_tolerance is None and not any(r.name == "sglang" and r.outputs for r in runs):
+        log.stamp("verdict: no stock SGLang run in this call, so the gap tolerance is its floor, 0.05 (add `sglang` to --runs)")
     exact = [r.key for r in runs if r.outputs is not None and not r.name.startswith("sglang") and r.outputs != ref.outputs]
     loose = [r.key for r in runs if r.name.startswith("sglang") and gap_summary(r)[2] > tolerance]
     want = len(prompts) * args.max_new_tokens
