@@ -20,7 +20,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-__all__ = ["BudgetPlan", "VerifyCost", "plan_budget"]
+from .ddtree import DraftTree
+
+__all__ = ["BudgetPlan", "VerifyCost", "plan_budget", "tree_accept_probs"]
 
 
 @dataclass(frozen=True)
@@ -91,3 +93,16 @@ def plan_budget(accept_probs: Tensor, cost: VerifyCost, max_total: int | None = 
         raise ValueError(f"VerifyCost measures at most {cost.tokens[-1]} tokens, fewer than the batch's {R} requests")
     budgets = torch.bincount(order[:best_b] // M, minlength=R) if M else torch.zeros(R, dtype=torch.long)
     return BudgetPlan(budgets=budgets, expected_tokens=R + float(gains[best_b]), tokens_per_second=best_rate)
+
+
+def tree_accept_probs(tree: DraftTree, draft_logits: Tensor) -> Tensor:
+    """float [R, N - 1]: each non-root node's path probability under the drafter (the product of its tokens'
+    per-depth probabilities), the drafter's own estimate that verification accepts it. In `build_ddtree`'s node order
+    (descending score), so a row is non-increasing and `plan_budget` takes it as it is; a caller may calibrate it with
+    the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`."""
+    R, N = tree.token_ids.shape
+    logp = torch.log_softmax(draft_logits.float(), dim=-1)
+    depth = (tree.depths[:, 1:] - 1).clamp_min(0)
+    own = logp[torch.arange(R, device=logp.device)[:, None], depth, tree.token_ids[:, 1:]]  # [R, N - 1]
+    path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # sum over each node's path
+    return path.exp()

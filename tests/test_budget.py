@@ -115,3 +115,21 @@ def test_refusals(probs, cost, message):
 def test_cost_table_refusals(tokens, seconds, message):
     with pytest.raises(ValueError, match=message):
         VerifyCost(tokens, seconds)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tree_nodes_are_the_best_prefixes_best_first(seed):
+    """A DDTree's nodes, as candidates: the budget best prefixes' path probabilities (brute force over every prefix of
+    the full distributions), non-increasing in node order, as `plan_budget` requires."""
+    from sglang_dflash.budget import tree_accept_probs
+    from sglang_dflash.ddtree import build_ddtree
+
+    gen = torch.Generator().manual_seed(200 + seed)
+    R, L, V, B = 2, 3, 4, 9
+    logits = torch.randn(R, L, V, generator=gen) * 2
+    tree = build_ddtree(logits, torch.zeros(R, dtype=torch.long), B)
+    probs = tree_accept_probs(tree, logits)
+    assert probs.shape == (R, B) and (probs[:, 1:] <= probs[:, :-1] * (1 + 1e-6)).all()
+    for r in range(R):
+        best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
+        torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)
