@@ -415,14 +415,29 @@ def canonical(t: Target, indent: int, name: str, target: str, what: str = "") ->
     )
 
 
+def enum_members(spec_info: str, enum: str) -> Edit:
+    """Our names as members of SGLang's SpeculativeAlgorithm enum, after NGRAM."""
+    members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
+    return Edit(spec_info, enum, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + members)
+
+
+def enum_predicates(enum: str) -> str:
+    """The enum's is_dflash_chain() / is_ddtree() methods."""
+    return (
+        "    def is_dflash_chain(self) -> bool:\n"
+        f"        return self == {enum}.{DFLASH_CHAIN}\n\n"
+        "    def is_ddtree(self) -> bool:\n"
+        f"        return self == {enum}.{DDTREE}\n"
+    )
+
+
 def algorithm_edits(t: Target) -> list[Edit]:
     """`algorithm.DraftTreeAlgorithm` as members of SGLang's enum: is_eagle(), no spec v2, its create_worker."""
     if t.v2:
         return algorithm_edits_v2(t)
     spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
-    members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
     return [
-        Edit(spec_info, enum, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + members),
+        enum_members(spec_info, enum),
         Edit(
             spec_info,
             f"{enum}.is_eagle",
@@ -439,10 +454,7 @@ def algorithm_edits(t: Target) -> list[Edit]:
             spec_info,
             f"{enum}.supports_spec_v2",
             "    def supports_spec_v2(self) -> bool:\n        return self.is_eagle() or self.is_standalone()\n",
-            "    def is_dflash_chain(self) -> bool:\n"
-            f"        return self == {enum}.{DFLASH_CHAIN}\n\n"
-            "    def is_ddtree(self) -> bool:\n"
-            f"        return self == {enum}.{DDTREE}\n\n"
+            enum_predicates(enum) + "\n"
             "    def supports_spec_v2(self) -> bool:\n" + if_ours(8, "self") + "            return False\n"
             "        return self.is_eagle() or self.is_standalone()\n",
         ),
@@ -467,18 +479,13 @@ def algorithm_edits_v2(t: Target) -> list[Edit]:
     KV of SGLang's), the server arguments resolved as the registry's `validate_server_args` resolves them, and
     create_worker returning the spec-v2 worker."""
     spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
-    members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
     return [
-        Edit(spec_info, enum, "    NGRAM = auto()\n", "    NGRAM = auto()\n" + members),
+        enum_members(spec_info, enum),
         Edit(
             spec_info,
             f"{enum}.is_ngram",
             f"    def is_ngram(self) -> bool:\n        return self == {enum}.NGRAM\n",
-            f"    def is_ngram(self) -> bool:\n        return self == {enum}.NGRAM\n\n"
-            "    def is_dflash_chain(self) -> bool:\n"
-            f"        return self == {enum}.{DFLASH_CHAIN}\n\n"
-            "    def is_ddtree(self) -> bool:\n"
-            f"        return self == {enum}.{DDTREE}\n",
+            f"    def is_ngram(self) -> bool:\n        return self == {enum}.NGRAM\n\n" + enum_predicates(enum),
         ),
         Edit(
             upstream_path("sglang.srt.speculative.spec_registry"),
