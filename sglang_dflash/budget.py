@@ -82,7 +82,7 @@ def plan_budget(accept_probs: Tensor, cost: VerifyCost, max_total: int | None = 
     order = torch.sort(flat, descending=True, stable=True).indices  # ties: row-major order, so prefixes per row
     gains = torch.cat([flat.new_zeros(1), flat[order].cumsum(0)])  # gains[B]: expected accepted drafts of the top B
     best_rate, best_b = -1.0, 0
-    for b in range(min(R * M, R * M if max_total is None else max_total) + 1):
+    for b in range((R * M if max_total is None else min(R * M, max_total)) + 1):
         seconds = cost.of(R + b)
         if seconds is None:
             break
@@ -102,7 +102,6 @@ def tree_accept_probs(tree: DraftTree, draft_logits: Tensor) -> Tensor:
     the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`."""
     R, N = tree.token_ids.shape
     logp = torch.log_softmax(draft_logits.float(), dim=-1)
-    depth = (tree.depths[:, 1:] - 1).clamp_min(0)
-    own = logp[torch.arange(R, device=logp.device)[:, None], depth, tree.token_ids[:, 1:]]  # [R, N - 1]
+    own = logp[torch.arange(R, device=logp.device)[:, None], tree.depths[:, 1:] - 1, tree.token_ids[:, 1:]]  # [R, N - 1]
     path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # sum over each node's path
     return path.exp()
