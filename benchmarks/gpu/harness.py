@@ -489,6 +489,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
+    if args.also_overlap:  # spec-v2 SGLang: ours under its overlap scheduler
+        runs += [SGLangRun(f"{r.name}-overlap", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_OVERLAP="1"))
+                 for r in runs if r.plugin and r.name != "sglang-builtin-dflash"]  # fmt: skip
     if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
         runs += [
             SGLangRun(f"{r.name}-sglanggdn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_GDN="0"))
@@ -928,6 +931,12 @@ def parse_args(argv=None):
         type=lambda s: s.split(","),
         default=None,
         help="only these SGLang runs, comma-separated, run in this order (e.g. sglang-dflash to debug it without the stock run)",
+    )
+    p.add_argument(
+        "--also-overlap",
+        action="store_true",
+        help="on spec-v2 SGLang (0.5.23), each of our runs (and its -nograph variant) once more with "
+        "SGLANG_DFLASH_OVERLAP=1: under SGLang's overlap scheduler (stock SGLang runs with it anyway)",
     )
     p.add_argument(
         "--also-sglang-gdn",

@@ -13,14 +13,18 @@ Lifecycle (0.5.23 `Scheduler.init_model_worker`):
   init_attention_backends the hidden capture and the tree-verify workspace on the target, before its CUDA graphs
   init_cuda_graphs       the drafter's graphs (warm-up)
 
-Decode step (`_forward_decode`):
+Decode step (`_forward_decode`), nothing read back from the device (host values: the scheduler's):
   draft   roots = spec_info.bonus_tokens; one drafter pass -> chain or tree (`_build_tree`)
   verify  EagleVerifyInput over req_to_token[seq_len : seq_len + N] (`eagle_prepare_for_verify`), TARGET_VERIFY
   accept  `accept_greedy` / `accept_sampling` (rank 0's draws at TP > 1)
   commit  the accepted nodes' KV slots to the front of the window (`front_accepted_slots`: a permutation inside the
-          window, so the request keeps exactly the slots the scheduler mapped), GDN states, drafter context
+          window, so the request keeps exactly the slots the scheduler mapped), GDN states; then the new lengths are
+          published (`on_publish`: the overlap scheduler prepares the next batch meanwhile), then the drafter context
+The drafter's context length per slot is known on the host only as a range after a step (`ContextLengths`); the
+next step's sequence length from the scheduler must lie in it.
 
-Runs on the synchronous (non-overlap) scheduler for now: `registered_spec_class` says supports_overlap=False.
+The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
+until a GPU run verifies it lossless there.
 """
 
 from __future__ import annotations
@@ -30,7 +34,14 @@ from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from torch import Tensor
 
 from ..ddtree import DraftTree, accept_greedy, accept_sampling
-from .dflash_worker import DDTreeWorker, DFlashWorker, extend_tap_layout, sampling_args, track_cuts
+from .dflash_worker import (
+    DDTreeWorker,
+    DFlashWorker,
+    extend_tap_layout,
+    sampling_args,
+    track_candidates,
+    track_cuts,
+)
 from .names import DFLASH_CHAIN, resolved
 from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
@@ -81,7 +92,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         pass
 
     def clear_cache_pool(self) -> None:
-        self.ctx_lens = [0] * len(self.ctx_lens)
+        self.ctx_lens.clear()
 
     def _check_num_nodes(self, block_size: int) -> None:
         (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._check_num_nodes(self, block_size)
@@ -91,63 +102,96 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
 
     # --- one scheduler step
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):
+        """One step. on_publish (the overlap scheduler's): called with the new sequence lengths once the target's
+        commits are enqueued, before the drafter's context, so that the scheduler prepares the next batch meanwhile."""
         if batch.forward_mode.is_idle():
             raise ValueError(f"{self.name}: idle batches (DP attention) are not supported")
         self._check_batch(batch)
+        publish = on_publish or (lambda new_seq_lens: None)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
-            result = self._forward_extend(batch, pp_proxy_tensors)
-        else:
-            result = self._forward_decode(batch)
-        if on_publish is not None:
-            on_publish(result.new_seq_lens)
-        return result
+            return self._forward_extend(batch, pp_proxy_tensors, publish)
+        return self._forward_decode(batch, publish)
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
         from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
 
         return make_draft_input_v2(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
 
-    def _forward_extend(self, batch, pp_proxy_tensors):
+    def _forward_extend(self, batch, pp_proxy_tensors, publish):
         """Target prefill (first token sampled as usual), then the drafter's context for the extend tokens."""
         result = self.target_worker.forward_batch_generation(batch, pp_proxy_tensors=pp_proxy_tensors)
+        result.new_seq_lens = batch.seq_lens
+        publish(result.new_seq_lens)
         ext, pre = list(batch.extend_lens), list(batch.prefix_lens)
         for p, e in zip(pre, ext):
             self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))
         rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)
         self.drafter.append_context(self.cache, taps[rows], batch.req_pool_indices.long(), starts, nodes)
-        for slot, p, e in zip(batch.req_pool_indices.tolist(), pre, ext):
-            self.ctx_lens[slot] = p + e
+        for req, p, e in zip(batch.reqs, pre, ext):
+            self.ctx_lens.set(req.req_pool_idx, p + e)
         result.logits_output.hidden_states = None
-        result.new_seq_lens = batch.seq_lens
         result.next_draft_input = self._draft_input(result.next_token_ids, batch.seq_lens)
         return result
 
-    def _forward_decode(self, batch):
+    def _forward_decode(self, batch, publish):
+        """draft -> verify -> accept -> commit, publish -> drafter context. Reads nothing back from the device: under
+        the overlap scheduler the host prepares the next batch while this one runs (host values: the scheduler's)."""
+        if batch.seq_lens.is_cuda:  # the overlap scheduler made it on its own stream
+            batch.seq_lens.record_stream(torch.cuda.current_stream(batch.seq_lens.device))
+        slots_cpu, seq_cpu = self._check_step(batch)
+        self.profile.start()
+        tree = self._draft(batch)
+        self.profile.mark("tree")
+        logits, tree_gdn, graph_bs, result = self._verify(batch, tree, seq_cpu)
+        self.profile.mark("verify")
+        acc, tokens, accept_lens, new_seq_lens = self._accept(batch, tree, logits)
+        self.profile.mark("accept")
+        self._commit(batch, tree, acc, seq_cpu, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
+        publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
+        self._append_verified(batch.batch_size(), batch.req_pool_indices.long(), batch.seq_lens.long(), acc.accepted_nodes)
+        max_keep = min(self.num_nodes, tree.max_depth + 1)
+        for slot, s in zip(slots_cpu, seq_cpu):
+            self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
+        self.profile.mark("context")
+        self.profile.end(batch.batch_size())
+
         from sglang.srt.managers.utils import GenerationBatchResult
+
+        result.logits_output.hidden_states = None
+        return GenerationBatchResult(
+            logits_output=result.logits_output,
+            next_token_ids=tokens.reshape(-1),
+            accept_lens=accept_lens,
+            can_run_cuda_graph=result.can_run_cuda_graph,
+            next_draft_input=self._draft_input(acc.bonus_tokens, new_seq_lens),
+            speculative_num_draft_tokens=self.num_nodes,
+            new_seq_lens=new_seq_lens,
+        )
+
+    def _draft(self, batch) -> DraftTree:
+        """One drafter pass from each request's bonus token (the root) -> the chain or tree to verify."""
+        roots = batch.spec_info.bonus_tokens.long()
+        return self._build_tree(roots, self._run_drafter(roots, batch.req_pool_indices.long(), batch.seq_lens.long()))
+
+    def _verify(self, batch, tree: DraftTree, seq_cpu: list[int]):
+        """TARGET_VERIFY of the trees over req_to_token[seq_len : seq_len + N] (the scheduler mapped the slots).
+        Returns (logits [bs, N, V], tree-verify workspace, graph batch size or None, the target's result)."""
         from sglang.srt.speculative.eagle_utils import eagle_prepare_for_verify
 
-        bs, N = batch.batch_size(), self.num_nodes
-        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
-        slots_cpu, seq_cpu = self._check_step(batch)
-
-        # draft
-        self.profile.start()
-        roots = batch.spec_info.bonus_tokens.long()
-        tree = self._build_tree(roots, self._run_drafter(roots, slots, seq_lens))
-        self.profile.mark("tree")
-
-        # verify
         spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
+        if tree_gdn is None:
+            raise RuntimeError(f"{self.name} on spec v2 needs the tree GDN verify (SGLANG_DFLASH_TREE_GDN=0 is v1 only)")
         batch.spec_info = spec_info  # the scheduler restores the batch's fields after the step
         forward_batch, _ = eagle_prepare_for_verify(spec_info, self.model_runner.req_to_token_pool, batch, self.target_worker)
         self.profile.mark("prepare")
         result = self.target_worker.forward_batch_generation(None, forward_batch=forward_batch, is_verify=True)
-        self.profile.mark("verify")
-        logits_output = result.logits_output
+        logits = result.logits_output.next_token_logits.view(batch.batch_size(), self.num_nodes, -1)
+        return logits, tree_gdn, graph_bs, result
 
-        # accept
-        logits = logits_output.next_token_logits.view(bs, N, -1)
+    def _accept(self, batch, tree: DraftTree, logits: Tensor):
+        """Greedy or sampled acceptance (rank 0's draws at TP > 1). Returns (acceptance, tokens [bs, N]: row i's first
+        accept_lens[i] are the accepted tokens and the bonus, accept_lens int32 [bs], new sequence lengths [bs])."""
         sampling = sampling_args(batch.sampling_info)
         if sampling is None:
             acc = accept_greedy(tree, logits)
@@ -155,46 +199,36 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
             acc = accept_sampling(tree, logits, **sampling)
             if self.tp_size > 1:
                 broadcast_decisions([acc.accept_len, acc.accepted_nodes, acc.bonus_tokens], self.tp_src, self.tp_group)
-        tokens = committed_tokens(tree, acc, N)
         accept_lens = (acc.accept_len + 1).to(torch.int32)
-        new_seq_lens = seq_lens + accept_lens.to(seq_lens.dtype)
-        self.profile.mark("accept")
+        seq_lens = batch.seq_lens.long()
+        return acc, committed_tokens(tree, acc, self.num_nodes), accept_lens, seq_lens + accept_lens.to(seq_lens.dtype)
 
-        # commit: KV slots, GDN states, drafter context
-        req_to_token = self.model_runner.req_to_token_pool.req_to_token
-        front_accepted_slots(req_to_token, slots, seq_lens, acc.accepted_nodes, N)
-        keep = accept_lens.tolist()
+    def _commit(self, batch, tree: DraftTree, acc, seq_cpu: list[int], tree_gdn, graph_bs: int | None) -> None:
+        """The accepted nodes' KV slots to the front of each window (`front_accepted_slots`: a permutation inside the
+        window, so the request keeps exactly the slots the scheduler mapped) and their GDN states (and extra_buffer's
+        tracking states)."""
+        bs, runner = batch.batch_size(), self.model_runner
+        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
+        front_accepted_slots(runner.req_to_token_pool.req_to_token, slots, seq_lens, acc.accepted_nodes, self.num_nodes)
         self.profile.mark("commit")
-        if tree_gdn is not None:
-            runner = self.model_runner
-            mamba_slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
-            graph = graph_bs if result.can_run_cuda_graph else None
-            if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
-                cuts = track_cuts(seq_cpu, keep, self.server_args.mamba_track_interval)
-                if any(c >= 0 for c in cuts):
-                    cut = torch.tensor(cuts, device=self.device)
-                    track = torch.where(cut >= 0, batch.mamba_track_indices[:bs], -1)
-                    tree_gdn.track(runner.req_to_token_pool, mamba_slots, track, acc.accepted_nodes, cut, graph)
-            tree_gdn.commit(runner.req_to_token_pool, mamba_slots, acc.accepted_nodes, graph)
-        else:
-            raise RuntimeError(f"{self.name} on spec v2 needs the tree GDN verify (SGLANG_DFLASH_TREE_GDN=0 is v1 only)")
+        mamba_slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
+        if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
+            interval = track_interval(batch)
+            rows = track_candidates(seq_cpu, min(self.num_nodes, tree.max_depth + 1), interval)
+            if rows:
+                cut = track_cuts(seq_lens, acc.accept_len + 1, interval)
+                tree_gdn.track(runner.req_to_token_pool, mamba_slots, batch.mamba_track_indices[:bs], acc.accepted_nodes,
+                               cut, graph_bs, rows)  # fmt: skip
+        tree_gdn.commit(runner.req_to_token_pool, mamba_slots, acc.accepted_nodes, graph_bs)
         self.profile.mark("gdn_commit")
-        self._append_verified(bs, slots, seq_lens, acc.accepted_nodes)
-        for slot, s, k in zip(slots_cpu, seq_cpu, keep):
-            self.ctx_lens[slot] = s + k
-        self.profile.mark("context")
-        self.profile.end(bs)
 
-        logits_output.hidden_states = None
-        return GenerationBatchResult(
-            logits_output=logits_output,
-            next_token_ids=tokens.reshape(-1),
-            accept_lens=accept_lens,
-            can_run_cuda_graph=result.can_run_cuda_graph,
-            next_draft_input=self._draft_input(acc.bonus_tokens, new_seq_lens),
-            speculative_num_draft_tokens=N,
-            new_seq_lens=new_seq_lens,
-        )
+
+def track_interval(batch) -> int:
+    """The prefix-cache tracking grid of SGLang 0.5.23's extra_buffer: the least common multiple of the mamba
+    checkpoint grid and --mamba-track-interval (its own verify tracks there)."""
+    from sglang.srt.runtime_context import mamba_track_grid
+
+    return mamba_track_grid(batch.tree_cache.page_size)
 
 
 def dummy_verify_input(custom_mask: Tensor, num_draft_tokens: int):

@@ -160,13 +160,42 @@ def truncate_acceptance(acc: Acceptance, keep: list[int]) -> Acceptance:
     return Acceptance(accept_len=(k - 1).clamp(min=0), accepted_nodes=cut, bonus_tokens=acc.bonus_tokens)
 
 
-def track_cuts(seq_lens: list[int], keep: list[int], interval: int) -> list[int]:
+def track_cuts(seq_lens: Tensor, keep: Tensor, interval: int) -> Tensor:
     """--mamba-scheduler-strategy extra_buffer's prefix-cache tracking, as SGLang's `_mamba_verify_update`: per
     request, the index on its accepted path (keep[r] nodes from position seq_lens[r]) whose state ends at a
-    multiple of `interval`, or -1 where this step crosses none."""
-    return [
-        (s + k) // interval * interval - s - 1 if s // interval != (s + k) // interval else -1 for s, k in zip(seq_lens, keep)
-    ]
+    multiple of `interval`, or -1 where this step crosses none. long [R] on keep's device, no host read."""
+    s, end = seq_lens.long(), seq_lens.long() + keep.long()
+    return torch.where(s // interval != end // interval, end // interval * interval - s - 1, -1)
+
+
+def track_candidates(seq_lens: list[int], max_keep: int, interval: int) -> list[int]:
+    """The requests (indices) whose accepted path of up to max_keep nodes from seq_lens[r] may cross a multiple of
+    `interval`: a superset of those with a cut, known on the host before the device's acceptance is."""
+    return [r for r, s in enumerate(seq_lens) if s // interval != (s + max_keep) // interval]
+
+
+class ContextLengths:
+    """Each request slot's drafter context length, kept on the host: exact after an extend (or a spec-v1 step); after
+    a spec-v2 decode step, a range (`set(slot, low, up_to=high)`), as the accepted count stays on the device. The next
+    step's sequence length, which the scheduler knows, must lie in it (`check`) and makes it exact again."""
+
+    def __init__(self, num_slots: int):
+        self.low, self.high = [0] * num_slots, [0] * num_slots
+
+    def set(self, slot: int, length: int, up_to: int | None = None) -> None:
+        self.low[slot], self.high[slot] = length, length if up_to is None else up_to
+
+    def check(self, slot: int, length: int) -> str | None:
+        """None, and the slot's length known exactly, if `length` lies in its range; else what is wrong."""
+        low, high = self.low[slot], self.high[slot]
+        if not low <= length <= high:
+            drafter = f"{low}" if low == high else f"{low}..{high}"
+            return f"slot {slot} has {length} tokens in the KV cache, the drafter {drafter}"
+        self.set(slot, length)
+        return None
+
+    def clear(self) -> None:
+        self.__init__(len(self.low))
 
 
 def emit_tokens(req, tokens: list[int], think_end_id: int | None = None) -> int:
@@ -355,7 +384,7 @@ class DFlashWorker:
             self.name, pool_size, 2 * self.cache.k.numel() * self.cache.k.element_size() / 2**30, self.max_len,
             env.DRAFT_MAX_LEN.name,
         )  # fmt: skip
-        self.ctx_lens = [0] * num_slots  # host copy: drafter context length per slot
+        self.ctx_lens = ContextLengths(num_slots)
         # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
         # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
@@ -386,7 +415,7 @@ class DFlashWorker:
         return self
 
     def clear_cache_pool(self):
-        self.ctx_lens = [0] * len(self.ctx_lens)
+        self.ctx_lens.clear()
 
     def _check_num_nodes(self, block_size: int) -> None:
         if not 2 <= self.num_nodes <= block_size:
@@ -402,10 +431,11 @@ class DFlashWorker:
     def _check_step(self, batch) -> tuple[list[int], list[int]]:
         """A decode step's requests: each has as many tokens in the KV cache as in the drafter's context, and room for
         the step's nodes. Returns their request slots and sequence lengths (host lists)."""
-        slots_cpu, seq_cpu = batch.req_pool_indices.tolist(), batch.seq_lens_cpu.tolist()
+        slots_cpu, seq_cpu = [req.req_pool_idx for req in batch.reqs], batch.seq_lens_cpu.tolist()
         for slot, s in zip(slots_cpu, seq_cpu):
-            if s != self.ctx_lens[slot]:
-                raise RuntimeError(f"{self.name}: slot {slot} has {s} tokens in the KV cache, the drafter {self.ctx_lens[slot]}")
+            wrong = self.ctx_lens.check(slot, s)
+            if wrong:
+                raise RuntimeError(f"{self.name}: {wrong}")
             self._check_fits(s + self.num_nodes)
         return slots_cpu, seq_cpu
 
@@ -475,14 +505,14 @@ class DFlashWorker:
         mwb = batch.get_model_worker_batch()
         result = self.target_worker.forward_batch_generation(mwb)
         ext, pre = list(batch.extend_lens), list(batch.prefix_lens)
-        slots_cpu = batch.req_pool_indices.tolist()
+        slots_cpu = [req.req_pool_idx for req in batch.reqs]
         for p, e in zip(pre, ext):  # p > 0: a chunked prefill goes on, or a prefix-cache hit (context already pooled)
             self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))
         rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)
         self.drafter.append_context(self.cache, taps[rows], batch.req_pool_indices.long(), starts, nodes)
         for slot, p, e in zip(slots_cpu, pre, ext):
-            self.ctx_lens[slot] = p + e
+            self.ctx_lens.set(slot, p + e)
         return GenerationBatchResult(
             logits_output=result.logits_output,
             next_token_ids=result.next_token_ids,
@@ -598,11 +628,12 @@ class DFlashWorker:
             slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
             graph = graph_bs if result.can_run_cuda_graph else None
             if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
-                cuts = track_cuts(seq_cpu, keep, self.server_args.mamba_track_interval)
-                if any(c >= 0 for c in cuts):
-                    cut = torch.tensor(cuts, device=self.device)
-                    track = torch.where(cut >= 0, batch.mamba_track_indices[:bs], -1)
-                    tree_gdn.track(runner.req_to_token_pool, slots, track, acc.accepted_nodes, cut, graph)
+                interval = self.server_args.mamba_track_interval
+                cut = track_cuts(torch.tensor(seq_cpu), torch.tensor(keep), interval)
+                hits = (cut >= 0).nonzero().flatten().tolist()  # host tensors: no device read
+                if hits:
+                    track_slots, cut = batch.mamba_track_indices[:bs], cut.to(self.device)
+                    tree_gdn.track(runner.req_to_token_pool, slots, track_slots, acc.accepted_nodes, cut, graph, hits)
             tree_gdn.commit(runner.req_to_token_pool, slots, acc.accepted_nodes, graph)
         elif any(getattr(runner, a, None) is not None for a in ("hybrid_gdn_config", "mamba2_config", "hybrid_lightning_config")):
             res = SimpleNamespace(accepted_indices=flat_accept, **{fields().result_accepted_per_req: accept_len_cpu})
@@ -613,7 +644,7 @@ class DFlashWorker:
         # 7. drafter context for the committed tokens
         self._append_verified(bs, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
         for slot, s, k in zip(slots_cpu, seq_cpu, keep):
-            self.ctx_lens[slot] = s + k
+            self.ctx_lens.set(slot, s + k)
         self.profile.mark("context")
         self.profile.end(bs)
 

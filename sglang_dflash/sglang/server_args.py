@@ -4,7 +4,7 @@ Runs inside `ServerArgs._handle_speculative_decoding` (the plugin's hook), befor
 handling, on the ServerArgs object itself. Defaults: DFLASH_CHAIN verifies the drafter's whole block
 (`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
 `--speculative-num-draft-tokens` (default 33: the root and a budget of 32), tree depth up to
-block size - 1. Both run SGLang's non-overlap scheduler.
+block size - 1. Both run SGLang's non-overlap scheduler (on spec-v2 SGLang, SGLANG_DFLASH_OVERLAP=1: the overlap one).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import json
 import logging
 from pathlib import Path
 
+from .. import env
 from ..kernels.tree_build import MAX_TRITON_BUDGET as MAX_BUDGET
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
 from .names import DFLASH_CHAIN
@@ -139,8 +140,9 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
         raise ServerArgsError(
             f"--mamba-track-interval ({args.mamba_track_interval}) must be >= --speculative-num-draft-tokens ({nodes})"
         )
-    if not args.disable_overlap_schedule:
-        logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled.", name)
+    if not args.disable_overlap_schedule and not (spec_v2 and env.OVERLAP.on()):
+        logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled%s.", name,
+                       f" ({env.OVERLAP.name}=1 for the overlap one, not yet verified on a GPU)" if spec_v2 else "")  # fmt: skip
         args.disable_overlap_schedule = True
     resolve_radix_cache(args)
     if args.enable_mixed_chunk:

@@ -266,17 +266,21 @@ class TreeVerifyWorkspace:
                 self.commit_tables[graph_rows] = cached
         return cached[1], cached[2]
 
-    def track(self, req_to_token_pool, slots: Tensor, track_slots: Tensor, accepted_nodes: Tensor, cut: Tensor, graph_bs):
-        """Before `commit`, for extra_buffer's prefix-cache tracking: GDN slot track_slots[r] (-1: none) <- the state
-        after the first cut[r] + 1 nodes of request r's accepted path (slots[r]'s state copied, then committed)."""
+    def track(self, req_to_token_pool, slots: Tensor, track_slots: Tensor, accepted_nodes: Tensor, cut: Tensor, graph_bs,
+              rows: list[int]) -> None:  # fmt: skip
+        """Before `commit`, for extra_buffer's prefix-cache tracking: GDN slot track_slots[r] <- the state after the
+        first cut[r] + 1 nodes of request r's accepted path, where cut[r] >= 0 (slots[r]'s state copied, then
+        committed); other track slots are left as they are. rows: host-known requests, a superset of those with
+        cut >= 0 (the copy touches only them; nothing is read back from the device)."""
         pools = req_to_token_pool.get_speculative_mamba2_params_all_layers()
-        rows = track_slots >= 0
-        src, dst = slots[rows], track_slots[rows]
-        pools.temporal[:, dst] = pools.temporal[:, src]
-        pools.conv[0][:, dst] = pools.conv[0][:, src]
+        index = torch.tensor(rows, dtype=torch.long, device=slots.device)
+        src, dst, hit = slots[index].long(), track_slots[index].long(), cut[index] >= 0
+        for pool in (pools.temporal, pools.conv[0]):  # [layers, slots, ...]
+            keep = hit.view(1, -1, *[1] * (pool.dim() - 2))
+            pool[:, dst] = torch.where(keep, pool[:, src], pool[:, dst])
         depth = torch.arange(accepted_nodes.shape[1], device=accepted_nodes.device)
         prefix = torch.where(depth[None, :] <= cut[:, None], accepted_nodes, -1)
-        self.commit(req_to_token_pool, track_slots, prefix, graph_bs)
+        self.commit(req_to_token_pool, torch.where(cut >= 0, track_slots, -1), prefix, graph_bs)
 
 
 def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace | None:

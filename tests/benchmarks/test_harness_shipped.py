@@ -106,6 +106,15 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
             assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name
 
 
+def test_overlap_runs_are_ours_with_the_switch(tmp_path):
+    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63", "--also-overlap"])
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
+    assert set(runs) == {"sglang", "sglang-ddtree63", "sglang-builtin-dflash", "sglang-ddtree63-overlap"}
+    assert runs["sglang-ddtree63-overlap"].env == {"SGLANG_DFLASH_OVERLAP": "1"} and runs["sglang-ddtree63"].env == {}
+    assert runs["sglang-ddtree63-overlap"].engine_kwargs == runs["sglang-ddtree63"].engine_kwargs
+
+
 def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
     args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "--budgets", "32,64", "--also-sglang-gdn",
                                "--runs", "sglang,sglang-ddtree64-sglanggdn,sglang-ddtree32"])  # fmt: skip

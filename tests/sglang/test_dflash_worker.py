@@ -24,6 +24,7 @@ from sglang_dflash.sglang.dflash_worker import (
     local_vocab_range,
     request_unsupported,
     sampling_args,
+    track_candidates,
     track_cuts,
     truncate_acceptance,
 )
@@ -381,8 +382,13 @@ def test_track_cuts_find_the_node_that_ends_on_a_tracking_point(interval):
         hits = [t for t in range(k) if (s + t + 1) % interval == 0]
         assert len(hits) <= 1
         expected.append(hits[0] if hits else -1)
-    assert track_cuts(seq, keep, interval) == expected
+    assert track_cuts(torch.tensor(seq), torch.tensor(keep), interval).tolist() == expected
     assert expected[0] == 0 and (interval == 1 or expected[1] == -1)
+    # the host's candidates before the device's acceptance: every request that can cut with up to max_keep nodes
+    max_keep = min(interval, 17)
+    candidates = set(track_candidates(seq, max_keep, interval))
+    can_cut = {r for r, s in enumerate(seq) if any((s + t + 1) % interval == 0 for t in range(max_keep))}
+    assert candidates == can_cut and {r for r, c in enumerate(expected) if c >= 0} <= candidates
 
 
 def random_drafter(hidden: int, heads: int, kv_heads: int, head_dim: int, vocab: int, block: int, std: float, device="cpu"):

@@ -149,7 +149,8 @@ def probe(pair):
     stock = ("plain", "eagle", "dflash") if RELEASE.has_dflash else ("plain", "eagle")
     off = run_fresh(PROBE, json.dumps({k: cases[k] for k in stock}), env={"SGLANG_DFLASH_DISABLE": "1"})
     without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
-    override = run_fresh(PROBE, json.dumps({"dflash": cases["dflash"]}), env={"SGLANG_DFLASH_OVERRIDE_DFLASH": "1"})
+    switches = {"SGLANG_DFLASH_OVERRIDE_DFLASH": "1", "SGLANG_DFLASH_OVERLAP": "1"}  # independent: one process
+    override = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("dflash", "ddtree_cmd")}), env=switches)
     with_override = json.loads(override.stdout.split("RESULTS", 1)[1])
     return with_plugin, without_plugin, with_override
 
@@ -189,6 +190,8 @@ def test_issue_command_resolves_to_our_algorithm(probe):
         off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
         assert off["disable_radix_cache"] and off["all_fields"][STRATEGY] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == workers[0]
+    overlap = probe[2]["ddtree_cmd"]  # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler, where spec v2 has it
+    assert overlap["disable_overlap_schedule"] is (not V2) and overlap["create_worker"] == workers[0], overlap
 
 
 def test_dflash_is_sglangs_own_unless_opted_in(probe):

@@ -104,7 +104,7 @@ def worker_v2(monkeypatch):
     import sglang.srt.runtime_context as runtime_context
 
     from sglang_dflash.sglang import ddtree_worker_v2
-    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+    from sglang_dflash.sglang.dflash_worker import ContextLengths, DFlashWorker
 
     target = SimpleNamespace(
         model_runner=SimpleNamespace(attn_backend="target-attn", spec_algorithm=None, prewarm_sampling=lambda: "prewarmed"),
@@ -113,7 +113,9 @@ def worker_v2(monkeypatch):
 
     def load(self, server_args, gpu_id, tp_rank, target_worker):
         self.drafter = torch.nn.Linear(3, 5, dtype=torch.bfloat16)  # 15 + 5 bf16 values: 40 bytes
-        self._target_worker, self.model_runner, self.ctx_lens = target_worker, target_worker.model_runner, [7, 9]
+        self._target_worker, self.model_runner, self.ctx_lens = target_worker, target_worker.model_runner, ContextLengths(2)
+        self.ctx_lens.set(0, 7)
+        self.ctx_lens.set(1, 9, up_to=12)
 
     monkeypatch.setattr(DFlashWorker, "_load_drafter", load)
     monkeypatch.setattr(runtime_context, "get_parallel", lambda: SimpleNamespace(tp_rank=0))
@@ -136,7 +138,7 @@ def test_v2_worker_answers_the_scheduler(worker_v2):
     w.note_request_finished(rid="r", natural_stop=True)
     w.init_hicache_draft_plan()
     w.clear_cache_pool()
-    assert w.ctx_lens == [0, 0]
+    assert w.ctx_lens.low == w.ctx_lens.high == [0, 0]
     assert w.word == "target"  # anything else the scheduler asks of a spec worker: the target worker's
     with pytest.raises(AttributeError):
         w.no_such_attribute

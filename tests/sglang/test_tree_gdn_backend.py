@@ -171,21 +171,22 @@ def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, grap
 
     accepted_nodes = accepted_paths(parents, N, gen)  # a root path to a random node; its last is the kept step
     accept = (accepted_nodes >= 0).sum(1) - 1  # accepted draft nodes
-    # extra_buffer's tracking first (even requests): a free slot gets the state after `cut` accepted nodes
+    # extra_buffer's tracking first: every request has a free track slot; the even ones cross a tracking point (their
+    # slot gets the state after `cut` accepted nodes), the odd ones do not (cut -1), yet are among the rows passed
     free = [i for i in range(S) if i not in slots.tolist()]
-    track = torch.tensor([free[r] if r % 2 == 0 else -1 for r in range(R)])
-    cut = (torch.rand(R, generator=gen) * (accept + 1)).long()
-    ws.track(pool, slots, track, accepted_nodes, cut, graph_rows)
+    track = torch.tensor(free[:R])
+    cut = torch.where(torch.arange(R) % 2 == 0, (torch.rand(R, generator=gen) * (accept + 1)).long(), -1)
+    ws.track(pool, slots, track, accepted_nodes, cut, graph_rows, rows=list(range(R)))
     ws.commit(pool, slots, accepted_nodes, graph_rows)
     untouched = torch.ones(S, dtype=torch.bool)
     untouched[slots.long()] = False
-    untouched[track[track >= 0]] = False
+    untouched[track[cut >= 0]] = False
     for i, (_, conv_window, states) in enumerate(expected):
         for r in range(R):
             s, step = int(slots[r]), int(accepted_nodes[r, accept[r]])
             torch.testing.assert_close(pool.conv[i, s], conv_window[r, step], rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(pool.ssm[i, s], states[r, step], rtol=1e-5, atol=1e-5)
-            if track[r] >= 0:
+            if cut[r] >= 0:
                 t, c = int(track[r]), int(accepted_nodes[r, cut[r]])
                 torch.testing.assert_close(pool.conv[i, t], conv_window[r, c], rtol=1e-5, atol=1e-5)
                 torch.testing.assert_close(pool.ssm[i, t], states[r, c], rtol=1e-5, atol=1e-5)

@@ -1,0 +1,168 @@
+"""The spec-v2 worker's decode step (`DDTreeWorkerV2._forward_decode`) on CPU, with the target's verify forward and
+the drafter pass stood in for: a hand-worked step of two requests (tokens, lengths, KV window, GDN commit, extra_buffer
+tracking, drafter context, when the new lengths are published), and the same step on the `meta` device, where any
+read of a device tensor's values (`.tolist()`, `.item()`, `bool()`, masked indexing) raises: under SGLang's overlap
+scheduler the host prepares the next batch while the step runs, so the step must read nothing back.
+
+SGLang's runtime modules import `sgl_kernel`; the import-only stand-in goes first on sys.path where the real one is
+missing. Nothing here calls into it.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from paths import use_sgl_kernel_stand_in
+
+from sglang_dflash.sglang.plugin.activate import installed_version
+from sglang_dflash.sglang.plugin.versions import release
+
+pytestmark = pytest.mark.sglang  # also run against the other supported SGLang releases (.ci/run)
+
+pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
+RELEASE = release(installed_version() or "")
+if RELEASE is None or not RELEASE.registry:
+    pytest.skip(f"the spec-v2 worker serves registry releases only (SGLang {installed_version()})", allow_module_level=True)
+
+# One tree for both requests: node 1 (token 11) and node 2 (token 12) under the root, node 3 (token 13) under node 1.
+PARENTS = [-1, 0, 0, 1]
+N, VOCAB, INTERVAL = 4, 64, 8
+SLOTS, SEQ_LENS = [3, 1], [6, 9]  # request slots; committed lengths before the step
+# the target's argmax at each node: request 0 takes node 2 (12), then its bonus is 50; request 1 takes node 1 (11),
+# node 3 (13), then its bonus is 60
+ARGMAX = [[12, 0, 50, 0], [11, 13, 0, 60]]
+
+
+class Recorder:
+    """The tree-verify workspace, the drafter's context append and `on_publish`, each call recorded in order."""
+
+    def __init__(self):
+        self.calls = []
+
+    def set_parents(self, parents, graph_bs):
+        self.calls.append(("set_parents", graph_bs))
+
+    def track(self, pool, slots, track_slots, accepted_nodes, cut, graph_bs, rows):
+        self.calls.append(("track", cut, rows))
+
+    def commit(self, pool, slots, accepted_nodes, graph_bs):
+        self.calls.append(("commit", slots, accepted_nodes, graph_bs))
+
+    def append(self, R, slots, start, nodes):
+        self.calls.append(("context", slots, start, nodes))
+
+    def publish(self, new_seq_lens):
+        self.calls.append(("publish", new_seq_lens))
+
+
+def decode_step(monkeypatch, device: str, extra_buffer: bool):
+    """A DDTreeWorkerV2 step over the two requests on `device`. Returns (result, recorder, worker, req_to_token)."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.speculative import eagle_utils
+
+    from sglang_dflash.ddtree import tree_from_parents
+    from sglang_dflash.sglang import ddtree_worker_v2, dflash_worker
+    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+    from sglang_dflash.sglang.dflash_worker import ContextLengths
+    from sglang_dflash.sglang.plugin.activate import activate_runtime
+    from sglang_dflash.sglang.step_profile import StepProfile
+
+    activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))  # what a scheduler serving ours does
+    dev = torch.device(device)
+    rec = Recorder()
+    tokens = torch.tensor([[7, 11, 12, 13], [8, 11, 12, 13]])
+    tree = tree_from_parents(tokens, torch.tensor([PARENTS, PARENTS]), max_depth=2)
+    tree = type(tree)(**{k: v.to(dev) if torch.is_tensor(v) else v for k, v in vars(tree).items()})
+    logits = torch.full((2, N, VOCAB), -1.0)
+    for r, row in enumerate(ARGMAX):
+        for i, t in enumerate(row):
+            logits[r, i, t] = 1.0
+    req_to_token = torch.arange(4 * 32).view(4, 32) + 1000  # KV slot of (request slot, position)
+    target = SimpleNamespace(
+        forward_batch_generation=lambda batch, forward_batch, is_verify: SimpleNamespace(
+            logits_output=SimpleNamespace(next_token_logits=logits.view(2 * N, VOCAB).to(dev), hidden_states="taps"),
+            can_run_cuda_graph=False,
+        )
+    )
+    mamba = torch.tensor([5, 2], device=dev)
+    runner = SimpleNamespace(
+        req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(dev)),
+        attn_backend=SimpleNamespace(linear_attn_backend=SimpleNamespace(forward_metadata=SimpleNamespace(mamba_cache_indices=mamba))),
+    )  # fmt: skip
+
+    w = object.__new__(DDTreeWorkerV2)
+    w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, 1, 1000, dev
+    w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
+    w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
+    w.ctx_lens = ContextLengths(4)
+    for slot, s in zip(SLOTS, SEQ_LENS):
+        w.ctx_lens.set(slot, s)
+    w._run_drafter = lambda roots, slots, seq_lens: torch.zeros(2, 2, VOCAB, device=dev)
+    w._build_tree = lambda roots, local: tree
+    w._append_verified = rec.append
+    monkeypatch.setattr(dflash_worker, "tree_gdn_workspace", lambda: rec)
+    monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch: INTERVAL)
+    monkeypatch.setattr(eagle_utils, "eagle_prepare_for_verify", lambda spec_info, pool, batch, worker: ("fb", False))
+
+    batch = SimpleNamespace(
+        forward_mode=SimpleNamespace(is_idle=lambda: False, is_extend=lambda: False),
+        is_extend_in_batch=False,
+        reqs=[SimpleNamespace(req_pool_idx=s, sampling_params=SimpleNamespace(), rid=str(s)) for s in SLOTS],
+        req_pool_indices=torch.tensor(SLOTS, device=dev),
+        seq_lens=torch.tensor(SEQ_LENS, device=dev),
+        seq_lens_cpu=torch.tensor(SEQ_LENS),
+        spec_info=SimpleNamespace(bonus_tokens=tokens[:, 0].to(dev)),
+        sampling_info=SimpleNamespace(is_all_greedy=True),
+        mamba_track_indices=torch.tensor([6, 7], device=dev) if extra_buffer else None,
+        batch_size=lambda: 2,
+    )
+    result = w.forward_batch_generation(batch, on_publish=rec.publish)
+    return result, rec, w, runner.req_to_token_pool.req_to_token
+
+
+@pytest.mark.parametrize("extra_buffer", [False, True])
+def test_decode_step_hand_worked(monkeypatch, extra_buffer):
+    result, rec, w, req_to_token = decode_step(monkeypatch, "cpu", extra_buffer)
+    # request 0: root -> node 2 (12), bonus 50; request 1: root -> node 1 (11) -> node 3 (13), bonus 60
+    assert result.accept_lens.tolist() == [2, 3]
+    assert result.next_token_ids.view(2, N)[0, :2].tolist() == [12, 50]
+    assert result.next_token_ids.view(2, N)[1, :3].tolist() == [11, 13, 60]
+    assert result.new_seq_lens.tolist() == [8, 12] and result.next_draft_input.bonus_tokens.tolist() == [50, 60]
+    # each window's accepted nodes' KV slots first, in path order; the window keeps its own slots
+    for slot, s, path in ((3, 6, [0, 2]), (1, 9, [0, 1, 3])):
+        window = (1000 + slot * 32 + s + torch.arange(N)).tolist()
+        row = req_to_token[slot, s : s + N].tolist()
+        assert row[: len(path)] == [window[i] for i in path] and sorted(row) == window
+    assert req_to_token[0].tolist() == (1000 + torch.arange(32)).tolist()  # untouched
+
+    names = [c[0] for c in rec.calls]
+    expected = ["set_parents"] + (["track"] if extra_buffer else []) + ["commit", "publish", "context"]
+    assert names == expected, names  # published after the target's commits, before the drafter's context
+    commit = rec.calls[names.index("commit")]
+    assert commit[1].tolist() == [5, 2] and commit[2].tolist() == [[0, 2, -1], [0, 1, 3]] and commit[3] is None
+    assert rec.calls[names.index("publish")][1].tolist() == [8, 12]
+    context = rec.calls[names.index("context")]
+    assert context[1].tolist() == SLOTS and context[2].tolist() == SEQ_LENS
+    assert context[3].tolist() == [[0, 2, -1], [0, 1, 3]]
+    if extra_buffer:
+        # tracking point 8: request 0 (6 -> 8) ends on it after its second accepted node (cut 1); request 1 (9 -> 12)
+        # cannot reach 16 with at most 3 nodes, so only request 0 is a candidate
+        _, cut, rows = rec.calls[names.index("track")]
+        assert cut.tolist() == [1, -1] and rows == [0]
+
+    # the host knows each context length as a range until the scheduler's next lengths pin it
+    assert (w.ctx_lens.low[3], w.ctx_lens.high[3], w.ctx_lens.low[1], w.ctx_lens.high[1]) == (7, 9, 10, 12)
+    assert w.ctx_lens.check(3, 8) is None and (w.ctx_lens.low[3], w.ctx_lens.high[3]) == (8, 8)
+    assert w.ctx_lens.check(1, 13) == "slot 1 has 13 tokens in the KV cache, the drafter 10..12"
+
+
+@pytest.mark.parametrize("extra_buffer", [False, True])
+def test_decode_step_reads_nothing_back_from_the_device(monkeypatch, extra_buffer):
+    """On `meta` tensors every value read raises; the step runs through and publishes lengths still on the device."""
+    with pytest.raises(Exception):  # the detector itself: a meta tensor's values cannot be read
+        torch.zeros(2, device="meta").tolist()
+    result, rec, _, _ = decode_step(monkeypatch, "meta", extra_buffer)
+    assert result.accept_lens.is_meta and result.new_seq_lens.is_meta
+    assert [c[0] for c in rec.calls][-2:] == ["publish", "context"]
