@@ -71,11 +71,11 @@ Decode:
      positions seq_len_before .. seq_len_before + accept_len.
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
 
-Requests with min-p, penalties, custom logit processors, logit_bias, grammar or logprobs are aborted
-at admission with a message naming the feature (`request_unsupported`, the plugin's `add_request_to_queue` hook); page
-size > 1 is refused at start; with the radix cache (SGLang's default) a hybrid target's mamba strategy
-becomes extra_buffer (`server_args.resolve_radix_cache`). Sampled batches ran on the GPU (harness --sampled: they finish); their
-distribution is tested on CPU.
+Requests with min-p, penalties, custom logit processors, logit_bias, min_new_tokens, a sampling seed, beam search,
+watermarking, grammar or logprobs are aborted at admission with a message naming the feature (`request_unsupported`,
+the plugin's `add_request_to_queue` hook); page size > 1 is refused at start; with the radix cache (SGLang's default)
+a hybrid target's mamba strategy becomes extra_buffer (`server_args.resolve_radix_cache`). Sampled batches ran on the
+GPU (harness --sampled: they finish); their distribution is tested on CPU.
 """
 
 from __future__ import annotations
@@ -229,6 +229,12 @@ def request_unsupported(req) -> str | None:
         ),
         "logit_bias": bool(getattr(p, "logit_bias", None)),
         "custom logit processors": getattr(req, "custom_logit_processor", None) is not None,
+        # SGLang masks EOS until then with a logits penalizer, which the verify does not run
+        "min_new_tokens": (getattr(p, "min_new_tokens", 0) or 0) > 0,
+        # the sampled acceptance draws from its own generator, not the request's seeded one
+        "sampling_seed": getattr(p, "sampling_seed", None) is not None,
+        "beam search": (getattr(p, "beam_width", None) or 1) > 1,  # 0.5.23
+        "watermarking": getattr(p, "watermark", None) is not None,  # 0.5.23: a logits processor
     }
     found = [name for name, on in checks.items() if on]
     return "sglang-dflash workers do not support " + ", ".join(found) + " yet" if found else None

@@ -281,7 +281,8 @@ def test_sampling_args_map_sglang_sampling_info():
 def request(**params):
     """An SGLang Req as `request_unsupported` reads it: SamplingParams' defaults, overridden."""
     defaults = dict(min_p=0.0, frequency_penalty=0.0, presence_penalty=0.0, repetition_penalty=1.0, logit_bias=None,
-                    json_schema=None, regex=None, ebnf=None, structural_tag=None)  # fmt: skip
+                    json_schema=None, regex=None, ebnf=None, structural_tag=None, min_new_tokens=0, sampling_seed=None,
+                    beam_width=None, watermark=None)  # fmt: skip
     return_logprob = params.pop("return_logprob", False)
     processor = params.pop("custom_logit_processor", None)
     return SimpleNamespace(sampling_params=SimpleNamespace(**{**defaults, **params}), return_logprob=return_logprob,
@@ -299,6 +300,10 @@ def request(**params):
         (dict(repetition_penalty=1.1), "penalties"),
         (dict(logit_bias={"7": 2.0}), "logit_bias"),
         (dict(custom_logit_processor="serialized"), "custom logit processors"),
+        (dict(min_new_tokens=4), "min_new_tokens"),
+        (dict(sampling_seed=7), "sampling_seed"),
+        (dict(beam_width=4), "beam search"),
+        (dict(watermark=object()), "watermarking"),
     ],
 )
 def test_requests_the_workers_cannot_serve_are_named(override, named):
