@@ -15,10 +15,10 @@ throughputs measure the serving path (HTTP, scheduler, the workers' Python), not
 acceptance lengths are the pair's.
 
 Lossless over HTTP: before the benchmark, each server also answers --check-prompts greedy requests one at a time
-(token ids in, `output_ids` out, EOS ignored). Once every server has stopped, the outputs are compared with stock's
-token for token and judged as harness.py judges its runs: transformers' float32 logits along each output
-(teacher-forced), where a correct bf16 run differs from the argmax only at near ties (gap <= max(2 x stock's largest
-gap, 0.05)).
+(token ids in, `output_ids` out, EOS ignored; stock's with its top-2 logprobs). Once every server has stopped, each
+speculative server's outputs are judged against stock's by `verdict.judge`, as harness.py judges its runs: equal
+tokens, or a first difference at a near tie of stock's own logits. Teacher-forced gaps against transformers' float32
+logits are shown besides.
 
 Output under --out (default $OUT): live_server.log, <run>.server.log, <run>.bench.log, serving/<run>.{json,md},
 serving/compare.*, greedy.json (every server's greedy outputs and gaps), greedy.md (the verdict table).
@@ -40,6 +40,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness as h  # noqa: E402
+import verdict  # noqa: E402
+from verdict import top2_margins  # noqa: E402
 
 BENCH = h.REPO / "benchmarks" / "bench_serving.py"
 SERVE = (
@@ -66,11 +68,14 @@ def healthy(url: str) -> bool:
         return False
 
 
-def greedy(url: str, prompts: list[list[int]], max_new_tokens: int) -> tuple[list[list[int]], list[dict]]:
-    """Each prompt's greedy output ids from the server's native /generate, one request at a time, and its meta_info."""
+def greedy(url: str, prompts: list[list[int]], max_new_tokens: int, margins: bool) -> tuple[list[list[int]], list[dict]]:
+    """Each prompt's greedy output ids from the server's native /generate, one request at a time, and its meta_info
+    (margins: with the top-2 logprobs of each output position)."""
     outputs, metas = [], []
     for ids in prompts:
         body = dict(input_ids=ids, sampling_params=dict(temperature=0.0, max_new_tokens=max_new_tokens, ignore_eos=True))
+        if margins:
+            body.update(return_logprob=True, top_logprobs_num=2)
         req = urllib.request.Request(f"{url}/generate", json.dumps(body).encode(), {"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=120) as r:
             answer = json.loads(r.read())
@@ -96,8 +101,10 @@ def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path,
                 time.sleep(2)
             log.stamp(f"{run.name}: server up in {time.time() - t0:.0f} s; {len(check.extra['prompts'])} greedy requests")
             try:
-                check.outputs, metas = greedy(url, check.extra["prompts"], args.check_new_tokens)
+                check.outputs, metas = greedy(url, check.extra["prompts"], args.check_new_tokens, margins=not run.plugin)
                 check.extra["accept_length"] = [m.get("spec_accept_length") for m in metas]
+                if not run.plugin:
+                    check.extra["margins"] = [top2_margins(m["output_top_logprobs"]) for m in metas]
             except (OSError, KeyError, ValueError) as e:
                 check.error = f"{type(e).__name__}: {e}"
                 log.stamp(f"{run.name}: greedy check failed: {check.error}")
@@ -116,34 +123,35 @@ def serve_and_bench(run: h.SGLangRun, env: dict, args, prompts: Path, out: Path,
 
 
 def judge(target: Path, checks: list[h.Run], args, out: Path, log: h.Log) -> bool:
-    """Teacher-forced gaps of every server's greedy outputs (harness.teacher_forced_gaps), outputs equal to stock's
-    (checks[0]), into greedy.md / greedy.json. True if every server answered and none is past the near-tie tolerance."""
+    """Every speculative server's greedy outputs judged against stock's (checks[0]) by `verdict.judge`, with
+    teacher-forced gaps (harness.teacher_forced_gaps) besides, into greedy.md / greedy.json. True if stock and every
+    server of ours answered and all of ours are lossless (SGLang's own DFLASH is judged alike, not counted)."""
     import torch
 
     h.teacher_forced_gaps(target, [], checks, "cuda" if torch.cuda.is_available() else "cpu", log)
     stock = checks[0]
-    summary = {run.name: h.gap_summary(run) for run in checks if run.outputs is not None}
-    tolerance = max(2 * summary[stock.name][2], 0.05) if stock.outputs else 0.05
-    rows = ["| server | prompts equal to stock | tokens not transformers' argmax | largest gap | accept length |",
+    verdicts = {run.name: verdict.judge(run.outputs, stock.outputs, stock.extra.get("margins")) for run in checks[1:]}
+    rows = ["| server | verdict | tokens not transformers' argmax | largest gap | accept length |",
             "|---|---|---|---|---|"]  # fmt: skip
     for run in checks:
         if run.outputs is None:
             rows.append(f"| {run.name} | - | - | - | {run.error or 'not run'} |")
             continue
-        off, total, largest = summary[run.name]
-        equal = sum(a == b for a, b in zip(run.outputs, stock.outputs or [])) if stock.outputs else "-"
+        off, total, largest = h.gap_summary(run)
+        v = verdicts.get(run.name)
+        judged = "stock (the peer)" if v is None else f"{'lossless' if v.ok else 'NOT lossless'}: {v.summary()}"
         lengths = [x for x in run.extra.get("accept_length", []) if x]
         accept = f"{sum(lengths) / len(lengths):.2f}" if lengths else "-"
-        rows.append(f"| {run.name} | {equal}/{len(run.outputs)} | {off}/{total} | {largest:.3g} | {accept} |")
-    ok = all(run.outputs is not None and summary[run.name][2] <= tolerance for run in checks)
-    verdict = (f"lossless over HTTP: every server's greedy tokens are transformers' argmax up to gaps <= {tolerance:.3g}"
-               if ok else f"FAILED: a server did not answer or is past the near-tie gap {tolerance:.3g}")  # fmt: skip
+        rows.append(f"| {run.name} | {judged} | {off}/{total} | {largest:.3g} | {accept} |")
+    ok = stock.outputs is not None and all(v.ok for name, v in verdicts.items() if name != h.BUILTIN)
+    verdict_line = (f"lossless over HTTP: every server of ours equals stock's tokens or differs first at a near tie of "
+                    f"stock's logits (< {verdict.NEAR_TIE})" if ok else "FAILED: see the verdict column")  # fmt: skip
     n, new = len(checks[0].extra["prompts"]), args.check_new_tokens
     table = f"## Greedy over HTTP, {n} prompts x {new} new tokens, one request at a time\n\n" + "\n".join(rows)
-    (out / "greedy.md").write_text(f"{table}\n\n{verdict}\n")
+    (out / "greedy.md").write_text(f"{table}\n\n{verdict_line}\n")
     (out / "greedy.json").write_text(json.dumps([asdict(run) for run in checks], default=str))
     print(table)
-    log.stamp(verdict)
+    log.stamp(verdict_line)
     return ok
 
 

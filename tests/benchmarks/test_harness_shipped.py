@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from paths import ROOT
 
@@ -153,8 +154,9 @@ def test_parallel_queues_split_the_runs_over_gpu_groups(tmp_path):
 
 
 def test_live_server_greedy_check_judges_http_answers(tmp_path):
-    """live_server.greedy reads output_ids from a /generate endpoint, and judge passes transformers' own greedy tokens
-    (sent back by a stand-in HTTP server) and fails a server whose tokens drift off the argmax."""
+    """live_server.greedy reads output_ids (stock's with its top-2 logprobs) from a /generate endpoint, and judge passes
+    a server whose tokens equal stock's or differ first at a near tie of stock's logits, and fails one whose tokens
+    differ where stock's choice was clear. The stand-in HTTP server answers transformers' own greedy tokens as stock."""
     import json
     import threading
     from argparse import Namespace
@@ -170,14 +172,20 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
     prompts, new = harness.text_prompts(3, seed=0), 6
     with torch.no_grad():
         right = [model.generate(torch.tensor([p]), max_new_tokens=new, do_sample=False)[0, len(p) :].tolist() for p in prompts]
-    answers = {"right": right, "wrong": [[(t + 1) % 2048 for t in out] for out in right]}
+    tie = [out[:2] + [(out[2] + 1) % 2048] + out[3:] if i == 1 else out for i, out in enumerate(right)]
+    answers = {"stock": right, "tie": tie, "wrong": [[(t + 1) % 2048 for t in out] for out in right]}
+    margins = [[5.0, 5.0, 0.2, 5.0, 5.0, 5.0]] * len(prompts)  # stock's top-1 - top-2: a near tie at position 2
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             assert body["sampling_params"] == dict(temperature=0.0, max_new_tokens=new, ignore_eos=True)
-            out = answers[self.server.mode][prompts.index(body["input_ids"])]
-            data = json.dumps(dict(output_ids=out, meta_info=dict(spec_accept_length=2.5))).encode()
+            i = prompts.index(body["input_ids"])
+            meta = dict(spec_accept_length=2.5)
+            if body.get("return_logprob"):
+                assert body["top_logprobs_num"] == 2
+                meta["output_top_logprobs"] = [[(0.0, t, None), (-m, 0, None)] for t, m in zip(right[i], margins[i])]
+            data = json.dumps(dict(output_ids=answers[self.server.mode][i], meta_info=meta)).encode()
             self.send_response(200)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -191,26 +199,33 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
     url = f"http://127.0.0.1:{server.server_port}"
     try:
         checks = []
-        for mode in ("right", "wrong"):
+        for mode in ("stock", "tie", "wrong"):
             server.mode = mode
             run = harness.Run(mode, 1, extra=dict(prompts=prompts))
-            run.outputs, metas = greedy(url, prompts, new)
+            run.outputs, metas = greedy(url, prompts, new, margins=mode == "stock")
             run.extra["accept_length"] = [m["spec_accept_length"] for m in metas]
+            if mode == "stock":
+                run.extra["margins"] = [harness.top2_margins(m["output_top_logprobs"]) for m in metas]
             checks.append(run)
     finally:
         server.shutdown()
-    assert checks[0].outputs == right
+    assert checks[0].outputs == right and checks[0].extra["margins"] == margins
     log = harness.Log(tmp_path / "log")
     args = Namespace(check_new_tokens=new)
-    assert judge(tmp_path, checks[:1], args, tmp_path, log)
+    assert judge(tmp_path, checks[:2], args, tmp_path, log)
+    table = (tmp_path / "greedy.md").read_text()
+    assert "| stock | stock (the peer) | 0/18 | 0 | 2.50 |" in table, table
+    assert "| tie | lossless: 2/3 prompts equal to stock; first differences at near ties p1@2 (m 0.2) |" in table, table
     assert not judge(tmp_path, checks, args, tmp_path, log)
     table = (tmp_path / "greedy.md").read_text()
-    assert "| right | 3/3 | 0/18 | 0 | 2.50 |" in table and "| wrong | 0/3 |" in table and "FAILED" in table
+    assert "| wrong | NOT lossless: 0/3 prompts equal to stock; FAILED: prompt 0: token" in table and "FAILED" in table
 
 
-def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("margins", [False, True])
+def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypatch, margins):
     """The worker's loop with a stand-in Engine (this tests the harness, not SGLang): the first turn at each batch
-    size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch."""
+    size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch. The stock run
+    (margins) asks for the top-2 logprobs of its greedy tokens and keeps only their margins."""
     import json
     import types
 
@@ -220,9 +235,13 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
         def __init__(self, **kwargs):
             pass
 
-        def generate(self, input_ids, sampling_params):
-            calls.append((input_ids, sampling_params))
-            return [{"output_ids": [len(p), 7], "meta_info": {}} for p in input_ids]
+        def generate(self, input_ids, sampling_params, return_logprob=False, top_logprobs_num=None):
+            calls.append((input_ids, sampling_params, return_logprob, top_logprobs_num))
+
+            def meta(p):  # the top-2 logprobs of the two greedy tokens: margins 0.5 and 3
+                return dict(output_top_logprobs=[[(0.0, len(p), None), (-0.5, 1, None)], [(0.0, 7, None), (-3.0, 1, None)]])
+
+            return [{"output_ids": [len(p), 7], "meta_info": meta(p) if return_logprob else {}} for p in input_ids]
 
         def shutdown(self):
             pass
@@ -239,7 +258,7 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
     prompts = [[1, 2, 3], [4], [5, 6]]
     spec = dict(
         engine_kwargs={}, prompts=prompts, max_new_tokens=2, batches=[1, 2], second_turn=True, sampled=True,
-        result=str(tmp_path / "r.json"),
+        result=str(tmp_path / "r.json"), margins=margins,
     )  # fmt: skip
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     assert harness.sglang_worker(str(tmp_path / "spec.json")) == 0
@@ -249,3 +268,8 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
     assert res["batches"][f"2{harness.SECOND_TURN}"]["prompts"] == turn
     assert res["batches"][f"1{harness.SECOND_TURN}"]["outputs"] == [[len(t), 7] for t in turn]
     assert res["sampled"]["tokens"] == 6 and calls[-1][1]["temperature"] == 0.8
+    greedy_calls = calls[1:-1]  # after the warm-up, before the sampled batch
+    assert all(c[2] is margins and c[3] == (2 if margins else None) for c in greedy_calls)
+    for key, batch in res["batches"].items():
+        assert batch.get("margins") == ([[0.5, 3.0]] * 3 if margins else None), key
+        assert all("output_top_logprobs" not in m for m in batch["meta"])  # kept: the margins only
