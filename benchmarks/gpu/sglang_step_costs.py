@@ -32,18 +32,26 @@ hook times each decode forward. Every run also gets
 
 prefills, the scheduler's work and first-use compiles included. The table (stdout, $OUT/step_costs.md) gives
 both, each with its ratio to stock decode, and the phases.
+
+--forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
+at that mean tokens per pass instead of the target's choice (`forced_acceptance.py`, reached through an entry point of
+its own; the package has no such switch), so the step, commits included, runs at a realistic acceptance with the
+random drafter. Their outputs are not the target's; the table's header says so. DFlash's published mean on
+Qwen3.5-27B is 7.7 (Math500) / 9.1 (HumanEval) / 5.5 (MT-Bench); DDTree's papers add 2.5-3.1 on other targets.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import forced_acceptance as forced  # noqa: E402
 import harness as h  # noqa: E402
 
 QWEN36_27B_TEXT = dict(
@@ -105,15 +113,37 @@ def batch_steps(run: h.Run) -> int:
     return sum(max(m.get("spec_verify_ct") or m.get("completion_tokens") or 0 for m in g) for g in groups)
 
 
+def forced_runs(runs: list[h.SGLangRun], taus: dict[str, float], work: Path, env: dict, block_size: int) -> None:
+    """--forced-tau: our runs of each algorithm named there accept by `forced_acceptance` at that mean (tokens per
+    pass), through its entry point first on their PYTHONPATH. Their outputs are not the target's."""
+    root = forced.install(work)
+    for run in runs:
+        algorithm = run.engine_kwargs.get("speculative_algorithm")
+        if run.plugin and algorithm in taus and run.name != h.BUILTIN:
+            survival = forced.survival_from_tau(taus[algorithm], block_size - 1)
+            path = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
+            run.env = dict(run.env, PYTHONPATH=path, **{forced.ENV: ",".join(f"{a:.6f}" for a in survival)})
+
+
 def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     """Markdown: per run and batch size, wall ms per forward step (every run, the same way) and, for plugin runs,
     the profiled step by phase (profiles: run name -> step_profile summary)."""
     wall = {(r.name, r.batch): 1e3 * r.wall_s / max(batch_steps(r), 1) for r in runs if r.outputs}
     profiled = {(n, int(b)): p["median_us"]["step"] / 1e3 for n, prof in profiles.items() for b, p in prof.items()}
+    forced_note = (
+        [
+            "",
+            f"**FORCED ACCEPTANCE (benchmark only, `forced_acceptance.py`): our runs' outputs are NOT the target's.** "
+            f"Each request accepts a depth drawn per step at mean tokens per pass {args.forced_tau}.",
+        ]  # fmt: skip
+        if args.forced_tau
+        else []
+    )
     lines = [
         f"## SGLang step costs, Qwen3.6-27B shapes{' of one TP=2 rank' if args.tp2_shard else ''} (dummy weights), "
         f"TP={args.tp}, {args.num_prompts} prompts x "
         f"{args.max_new_tokens} tokens, CUDA graphs on; ms",
+        *forced_note,
         "",
         "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
         "and first-use JIT included), the same for every run. profiled step and phases: medians on the GPU timeline "
@@ -185,6 +215,14 @@ def main(argv=None) -> int:
         "(SGLANG_DFLASH_TREE_ATTENTION=0) instead of the plugin's tree attention",
     )
     p.add_argument("--attention-backend", choices=("triton", "flashinfer"), default="triton", help="as harness.py's")
+    p.add_argument(
+        "--forced-tau",
+        type=lambda s: dict((k, float(v)) for k, v in (item.split("=") for item in s.split(","))),
+        default=None,
+        help="BENCHMARK ONLY, TP=1: e.g. DFLASH_CHAIN=7.7,DDTREE=10.2: those runs accept a depth drawn per request at that "
+        "mean tokens per pass (the bonus included) instead of the target's choice (forced_acceptance.py); their "
+        "outputs are not the target's, and the table says so",
+    )
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
@@ -207,6 +245,8 @@ def main(argv=None) -> int:
     install = h.install_wheels(mine.site, mine.sglang, log)
     if mine.tp2_shard and mine.tp != 1:
         p.error("--tp2-shard runs one TP=2 rank's shapes at --tp 1")
+    if mine.forced_tau and (mine.tp != 1 or set(mine.forced_tau) - {"DFLASH_CHAIN", "DDTREE"}):
+        p.error("--forced-tau takes DFLASH_CHAIN= and DDTREE= at --tp 1")
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
@@ -219,6 +259,8 @@ def main(argv=None) -> int:
         # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
         # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
         run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
+    if mine.forced_tau:
+        forced_runs(runs, mine.forced_tau, mine.work, env, json.loads((draft / "config.json").read_text())["block_size"])
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     import torch
 

@@ -1,0 +1,110 @@
+"""BENCHMARK ONLY: DFLASH_CHAIN / DDTREE servers whose verify accepts a depth drawn per request from an acceptance
+profile instead of the target's choice. THEIR OUTPUTS ARE NOT THE TARGET'S: this exists so that a step at 27B shapes
+with dummy weights and a random drafter (which accept nothing) runs at a realistic acceptance, KV, GDN state and
+drafter context commits included, for tokens per second.
+
+Nothing in the package reaches it. A benchmark puts this folder's entry point on the SGLang processes' path
+(`install(work)`: a `sglang.srt.plugins` entry point in a dist-info of its own, which SGLang 0.5.11 and 0.5.23 load in
+every process) and sets SGLANG_DFLASH_BENCH_ACCEPTANCE to the per-depth survival list; `load` then replaces the
+workers' greedy acceptance (`forced_acceptance`) and raises each drafter row's argmax (`sharpen`), so that a DDTREE
+tree holds a deep most-likely chain beside its branches, as a trained drafter's does. TP = 1 only (the drafter's
+logits are one rank's vocabulary).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+ENV = "SGLANG_DFLASH_BENCH_ACCEPTANCE"
+ENTRY = "sglang_dflash_bench_forced_acceptance"
+
+
+def survival_from_tau(tau: float, max_depth: int) -> list[float]:
+    """The constant per-depth survival a with mean tokens per pass (the bonus included) 1 + a + ... + a^L = tau."""
+    if not 1 <= tau <= max_depth + 1:
+        raise ValueError(f"tau {tau} is not in [1, {max_depth + 1}] (tokens per pass, the bonus included)")
+    low, high = 0.0, 1.0
+    for _ in range(60):
+        a = (low + high) / 2
+        low, high = (a, high) if sum(a**d for d in range(max_depth + 1)) < tau else (low, a)
+    return [(low + high) / 2] * max_depth
+
+
+def depth_probs(survival: list[float]) -> Tensor:
+    """P(accept length = k) for k = 0 .. L from survival[d - 1] = P(length >= d | length >= d - 1); float64 [L + 1]."""
+    reach = torch.cumprod(torch.tensor([1.0, *survival], dtype=torch.float64), 0)  # P(length >= k)
+    return reach - torch.cat([reach[1:], reach.new_zeros(1)])
+
+
+def forced_acceptance(tree, target_logits: Tensor, depths: Tensor):
+    """Each request accepts its tree's first-child chain (node 0, its first child, that one's, ...: the most probable
+    path in DDTree's numbering, the chain itself for DFLASH_CHAIN) to depth min(depths[r], the chain's depth); the
+    bonus is the target's argmax at the last accepted node. No host read. Returns `ddtree.Acceptance`."""
+    from sglang_dflash.ddtree import Acceptance
+
+    R, L = tree.token_ids.shape[0], tree.max_depth
+    device = tree.token_ids.device
+    nodes = torch.full((R, L + 1), -1, dtype=torch.long, device=device)
+    nodes[:, 0] = 0
+    last = torch.zeros(R, dtype=torch.long, device=device)
+    alive = torch.ones(R, dtype=torch.bool, device=device)
+    for d in range(1, L + 1):
+        child = tree.next_token.gather(1, last[:, None])[:, 0]
+        alive = alive & (child >= 0) & (depths.to(device) >= d)
+        last = torch.where(alive, child, last)
+        nodes[:, d] = torch.where(alive, child, -1)
+    bonus = target_logits[torch.arange(R, device=device), last].argmax(-1)
+    return Acceptance(accept_len=(nodes[:, 1:] >= 0).sum(1), accepted_nodes=nodes, bonus_tokens=bonus)
+
+
+def sharpen(logits: Tensor, peak: float = 30.0) -> Tensor:
+    """The drafter's logits [..., V] with each row's argmax raised by `peak`."""
+    return logits.scatter_add(-1, logits.argmax(-1, keepdim=True), torch.full_like(logits[..., :1], peak))
+
+
+def load() -> None:
+    """The entry point (every SGLang process): with ENV set, the workers accept by `forced_acceptance`, depths drawn
+    from ENV's survival list (seeded), and draft from `sharpen`ed logits."""
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    probs = depth_probs([float(x) for x in spec.split(",")])
+    generator: dict[torch.device, torch.Generator] = {}
+
+    def accept(tree, target_logits: Tensor):
+        device = target_logits.device
+        if device not in generator:
+            generator[device] = torch.Generator(device=device).manual_seed(0)
+        depths = torch.multinomial(probs.to(device), tree.token_ids.shape[0], replacement=True, generator=generator[device])
+        return forced_acceptance(tree, target_logits, depths)
+
+    from sglang_dflash.sglang import dflash_worker
+
+    modules = [dflash_worker]
+    try:
+        from sglang_dflash.sglang import ddtree_worker_v2  # spec-v2 releases only
+
+        modules.append(ddtree_worker_v2)
+    except ImportError:
+        pass
+    for module in modules:
+        module.accept_greedy = accept
+    run_drafter = dflash_worker.DFlashWorker._run_drafter
+    dflash_worker.DFlashWorker._run_drafter = lambda self, *a: sharpen(run_drafter(self, *a))
+
+
+def install(work: Path) -> Path:
+    """This module and a dist-info naming `load` as a `sglang.srt.plugins` entry point, under work/forced_acceptance;
+    returns that folder, to go first on the SGLang processes' PYTHONPATH."""
+    root = work / "forced_acceptance"
+    dist = root / f"{ENTRY}-0.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    shutil.copy(Path(__file__), root / "forced_acceptance.py")
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {ENTRY}\nVersion: 0.0\n")
+    (dist / "entry_points.txt").write_text(f"[sglang.srt.plugins]\n{ENTRY} = forced_acceptance:load\n")
+    return root
