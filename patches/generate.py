@@ -624,10 +624,12 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 + imports(12, t.module("worker"), "fit_to_drafter, request_unsupported")
                 + "\n"
                 "            # features the workers cannot serve losslessly yet; prompts past the\n"
-                "            # drafter's positions\n"
+                "            # drafter's positions (the overlap scheduler runs one more step after a\n"
+                "            # request's last: its verify starts up to N tokens further)\n"
                 "            worker = self.draft_worker\n"
+                "            reach = worker.num_nodes * (2 if self.enable_overlap else 1)\n"
                 "            message = request_unsupported(req) or fit_to_drafter(\n"
-                "                req, worker.max_len, worker.num_nodes\n"
+                "                req, worker.max_len, reach\n"
                 "            )\n"
                 "            if message:\n"
                 "                req.set_finish_with_abort(message)\n\n",
@@ -956,10 +958,10 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
         (
             f"scheduler-{t.prefix}-admission",
             f"[Speculative] Abort {DFLASH_CHAIN}/{DDTREE} requests the workers cannot serve yet, at admission",
-            "Logprobs, grammar, min-p, penalties, logit_bias and custom logit processors are not served\n"
-            f"losslessly by the {both} workers yet. Such a request now finishes at admission with an\n"
-            "error naming the feature (as a prompt past the drafter's positions does), instead of reaching the\n"
-            "worker.",
+            "Logprobs, grammar, min-p, penalties, logit_bias, custom logit processors, min_new_tokens, a\n"
+            f"sampling seed, beam search and watermarking are not served losslessly by the {both} workers\n"
+            "yet. Such a request now finishes at admission with an error naming the feature (as a prompt past the\n"
+            "drafter's positions does, counting the overlap scheduler's extra step), instead of reaching the worker.",
             ("add_request_to_queue",),
             [],
         ),

@@ -240,17 +240,19 @@ def request_unsupported(req) -> str | None:
     return "sglang-dflash workers do not support " + ", ".join(found) + " yet" if found else None
 
 
-def fit_to_drafter(req, max_len: int, num_nodes: int) -> str | None:
+def fit_to_drafter(req, max_len: int, reach: int) -> str | None:
     """At admission: a request must fit the drafter's page table of max_len positions (SGLANG_DFLASH_DRAFT_MAX_LEN),
-    its prompt and every verify of num_nodes tokens after it. max_new_tokens is lowered so that the last verify
-    fits (the request then finishes for length, as at SGLang's context length); a prompt that leaves no room
-    gets a message (the request is aborted) instead of a failed step that would stop the server."""
+    its prompt and every verify after it, which writes up to `reach` positions past its last verify's start (N verify
+    tokens; 2N under the overlap scheduler, which runs one more step, up to N tokens further, after a request's
+    last). max_new_tokens is lowered so that everything fits (the request then finishes for length, as at SGLang's
+    context length); a prompt that leaves no room gets a message (the request is aborted) instead of a failed step
+    that would stop the server."""
     prompt = len(req.origin_input_ids)
-    room = max_len - num_nodes - prompt + 2  # a verify starts at <= prompt + max_new_tokens - 2 cached tokens
+    room = max_len - reach - prompt + 2  # the last verify starts at <= prompt + max_new_tokens - 2 cached tokens
     if room < 1:
         return (
             f"sglang-dflash: a prompt of {prompt} tokens does not fit the drafter's {max_len} positions with "
-            f"{num_nodes} verify tokens; start the server with a larger {env.DRAFT_MAX_LEN.name}"
+            f"{reach} verify positions after it; start the server with a larger {env.DRAFT_MAX_LEN.name}"
         )
     params = req.sampling_params
     if params.max_new_tokens is None or params.max_new_tokens > room:

@@ -589,20 +589,25 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
 
 
 @pytest.mark.parametrize("max_len, N", [(64, 17), (100, 2), (33, 16)])
-def test_fit_to_drafter_keeps_every_verify_inside_the_page_table(max_len, N):
-    """Brute force over prompts and requested lengths: after fit_to_drafter, the worst case (one token per verify)
-    keeps every verify's cached tokens + N within max_len, and one more token would not; a prompt with no room is
-    refused by name."""
+@pytest.mark.parametrize("overlap", [False, True])
+def test_fit_to_drafter_keeps_every_verify_inside_the_page_table(max_len, N, overlap):
+    """Brute force over prompts, requested lengths and (under the overlap scheduler) how far the last verify went:
+    after fit_to_drafter, every verify's cached tokens + N stay within max_len: each verify while the request runs
+    (at most one token each: the latest starts), and under overlap one more after its last, from up to N tokens
+    further; one more allowed token would break that. A prompt with no room is refused by name."""
     for prompt in range(1, max_len + 2):
         for asked in (None, 1, 5, 50, 10**6):
             req = SimpleNamespace(origin_input_ids=[0] * prompt, sampling_params=SimpleNamespace(max_new_tokens=asked))
-            message = fit_to_drafter(req, max_len, N)
-            if prompt + N - 2 >= max_len:  # not even the first verify fits
+            message = fit_to_drafter(req, max_len, 2 * N if overlap else N)
+            if prompt + (2 * N if overlap else N) - 2 >= max_len:  # not even the first verify (and its next) fits
                 assert message and f"{prompt} tokens" in message and "SGLANG_DFLASH_DRAFT_MAX_LEN" in message
                 continue
             M = req.sampling_params.max_new_tokens
             assert message is None and 1 <= M <= (asked or M)
             starts = [prompt + emitted - 1 for emitted in range(1, M)]  # cached tokens before each verify
+            if overlap:  # the step after the last verify: that one accepted up to N tokens
+                starts += [s + accepted for s in starts[-1:] for accepted in range(1, N + 1)]
             assert all(s + N <= max_len for s in starts)
             if asked is None or asked > M:  # capped: as large as fits
-                assert prompt + M - 1 + N > max_len
+                last = prompt + M - 1  # the next verify's start had one more token been allowed
+                assert last + N + (N if overlap else 0) > max_len

@@ -117,7 +117,9 @@ def add_request_to_queue(original, self, req, *args, **kwargs):
         from ..dflash_worker import fit_to_drafter, request_unsupported
 
         worker = self.draft_worker
-        message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, worker.num_nodes)
+        # the overlap scheduler runs one more step after a request's last: its verify starts up to N tokens further
+        reach = worker.num_nodes * (2 if getattr(self, "enable_overlap", False) else 1)
+        message = request_unsupported(req) or fit_to_drafter(req, worker.max_len, reach)
         if message:
             req.set_finish_with_abort(message)
     return original(self, req, *args, **kwargs)
