@@ -61,6 +61,16 @@ FACING = {
 DRAFT_MODEL = "sglang_dflash.sglang.draft_model"
 # Plugin modules beside them that are not ported: the enum members and the edits replace them.
 NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm")
+# Our CPU tests ported with the series (their oracles are brute force, transformers and hand-worked cases, no GPU and no
+# SGLang runtime), as test/registered/unit/spec/<prefix>/<name>; the helpers go beside them.
+PORTED_TESTS = {
+    "tests/test_ddtree.py": "test_ddtree_trees.py",
+    "tests/kernels/test_kernel_refs.py": "test_ddtree_kernel_refs.py",
+    "tests/sglang/test_verify_io.py": "test_ddtree_verify_io.py",
+    "tests/tree_helpers.py": "tree_helpers.py",
+    "tests/reference_heap.py": "reference_heap.py",
+}
+CPU_SUITE = 'register_cpu_ci(est_time=30, suite="base-a-test-cpu")'  # 0.5.23's CPU suite (sglang.test.ci.ci_register)
 # The spec-v2 worker: ported only where the release has spec v2 for ours (the registry's releases, 0.5.23).
 WORKER_V2 = "sglang_dflash.sglang.ddtree_worker_v2"
 # Plugin-only parts of the ported names module (the release's field names are written out instead).
@@ -320,6 +330,35 @@ def facing_files(t: Target) -> dict[str, str]:
         if module == "sglang_dflash.sglang.dflash_worker":
             text = literal_fields(text, t.table.fields, module)
         out[upstream_path(dest)] = rewrite_imports(text, module, False, upstream)
+    return out
+
+
+def test_files(t: Target) -> dict[str, str]:
+    """PORTED_TESTS with their `from sglang_dflash... import` lines pointing at the ported modules; each test file
+    registers for SGLang's CPU CI and runs under pytest as a script, as upstream's registered tests do."""
+    facing = t.facing
+    pattern = re.compile(r"^(\s*from )(sglang_dflash[\w.]*)( import)", re.M)
+
+    def upstream(match):
+        target = match.group(2)
+        if target in facing:
+            return match.group(1) + facing[target] + match.group(3)
+        if target.split(".")[1:2] and f"{target.split('.')[1]}.py" in CORE or target.split(".")[1:2] in (["kernels"], ["models"]):
+            return match.group(1) + t.core + target.removeprefix("sglang_dflash") + match.group(3)
+        raise UnsupportedSource(f"a ported test imports from {target}, which has no upstream place")
+
+    out = {}
+    for src, name in PORTED_TESTS.items():
+        text = pattern.sub(upstream, (PKG.parent / src).read_text())
+        if name.startswith("test_"):
+            imports = [n for n in ast.parse(text).body if isinstance(n, (ast.Import, ast.ImportFrom))]
+            imports = [n for n in imports if not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+            lines = text.splitlines(keepends=True)
+            lines.insert(imports[-1].end_lineno, f"from sglang.test.ci.ci_register import register_cpu_ci\n\n{CPU_SUITE}\n")
+            missing = [m for m in ("sys", "pytest") if f"import {m}\n" not in text]  # the script entry below uses them
+            lines.insert(imports[0].lineno - 1, "".join(f"import {m}\n" for m in missing))
+            text = "".join(lines) + '\n\nif __name__ == "__main__":\n    sys.exit(pytest.main([__file__]))\n'
+        out[f"test/registered/unit/spec/{t.prefix}/{name}"] = text
     return out
 
 
@@ -1101,6 +1140,21 @@ def series(t: Target, read) -> list[Patch]:
         if not edits:  # none of its hooks is in this release's table
             continue
         out.append(Patch(slug, subject, body, apply_edits(read, edits), new=False, hooks=names))
+    out.append(
+        Patch(
+            f"test-{t.slug}-unit",
+            f"[Test] {both} unit tests on CPU: trees, GDN and conv references, verify tensors",
+            f"test/registered/unit/spec/{t.prefix}/, in SGLang's CPU CI ({CPU_SUITE.split('(')[1].rstrip(')')}):\n"
+            "- test_ddtree_trees.py: the GPU-free tree build against brute force over every prefix set (and a\n"
+            "  best-first heap), greedy acceptance against a brute-force walk, the chain's cumulative-product rule;\n"
+            "- test_ddtree_kernel_refs.py: along each node's root path, the tree GDN reference against transformers'\n"
+            "  own Qwen3.5 recurrence and the tree conv reference against torch's depthwise conv1d;\n"
+            "- test_ddtree_verify_io.py: a tree and its acceptance as EagleVerifyInput tensors, and the KV window's\n"
+            "  commit, on hand-worked and random trees.\n"
+            "The Triton kernels are tested against those references where a GPU (or TRITON_INTERPRET=1) runs them.",
+            test_files(t),
+        )
+    )
     return out
 
 
@@ -1148,6 +1202,8 @@ def format_patch(p: Patch, number: int, total: int, read) -> str:
 
 
 def exists(read, path: str) -> bool:
+    if not path.startswith("python/sglang/"):  # the tests' tree: not in a wheel, so new as far as it can tell
+        return False
     try:
         read(path)
     except FileNotFoundError:
@@ -1209,6 +1265,7 @@ def readme(t: Target, names: list[str], patches: list[Patch]) -> str:
         f"  - `{h}` -> `{hooks[h].module}.{'.'.join(hooks[h].path)}`: {n[:4]}" for n, p in zip(names, patches) for h in p.hooks
     )
     plugin_only = "".join(f"  - `{h}`: {why}\n" for h, why in PLUGIN_ONLY.items())
+    ported = ", ".join(f"`{src}`" for src in PORTED_TESTS)
     renamed = ", ".join(f"`{m.rsplit('.', 1)[1]}` -> `{t.prefix}_{n}`" for m, n in FACING.items() if m.rsplit(".", 1)[1] != n)
     f = t.table.fields
     if t.v2:
@@ -1270,6 +1327,8 @@ wheel in that layout), written the way an upstream PR would add them, generated 
   around, in the patch numbered after it:
 {edits}
   (`req_to_token_pool_init` edits its caller, {caller}, which knows the algorithm{dummy})
+- {ported} -> `test/registered/unit/spec/{t.prefix}/` (imports pointed at the ported modules, registered for
+  SGLang's CPU CI; `tests/test_patches.py` runs them on the patched tree)
 
 ## Left out (plugin-only)
 

@@ -125,7 +125,7 @@ def modules(paths) -> list[str]:
 def test_patched_modules_import(patched, series):
     """Every module the series adds or edits imports (its SGLang and core imports resolve), on the stand-in; without
     SGLANG_USE_CPU_ENGINE, whose GDN backend path asks the stand-in for an op it does not have."""
-    names = modules(sorted({path for path, _ in patched_files(series) if path.endswith(".py")}))
+    names = modules(sorted({path for path, _ in patched_files(series) if path.endswith(".py") and path.startswith("python/")}))
     code = "import importlib, sys\nfor name in sys.argv[1:]:\n    print('IMPORTED', importlib.import_module(name).__file__)"
     env = {"PYTHONPATH": os.pathsep.join([str(STUB), str(patched / "python"), os.environ.get("PYTHONPATH", "")]),
            "SGLANG_DFLASH_DISABLE": "1"}  # fmt: skip
@@ -250,6 +250,21 @@ plugin = SpeculativeAlgorithm.from_string("some_plugin")
 print("PREDICATES", plugin.is_ddtree(), plugin.is_dflash_chain(), SpeculativeAlgorithm.DDTREE.is_ddtree())
 print("RESERVED", sorted({"DDTREE", "DFLASH_CHAIN"} & _reserved_names()))
 """
+
+
+@pytest.mark.skipif(not TARGET.v2, reason="run on the newest release's series only: the same tests, two minutes each")
+def test_ported_unit_tests_pass_on_the_patched_tree(patched, series):
+    """The series' own tests (test/registered/unit/spec/<prefix>/, generate.PORTED_TESTS) pass on the patched tree,
+    run as SGLang's CI would: pytest in their folder, the patched sglang first on the path (and the sgl_kernel
+    stand-in), the installed plugin off."""
+    folder = patched / "test" / "registered" / "unit" / "spec" / TARGET.prefix
+    assert sorted(p.name for p in folder.iterdir() if p.suffix == ".py") == sorted(generate.PORTED_TESTS.values())
+    env = {**os.environ, "SGLANG_DFLASH_DISABLE": "1",
+           "PYTHONPATH": os.pathsep.join([str(STUB), str(patched / "python"), os.environ.get("PYTHONPATH", "")])}  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", "."], cwd=folder,
+                         capture_output=True, text=True, timeout=1200, env=env)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout and " failed" not in out.stdout and "skipped" not in out.stdout, out.stdout[-500:]
 
 
 @pytest.mark.skipif(not TARGET.v2, reason="SGLang's plugin registry came after 0.5.11")

@@ -1,6 +1,5 @@
-"""The pure-torch tree references against Hugging Face transformers' own Qwen3.5 GDN and conv code,
-run along each node's root path (at the tests' transformers pin: 5.19, which SGLang 0.5.23's test pass installs, no
-longer has `torch_causal_conv1d_update`, so transformers is imported inside the tests, never at collection)."""
+"""The pure-torch tree references along each node's root path: the GDN one against Hugging Face transformers' own
+Qwen3.5 recurrence (imported inside the test), the conv one against torch's depthwise conv1d."""
 
 import pytest
 import torch
@@ -77,9 +76,10 @@ def test_gdn_negative_slot_starts_from_zero_state():
     "R,N,D,W,chain,bias",
     [(1, 1, 4, 4, False, True), (3, 11, 6, 4, False, False), (2, 8, 5, 4, True, True), (2, 6, 3, 2, False, True)],
 )
-def test_tree_conv_matches_transformers_along_root_paths(R, N, D, W, chain, bias):
-    from transformers.models.qwen3_5.modeling_qwen3_5 import torch_causal_conv1d_update
-
+def test_tree_conv_matches_a_causal_conv1d_along_root_paths(R, N, D, W, chain, bias):
+    """Each node's output is torch's own depthwise conv1d (then SiLU, as Qwen3.5's GDN layers apply it) over the slot's
+    conv history followed by the tokens of the node's root path; the commit keeps the last W - 1 columns of the
+    accepted path's sequence."""
     gen = torch.Generator().manual_seed(N * 7 + D)
     x = torch.randn(R, N, D, generator=gen, dtype=torch.float64)
     conv_state = torch.randn(R + 1, D, W - 1, generator=gen, dtype=torch.float64)
@@ -95,11 +95,8 @@ def test_tree_conv_matches_transformers_along_root_paths(R, N, D, W, chain, bias
     for r in range(R):
         for i in range(N):
             path = root_path(parents, r, i)
-            hist = conv_state[slots[r]][None].clone()
-            out = torch_causal_conv1d_update(x[r, path].T[None], hist, weight, None, None)  # silu, no bias
-            if bias:  # transformers' helper has no bias: recompute the last output with it
-                window = torch.cat([conv_state[slots[r]], x[r, path].T], dim=-1)[:, -W:]
-                out = F.silu((window * weight).sum(-1) + b)[None, :, None]
+            sequence = torch.cat([conv_state[slots[r]], x[r, path].T], dim=-1)[None]  # [1, D, W - 1 + depth + 1]
+            out = F.silu(F.conv1d(sequence, weight[:, None, :], b, groups=D))  # valid positions: the last is node i's
             torch.testing.assert_close(y[r, i], out[0, :, -1])
         path = root_path(parents, r, torch.randint(0, N, (1,), generator=gen).item())
         accepted[r, : len(path)] = torch.tensor(path)
