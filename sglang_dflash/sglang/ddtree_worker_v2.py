@@ -91,9 +91,6 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     def init_hicache_draft_plan(self) -> None:
         pass
 
-    def clear_cache_pool(self) -> None:
-        self.ctx_lens.clear()
-
     def _check_num_nodes(self, block_size: int) -> None:
         (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._check_num_nodes(self, block_size)
 

@@ -32,8 +32,9 @@ def test_table_rows():
         },
         "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000)}},  # stock decode forwards
     }
-    args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32)
+    args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32, forced_tau=None)
     text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
+    assert "FORCED" not in text
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
     assert rows[("| sglang", "8")][2:6] == ["20.00", "1.00", "-", "-"]
     assert rows[("| sglang", "1")][2:6] == ["10.00", "1.00", "12.00", "1.00"]
@@ -47,8 +48,11 @@ def test_table_rows():
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
     # 4 prompts: batch 8 ran steps of 4 requests, which the profile keys by 4
     profiles["sglang-ddtree64"]["4"] = {"steps": 9, "median_us": dict(phases, step=45000)}
-    text = costs.table([plugin8], profiles, SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32))
+    forced = {"DDTREE": 10.2}  # the header says the outputs are not the target's
+    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32, forced_tau=forced)
+    text = costs.table([plugin8], profiles, args)
     assert "of one TP=2 rank" in text and "| sglang-ddtree64 | 8 | 40.00 | - | 45.00 | - | 3.00 |" in text
+    assert "FORCED ACCEPTANCE" in text.splitlines()[2] and "NOT the target's" in text and "10.2" in text
 
 
 def test_tp2_shard_halves_what_tp2_splits():
