@@ -63,13 +63,13 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool):
     from sglang.srt.speculative import eagle_utils
 
     from sglang_dflash.ddtree import tree_from_parents
-    from sglang_dflash.sglang import ddtree_worker_v2, dflash_worker
+    from sglang_dflash.sglang import ddtree_worker_v2, dflash_worker, names
     from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
     from sglang_dflash.sglang.dflash_worker import ContextLengths
-    from sglang_dflash.sglang.plugin.activate import activate_runtime
     from sglang_dflash.sglang.step_profile import StepProfile
 
-    activate_runtime(SimpleNamespace(speculative_algorithm="DDTREE"))  # what a scheduler serving ours does
+    # the release's field names, as the plugin sets them (not its runtime patches: they would stay for later tests)
+    monkeypatch.setattr(names, "_fields", RELEASE.fields)
     dev = torch.device(device)
     rec = Recorder()
     tokens = torch.tensor([[7, 11, 12, 13], [8, 11, 12, 13]])
