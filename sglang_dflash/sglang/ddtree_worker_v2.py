@@ -144,10 +144,10 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         self.profile.mark("verify")
         acc, tokens, accept_lens, new_seq_lens = self._accept(batch, tree, logits)
         self.profile.mark("accept")
-        self._commit(batch, tree, acc, seq_cpu, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
+        max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
+        self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
         publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
         self._append_verified(batch.batch_size(), batch.req_pool_indices.long(), batch.seq_lens.long(), acc.accepted_nodes)
-        max_keep = min(self.num_nodes, tree.max_depth + 1)
         for slot, s in zip(slots_cpu, seq_cpu):
             self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
         self.profile.mark("context")
@@ -200,7 +200,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         seq_lens = batch.seq_lens.long()
         return acc, committed_tokens(tree, acc, self.num_nodes), accept_lens, seq_lens + accept_lens.to(seq_lens.dtype)
 
-    def _commit(self, batch, tree: DraftTree, acc, seq_cpu: list[int], tree_gdn, graph_bs: int | None) -> None:
+    def _commit(self, batch, acc, seq_cpu: list[int], max_keep: int, tree_gdn, graph_bs: int | None) -> None:
         """The accepted nodes' KV slots to the front of each window (`front_accepted_slots`: a permutation inside the
         window, so the request keeps exactly the slots the scheduler mapped) and their GDN states (and extra_buffer's
         tracking states)."""
@@ -211,7 +211,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         mamba_slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
         if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
             interval = track_interval(batch)
-            rows = track_candidates(seq_cpu, min(self.num_nodes, tree.max_depth + 1), interval)
+            rows = track_candidates(seq_cpu, max_keep, interval)
             if rows:
                 cut = track_cuts(seq_lens, acc.accept_len + 1, interval)
                 tree_gdn.track(runner.req_to_token_pool, mamba_slots, batch.mamba_track_indices[:bs], acc.accepted_nodes,
