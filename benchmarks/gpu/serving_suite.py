@@ -1,0 +1,331 @@
+"""The workers under churn: a live SGLang server driven over HTTP with aborts, memory pressure and edge cases, its
+completed requests judged against stock SGLang's greedy tokens, and the server checked for leaks and crashes.
+
+    python3 benchmarks/gpu/serving_suite.py --site /tmp/site --sglang 0.5.11 [--requests 1000] [--concurrency 64]
+
+(device call: carry [".whl"] from `bash benchmarks/gpu/fetch_wheels.sh RELEASE`, as for harness.py; about 2 minutes
+a server on an H100.) Shipped tiny trained pair, TP=1, CUDA graphs up to batch --concurrency, radix cache on.
+
+The workload (`workload`, fixed by --seed) mixes prompts of 1 to ~400 tokens (beyond the chunked-prefill size),
+shared prefixes (radix hits), max_new_tokens 1, 2 and up to 96, EOS honoured, stop strings and stop token ids that
+the tiny pair emits often, and min_new_tokens (ours refuse it at admission; stock honours it). Every request is
+greedy. Requests go at up to --concurrency at once, so batch sizes pass between the captured graph sizes.
+
+Servers: stock SGLang first, without aborts and with top-2 logprobs (the reference and its margins); then each of
+ours with --abort-fraction of the requests aborted through /abort_request at a random time after they were sent.
+Memory pressure: --max-total-tokens caps the KV pool far below what the concurrent requests need, so SGLang retracts
+requests and its radix cache evicts.
+
+Verdict, per server of ours: every request it completed (finish reason length or stop) equals stock's tokens for
+that request or differs first at a near tie of stock's logits (`verdict.judge`, the harness's rule); min_new_tokens
+requests end refused with a message naming it; afterwards, idle, the server still answers, its log has no traceback
+or leak report, and SGLang's idle memory check ran (it raises on a leaked KV slot or request slot, which ends the
+server: SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default). Retractions, evictions and idle checks are
+counted in the server's processes by serving_counters/sitecustomize.py.
+
+Output under --out (default $OUT): serving_suite.log, <run>.server.log, <run>.json (each request's result),
+report.md (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness as h  # noqa: E402
+import verdict  # noqa: E402
+from live_server import SERVE, healthy  # noqa: E402
+
+COUNTERS = Path(__file__).resolve().parent / "serving_counters"
+DONE = ("length", "stop")  # finish reasons of a completed request
+FAILURE_LINES = ("Traceback", "memory leak detected", "Mem Leak Detected")
+
+
+@dataclass
+class Request:
+    rid: str
+    input_ids: list[int]
+    sampling_params: dict
+    kind: str
+    abort_after: float | None = None  # seconds after sending (ours only)
+
+
+@dataclass
+class Result:
+    rid: str
+    output_ids: list[int] | None = None
+    finish: str | None = None  # SGLang's finish_reason type ("length", "stop", "abort") or "http <code>"
+    message: str = ""
+    margins: list[float] | None = None
+    aborted: bool = False  # /abort_request was sent
+
+
+def workload(n: int, seed: int, prompts: list[list[int]], stop_string: str, stop_token: int) -> list[Request]:
+    """n greedy requests over `prompts` (token ids), kinds in turn; the same for every server given the same seed."""
+    rng = random.Random(seed)
+    base = max(prompts, key=len)
+    kinds = ("plain", "max1", "max2", "eos", "stop_str", "stop_id", "prefix", "plain", "min_new", "long")
+    out = []
+    for i in range(n):
+        kind = kinds[i % len(kinds)]
+        ids = list(rng.choice(prompts))
+        params = dict(temperature=0.0, max_new_tokens=rng.randint(3, 96), ignore_eos=True)
+        if kind == "max1" or kind == "max2":
+            params["max_new_tokens"] = int(kind[-1])
+        elif kind == "eos":
+            params["ignore_eos"] = False
+        elif kind == "stop_str":
+            params["stop"] = [stop_string]
+        elif kind == "stop_id":
+            params["stop_token_ids"] = [stop_token]
+        elif kind == "min_new":
+            params["min_new_tokens"] = 4
+        elif kind == "prefix":
+            ids = base + ids
+        elif kind == "long":
+            ids = base + base
+        out.append(Request(f"suite-{i}", ids, params, kind))
+    return out
+
+
+def with_aborts(requests: list[Request], fraction: float, seed: int, window: float) -> list[Request]:
+    """A copy of requests with about `fraction` of them aborted at a uniform time in [0, window) s after sending."""
+    rng = random.Random(seed + 1)
+    return [Request(**{**asdict(r), "abort_after": rng.uniform(0, window) if rng.random() < fraction else None})
+            for r in requests]  # fmt: skip
+
+
+def post(url: str, body: dict, timeout: float) -> dict:
+    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read() or b"{}")
+
+
+def send(url: str, r: Request, margins: bool, timeout: float) -> Result:
+    """One non-streamed /generate; an /abort_request for it at r.abort_after."""
+    body = dict(rid=r.rid, input_ids=r.input_ids, sampling_params=r.sampling_params)
+    if margins:
+        body.update(return_logprob=True, top_logprobs_num=2)
+    result = Result(r.rid)
+    timer = None
+    if r.abort_after is not None:
+
+        def abort():  # noqa: E306
+            result.aborted = True
+            try:
+                post(f"{url}/abort_request", dict(rid=r.rid), timeout=30)
+            except OSError:
+                pass
+
+        timer = threading.Timer(r.abort_after, abort)
+        timer.start()
+    try:
+        answer = post(f"{url}/generate", body, timeout)
+    except urllib.error.HTTPError as e:  # SGLang answers an aborted or refused request with an error status
+        result.finish, result.message = f"http {e.code}", e.read().decode(errors="replace")[:500]
+        return result
+    except OSError as e:
+        result.finish, result.message = "no answer", f"{type(e).__name__}: {e}"
+        return result
+    finally:
+        if timer is not None:
+            timer.cancel()
+    meta = answer.get("meta_info", {})
+    reason = meta.get("finish_reason") or {}
+    result.output_ids, result.finish = answer.get("output_ids"), reason.get("type")
+    result.message = str(reason.get("message", ""))
+    if margins and meta.get("output_top_logprobs"):
+        result.margins = verdict.top2_margins(meta["output_top_logprobs"])
+    return result
+
+
+def drive(url: str, requests: list[Request], concurrency: int, margins: bool, timeout: float) -> list[Result]:
+    with ThreadPoolExecutor(concurrency) as pool:
+        return list(pool.map(lambda r: send(url, r, margins, timeout), requests))
+
+
+def counters(folder: Path) -> dict:
+    """Totals of serving_counters' event lines under folder."""
+    totals = dict(retractions=0, evicted_tokens=0, evicted_states=0, idle_checks=0)
+    for path in folder.glob("*.log"):
+        for line in path.read_text().splitlines():
+            kind, *values = line.split()
+            if kind == "retract":
+                totals["retractions"] += int(values[0])
+            elif kind == "evict":
+                totals["evicted_tokens"] += int(values[0])
+                totals["evicted_states"] += int(values[1])
+            elif kind == "idle_check":
+                totals["idle_checks"] += 1
+    return totals
+
+
+def judge(requests: list[Request], ours: list[Result], stock: list[Result]) -> dict:
+    """Counts and the lossless verdict of one server of ours against stock's results (same order as requests)."""
+    c = dict(requests=len(requests), completed=0, aborts_sent=0, aborted=0, refused=0, errors=[], wrong_refusals=0)
+    pairs = []
+    for r, a, s in zip(requests, ours, stock):
+        c["aborts_sent"] += a.aborted
+        if r.kind == "min_new":  # ours must refuse it at admission, naming the parameter
+            refused = a.finish in ("abort", "http 400") and "min_new_tokens" in a.message
+            c["refused"] += refused
+            c["wrong_refusals"] += not refused and not a.aborted
+            continue
+        if a.finish in DONE:
+            c["completed"] += 1
+            if s.finish in DONE:
+                pairs.append((a.output_ids, s.output_ids, s.margins))
+            else:
+                c["errors"].append(f"{r.rid}: stock did not complete ({s.finish} {s.message[:80]})")
+        elif a.aborted and (a.finish == "abort" or (a.finish or "").startswith("http")):
+            c["aborted"] += 1
+        else:
+            c["errors"].append(f"{r.rid} ({r.kind}): {a.finish} {a.message[:120]}")
+    v = verdict.judge([p[0] for p in pairs], [p[1] for p in pairs], [p[2] or [] for p in pairs])
+    c["verdict"] = v
+    c["mismatches"] = len(v.failures)
+    return c
+
+
+def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, requests, margins: bool) -> dict:
+    """Start run's server, drive the requests, idle, check it, stop it. Returns its counts (no 'verdict' yet)."""
+    url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
+    folder = work / f"counters-{run.name}"
+    env = dict(run.environ(env, log), SERVING_COUNTERS=str(folder))
+    env["PYTHONPATH"] = os.pathsep.join([str(COUNTERS), env["PYTHONPATH"]])
+    server_log = out / f"{run.name}.server.log"
+    state = dict(up=False, alive_after=False, answered_after=False, failure_lines=[])
+    with open(server_log, "w") as f:
+        server = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(run.engine_kwargs)], env=env, stdout=f,
+                                  stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        try:
+            t0 = time.time()
+            while not healthy(url):
+                if server.poll() is not None or time.time() - t0 > args.start_timeout:
+                    log.stamp(f"{run.name}: server not up (exit {server.poll()}); see {server_log.name}")
+                    return dict(state, results=[])
+                time.sleep(2)
+            state["up"] = True
+            log.stamp(f"{run.name}: up in {time.time() - t0:.0f} s; {len(requests)} requests at {args.concurrency}")
+            t0 = time.time()
+            results = drive(url, requests, args.concurrency, margins, args.request_timeout)
+            log.stamp(f"{run.name}: driven in {time.time() - t0:.0f} s; idle {args.idle:.0f} s")
+            time.sleep(args.idle)  # the scheduler's idle memory check runs
+            state["alive_after"] = server.poll() is None and healthy(url)
+            probe = send(url, Request("suite-after", requests[0].input_ids, dict(temperature=0.0, max_new_tokens=8),
+                                      "after"), False, 60)  # fmt: skip
+            state["answered_after"] = probe.finish in DONE
+        finally:
+            if server.poll() is None:
+                os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+    text = server_log.read_text(errors="replace")
+    state["failure_lines"] = [line for line in text.splitlines() if any(k in line for k in FAILURE_LINES)][:5]
+    state.update(counters(folder))
+    (out / f"{run.name}.json").write_text(json.dumps([asdict(r) for r in results]))
+    return dict(state, results=results)
+
+
+def report(rows: dict[str, dict], args) -> tuple[str, bool]:
+    head = ["| server | requests | completed | aborts sent / ended aborted | min_new refused | mismatches | errors "
+            "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    ok = bool(rows.get(h.STOCK, {}).get("results"))  # no reference, no verdict
+    for name, c in rows.items():
+        if name != h.STOCK and "verdict" not in c:
+            ok = False
+            head.append(f"| {name} | not judged: {'server not up' if not c.get('up') else 'no reference'} |" + " |" * 10)
+            continue
+        if name == h.STOCK:
+            head.append(f"| {name} (reference) | {args.requests} | {sum(r.finish in DONE for r in c['results'])} | - | - "
+                        f"| - | - | {c.get('retractions', '-')} | {c.get('evicted_tokens', '-')} / "
+                        f"{c.get('evicted_states', '-')} | {c.get('idle_checks', '-')} | {c['alive_after']}, "
+                        f"{c['answered_after']} | {len(c['failure_lines'])} |")  # fmt: skip
+            continue
+        good = (c["verdict"].ok and not c["errors"] and not c["wrong_refusals"] and c["alive_after"]
+                and c["answered_after"] and not c["failure_lines"] and c["idle_checks"] > 0)  # fmt: skip
+        ok &= good
+        head.append(f"| {name} | {c['requests']} | {c['completed']} | {c['aborts_sent']} / {c['aborted']} | "
+                    f"{c['refused']} | {c['mismatches']} | {len(c['errors'])} | {c['retractions']} | "
+                    f"{c['evicted_tokens']} / {c['evicted_states']} | {c['idle_checks']} | {c['alive_after']}, "
+                    f"{c['answered_after']} | {len(c['failure_lines'])} |")  # fmt: skip
+    return "\n".join(head), ok
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
+    p.add_argument("--sglang", choices=h.RELEASES, default=h.RELEASES[0], help="the release of the carried wheels")
+    p.add_argument("--speculative-algorithm", nargs="+", default=["DDTREE", "DFLASH_CHAIN"], help="ours to test")
+    p.add_argument("--budgets", default="15", help="DDTREE budgets")
+    p.add_argument("--also-overlap", action="store_true", help="each of ours once more under the overlap scheduler")
+    p.add_argument("--requests", type=int, default=1000)
+    p.add_argument("--concurrency", type=int, default=64, help="requests in flight at once (and the largest graph)")
+    p.add_argument("--abort-fraction", type=float, default=0.2)
+    p.add_argument("--abort-window", type=float, default=1.0, help="aborts land up to this many seconds after sending")
+    p.add_argument("--max-total-tokens", type=int, default=6144, help="the KV pool's size: small, so SGLang retracts")
+    p.add_argument("--chunked-prefill-size", type=int, default=128)
+    p.add_argument("--idle", type=float, default=15, help="seconds idle after the load, for SGLang's idle check")
+    p.add_argument("--request-timeout", type=float, default=300)
+    p.add_argument("--start-timeout", type=float, default=300)
+    p.add_argument("--port", type=int, default=30100)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None)
+    p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_suite"))
+    args = p.parse_args(argv)
+    if not 0 <= args.abort_fraction <= 1 or args.requests < 1 or args.concurrency < 1:
+        p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
+    hargs = h.parse_args(["--site", str(args.site), "--sglang", args.sglang, "--work", str(args.work), "--pair", "shipped",
+                          "--radix-cache", "--budgets", args.budgets, "--speculative-algorithm", *args.speculative_algorithm]
+                         + (["--also-overlap"] if args.also_overlap else []))  # fmt: skip
+    out = args.out or Path(os.environ.get("OUT") or args.work / "out")
+    out.mkdir(parents=True, exist_ok=True)
+    args.work.mkdir(parents=True, exist_ok=True)
+    log = h.Log(out / "serving_suite.log")
+    install = h.install_wheels(args.site, args.sglang, log)
+    target, draft = h.build_checkpoints(args.work, hargs, log)
+    h.finish_install(install, log)
+    env = h.sglang_env(args.site, hargs.sglang_dtype, log)
+
+    tokenizer = h.shipped_tokenizer()
+    requests = workload(args.requests, args.seed, h.text_prompts(40, args.seed), "\n\n", tokenizer.token_to_id(":") or 0)
+    runs = h.sglang_runs(hargs, target, draft)
+    graph_key = "cuda_graph_max_bs_decode" if args.sglang == "0.5.23" else "cuda_graph_max_bs"
+    for i, run in enumerate(runs):
+        run.engine_kwargs.update({graph_key: args.concurrency}, max_running_requests=args.concurrency,
+                                 max_total_tokens=args.max_total_tokens, chunked_prefill_size=args.chunked_prefill_size,
+                                 skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i,
+                                 grammar_backend="none")  # fmt: skip
+    rows = {}
+    for run in runs:
+        stock = run.name == h.STOCK
+        load = requests if stock else with_aborts(requests, args.abort_fraction, args.seed, args.abort_window)
+        rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
+        if not stock and rows[run.name]["results"] and rows[h.STOCK]["results"]:
+            rows[run.name].update(judge(load, rows[run.name]["results"], rows[h.STOCK]["results"]))
+            log.stamp(f"{run.name}: {rows[run.name]['verdict'].summary()[:300]}")
+            for line in rows[run.name]["errors"][:5]:
+                log.stamp(f"  {line}")
+    table, ok = report(rows, args)
+    (out / "report.md").write_text(table + "\n\n" + ("PASSED" if ok else "FAILED") + "\n")
+    print(table)
+    log.stamp("serving suite: " + ("PASSED" if ok else "FAILED: see report.md and the server logs"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

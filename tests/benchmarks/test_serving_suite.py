@@ -1,0 +1,146 @@
+"""The serving suite's CPU-checkable parts (benchmarks/gpu/serving_suite.py): its workload, its judgement of hand-made
+results, the abort path of a request against a fake HTTP server, and the counters it loads into the server's
+processes, on a fake SGLang tree."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from paths import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
+import serving_suite as suite  # noqa: E402
+
+PROMPTS = [[1], [2, 3], [4, 5, 6, 7]]
+
+
+def test_workload_kinds_and_determinism():
+    a = suite.workload(40, 0, PROMPTS, "\n\n", 9)
+    assert a == suite.workload(40, 0, PROMPTS, "\n\n", 9) and a != suite.workload(40, 1, PROMPTS, "\n\n", 9)
+    by = {}
+    for r in a:
+        by.setdefault(r.kind, []).append(r)
+        assert r.sampling_params["temperature"] == 0.0 and r.abort_after is None
+    assert {r.sampling_params["max_new_tokens"] for r in by["max1"]} == {1}
+    assert {r.sampling_params["max_new_tokens"] for r in by["max2"]} == {2}
+    assert all(r.sampling_params["ignore_eos"] is False for r in by["eos"])
+    assert all(r.sampling_params["stop"] == ["\n\n"] for r in by["stop_str"])
+    assert all(r.sampling_params["stop_token_ids"] == [9] for r in by["stop_id"])
+    assert all(r.sampling_params["min_new_tokens"] == 4 for r in by["min_new"])
+    assert all(r.input_ids[:4] == [4, 5, 6, 7] and len(r.input_ids) > 4 for r in by["prefix"])
+    assert all(r.input_ids == [4, 5, 6, 7] * 2 for r in by["long"])
+    assert len({r.rid for r in a}) == 40
+
+
+def test_aborts_are_a_fraction_in_the_window():
+    reqs = suite.with_aborts(suite.workload(2000, 0, PROMPTS, "x", 1), 0.2, 0, 1.5)
+    times = [r.abort_after for r in reqs if r.abort_after is not None]
+    assert 320 < len(times) < 480 and all(0 <= t < 1.5 for t in times)
+
+
+def result(rid, ids, finish="length", margins=None, aborted=False, message=""):
+    return suite.Result(rid, ids, finish, message, margins, aborted)
+
+
+def test_judge_hand_worked():
+    reqs = [suite.Request(f"r{i}", [1], {}, kind) for i, kind in enumerate(["plain", "plain", "plain", "min_new", "plain"])]
+    stock = [result("r0", [5, 6], margins=[2.0, 2.0]), result("r1", [5, 6], margins=[0.1, 2.0]),
+             result("r2", [7], margins=[3.0]), result("r3", [1, 2, 3, 4]), result("r4", [8], margins=[1.0])]  # fmt: skip
+    ours = [result("r0", [5, 6]), result("r1", [4, 9]), result("r2", None, "abort", aborted=True),
+            result("r3", None, "abort", message="DDTREE does not support min_new_tokens"),
+            result("r4", [8], aborted=True)]  # fmt: skip
+    c = suite.judge(reqs, ours, stock)
+    assert (c["completed"], c["aborts_sent"], c["aborted"], c["refused"], c["wrong_refusals"]) == (3, 2, 1, 1, 0)
+    assert c["verdict"].ok and c["mismatches"] == 0 and c["errors"] == [] and c["verdict"].equal == 2
+    ours[1] = result("r1", [5, 7])  # differs where stock's margin is 2.0: not a near tie
+    ours[3] = result("r3", [1, 2, 3, 4])  # min_new_tokens served, not refused
+    ours[0] = result("r0", None, "abort")  # aborted without an abort being sent
+    c = suite.judge(reqs, ours, stock)
+    assert c["mismatches"] == 1 and not c["verdict"].ok and c["wrong_refusals"] == 1 and len(c["errors"]) == 1
+
+
+def test_report_fails_without_a_reference_or_a_verdict():
+    stock = dict(results=[result("r0", [1])], up=True, alive_after=True, answered_after=True, failure_lines=[])
+    ours = dict(up=False, results=[])
+    args = type("A", (), dict(requests=1))
+    assert suite.report({"sglang": stock}, args)[1]
+    assert not suite.report({"sglang": stock, "sglang-ddtree15": ours}, args)[1]
+    assert not suite.report({"sglang": dict(stock, results=[])}, args)[1]
+
+
+class FakeServer(BaseHTTPRequestHandler):
+    """/generate answers after 0.5 s unless /abort_request named its rid meanwhile (then finish_reason abort)."""
+
+    aborted: set = set()
+
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path == "/abort_request":
+            FakeServer.aborted.add(body["rid"])
+            answer = {}
+        else:
+            time.sleep(0.5)
+            reason = "abort" if body["rid"] in FakeServer.aborted else "length"
+            answer = dict(output_ids=[3, 4], meta_info=dict(finish_reason=dict(type=reason)))
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_send_aborts_through_abort_request():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeServer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        kept = suite.send(url, suite.Request("a", [1], {}, "plain"), False, 10)
+        cut = suite.send(url, suite.Request("b", [1], {}, "plain", abort_after=0.1), False, 10)
+    finally:
+        server.shutdown()
+    assert (kept.finish, kept.output_ids, kept.aborted) == ("length", [3, 4], False)
+    assert (cut.finish, cut.aborted) == ("abort", True)
+
+
+FAKE_SGLANG = {
+    "sglang/__init__.py": "",
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/managers/__init__.py": "",
+    "sglang/srt/managers/schedule_batch.py": "class ScheduleBatch:\n    def retract_decode(self, n):\n"
+    "        return list(range(n)), 0.5, []\n",
+    "sglang/srt/managers/checker.py": "class Checker:\n    def _check_req_pool(self):\n        return None\n",
+    "sglang/srt/mem_cache/__init__.py": "",
+    "sglang/srt/mem_cache/radix_cache.py": "class EvictResult:\n    def __init__(self, t, m):\n"
+    "        self.num_tokens_evicted, self.mamba_num_evicted = t, m\n"
+    "class RadixCache:\n    def evict(self, t, m):\n        return EvictResult(t, m)\n",
+}
+CALLS = (
+    "from sglang.srt.managers.schedule_batch import ScheduleBatch\n"
+    "from sglang.srt.managers.checker import Checker\n"
+    "from sglang.srt.mem_cache.radix_cache import RadixCache\n"
+    "b = ScheduleBatch(); b.retract_decode(3); b.retract_decode(0); b.retract_decode(2)\n"
+    "c = RadixCache(); c.evict(10, 1); c.evict(0, 0); c.evict(4, 0)\n"
+    "Checker()._check_req_pool(); Checker()._check_req_pool()\n"
+)
+
+
+def test_counters_in_a_fresh_process(tmp_path):
+    for name, text in FAKE_SGLANG.items():
+        (tmp_path / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tree" / name).write_text(text)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.COUNTERS), str(tmp_path / "tree")]))
+    env["SERVING_COUNTERS"] = str(tmp_path / "counts")
+    subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
+    assert suite.counters(tmp_path / "counts") == dict(retractions=5, evicted_tokens=14, evicted_states=1, idle_checks=2)
+    env.pop("SERVING_COUNTERS")  # off: nothing is written, nothing wrapped
+    subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
+    assert len(list((tmp_path / "counts").glob("*.log"))) == 1
