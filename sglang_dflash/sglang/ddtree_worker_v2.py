@@ -39,6 +39,7 @@ from .dflash_worker import (
     DFlashWorker,
     extend_tap_layout,
     sampling_args,
+    screen_nan,
     track_candidates,
     track_cuts,
 )
@@ -189,6 +190,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     def _accept(self, batch, tree: DraftTree, logits: Tensor):
         """Greedy or sampled acceptance (rank 0's draws at TP > 1). Returns (acceptance, tokens [bs, N]: row i's first
         accept_lens[i] are the accepted tokens and the bonus, accept_lens int32 [bs], new sequence lengths [bs])."""
+        logits = screen_nan(logits, self.nan_detection)
         sampling = sampling_args(batch.sampling_info)
         if sampling is None:
             acc = accept_greedy(tree, logits)

@@ -94,6 +94,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool):
 
     w = object.__new__(DDTreeWorkerV2)
     w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, 1, 1000, dev
+    w.nan_detection = False  # 0.5.23 has no --enable-nan-detection
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
     w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
     w.ctx_lens = ContextLengths(4)

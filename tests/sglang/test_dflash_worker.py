@@ -24,6 +24,7 @@ from sglang_dflash.sglang.dflash_worker import (
     local_vocab_range,
     request_unsupported,
     sampling_args,
+    screen_nan,
     track_candidates,
     track_cuts,
     truncate_acceptance,
@@ -611,3 +612,26 @@ def test_fit_to_drafter_keeps_every_verify_inside_the_page_table(max_len, N, ove
             if asked is None or asked > M:  # capped: as large as fits
                 last = prompt + M - 1  # the next verify's start had one more token been allowed
                 assert last + N + (N if overlap else 0) > max_len
+
+
+def test_nan_detection_as_sglangs_sampler(monkeypatch, caplog):
+    """--enable-nan-detection (0.5.11): NaN verify logits become -1e5 as SGLang's sampler makes them, with its warning;
+    its error under crash_on_warnings (SGLANG_IS_IN_CI); off, or without NaN, the logits are returned untouched."""
+    nan = float("nan")
+    logits = torch.tensor([[[nan, 1.0, 2.0], [0.5, nan, nan]], [[3.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+    assert screen_nan(logits, False) is logits
+    clean = logits.nan_to_num(0.0)
+    assert screen_nan(clean, True) is clean
+    try:
+        from sglang.srt.utils import crash_on_warnings  # noqa: F401
+    except ImportError:
+        pytest.skip("this release has no --enable-nan-detection (0.5.23): only the off path applies")
+    monkeypatch.delenv("SGLANG_IS_IN_CI", raising=False)
+    with caplog.at_level("WARNING"):
+        out = screen_nan(logits, True)
+    assert "NaN in the logits" in caplog.text
+    assert out.tolist() == [[[-1e5, 1.0, 2.0], [0.5, -1e5, -1e5]], [[3.0, 1.0, 0.0], [0.0, 0.0, 1.0]]]
+    assert out.argmax(-1).tolist() == [[2, 0], [0, 2]]  # what the chain verify then accepts from
+    monkeypatch.setenv("SGLANG_IS_IN_CI", "true")
+    with pytest.raises(ValueError, match="NaN in the logits"):
+        screen_nan(logits, True)

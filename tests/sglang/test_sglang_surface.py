@@ -42,13 +42,16 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/plugin/activate.py", "sglang.srt.speculative.spec_registry"): "registration",
     ("sglang/names.py", "sglang.srt.arg_groups.model_override_base"): "resolved server arguments",
 }
+NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
+    ("sglang/dflash_worker.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
+}
 PTH_NOT = {  # the .pth loader's release (0.5.10.post1) has no HookRegistry
     ("sglang/plugin/activate.py", "sglang.srt.plugins.hook_registry"): "hooks through HookRegistry",
 }
 
 
 def elsewhere() -> dict:
-    other = dict(REGISTRY_ONLY if not RELEASE.registry else V1_ONLY)
+    other = dict(REGISTRY_ONLY if not RELEASE.registry else V1_ONLY | NAN_DETECTION)
     if RELEASE.loader == ".pth":
         other |= PTH_NOT
     return other
