@@ -635,3 +635,32 @@ def test_nan_detection_as_sglangs_sampler(monkeypatch, caplog):
     monkeypatch.setenv("SGLANG_IS_IN_CI", "true")
     with pytest.raises(ValueError, match="NaN in the logits"):
         screen_nan(logits, True)
+
+
+# Every API parameter of SGLang's SamplingParams, classified: the workers honour it (as stock's verify does, or it
+# never reaches the verify), or admission refuses it (the value here makes it active). A release that adds one fails
+# the test below until it is classified.
+# custom_params is read only by custom logit processors, which are refused.
+HONOURED = {"max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "ignore_eos",
+            "n", "skip_special_tokens", "spaces_between_special_tokens", "no_stop_trim", "stream_interval",
+            "custom_params"}  # fmt: skip
+REFUSED = dict(min_p=0.05, frequency_penalty=0.5, presence_penalty=0.5, repetition_penalty=1.1, min_new_tokens=4,
+               json_schema="{}", regex="a", ebnf="root ::= 'a'", structural_tag="{}", logit_bias={"7": 1.0},
+               sampling_seed=7, beam_width=4, watermark=object())  # fmt: skip
+INTERNAL = {"stop_strs", "stop_regex_strs", "stop_str_max_len", "stop_regex_max_len", "is_normalized", "ebnf_full_assistant"}
+
+
+def test_every_sampling_parameter_is_honoured_or_refused():
+    import inspect
+
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    fields = getattr(SamplingParams, "__struct_fields__", None)  # 0.5.23: a msgspec Struct
+    if fields is None:
+        fields = [p for p in inspect.signature(SamplingParams.__init__).parameters if p != "self"]
+    api = set(fields) - INTERNAL
+    assert not api - HONOURED - set(REFUSED), f"classify these SamplingParams fields: {sorted(api - HONOURED - set(REFUSED))}"
+    for name in api & set(REFUSED):
+        assert request_unsupported(request(**{name: REFUSED[name]})) is not None, name
+    for name in api & HONOURED:
+        assert request_unsupported(request(**{name: 5})) is None, name
