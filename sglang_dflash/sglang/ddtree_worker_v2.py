@@ -137,9 +137,10 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         the overlap scheduler the host prepares the next batch while this one runs (host values: the scheduler's)."""
         if batch.seq_lens.is_cuda:  # the overlap scheduler made it on its own stream
             batch.seq_lens.record_stream(torch.cuda.current_stream(batch.seq_lens.device))
-        slots_cpu, seq_cpu = self._check_step(batch)
+        slots_cpu, seq_cpu, faults = self._check_step(batch)
+        draft_slots, draft_lens = self._drafter_rows(batch, faults)
         self.profile.start()
-        tree = self._draft(batch)
+        tree = self._draft(batch, draft_slots, draft_lens)
         self.profile.mark("tree")
         logits, tree_gdn, graph_bs, result = self._verify(batch, tree, seq_cpu)
         self.profile.mark("verify")
@@ -148,9 +149,10 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
         self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
         publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
-        self._append_verified(batch.batch_size(), batch.req_pool_indices.long(), batch.seq_lens.long(), acc.accepted_nodes)
-        for slot, s in zip(slots_cpu, seq_cpu):
-            self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
+        self._append_verified(batch.batch_size(), draft_slots, draft_lens, acc.accepted_nodes)
+        for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
+            if i not in faults:
+                self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
         self.profile.mark("context")
         self.profile.end(batch.batch_size())
 
@@ -167,10 +169,11 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
             new_seq_lens=new_seq_lens,
         )
 
-    def _draft(self, batch) -> DraftTree:
-        """One drafter pass from each request's bonus token (the root) -> the chain or tree to verify."""
+    def _draft(self, batch, slots: Tensor, seq_lens: Tensor) -> DraftTree:
+        """One drafter pass from each request's bonus token (the root) at the drafter's slots and lengths [bs]
+        (`_drafter_rows`) -> the chain or tree to verify."""
         roots = batch.spec_info.bonus_tokens.long()
-        return self._build_tree(roots, self._run_drafter(roots, batch.req_pool_indices.long(), batch.seq_lens.long()))
+        return self._build_tree(roots, self._run_drafter(roots, slots, seq_lens))
 
     def _verify(self, batch, tree: DraftTree, seq_cpu: list[int]):
         """TARGET_VERIFY of the trees over req_to_token[seq_len : seq_len + N] (the scheduler mapped the slots).

@@ -382,6 +382,12 @@ class DFlashWorker:
         self.embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else model.model.embed_tokens
         self.lm_head_weight = lm.weight
         self.vocab_start, self.vocab_local = local_vocab_range(lm)
+        self.vocab_rows = self.embed.num_embeddings if hasattr(self.embed, "num_embeddings") else self.embed.weight.shape[0]
+        if not 0 <= self.drafter.config.mask_token_id < self.vocab_rows:
+            raise ValueError(
+                f"{self.name}: the drafter's mask_token_id {self.drafter.config.mask_token_id} is not among the target "
+                f"embedding's {self.vocab_rows} rows"
+            )
 
     def _install_capture(self) -> None:
         """The hidden capture on the target's tapped layers (before its CUDA graphs where the plugin's hook ran, else
@@ -455,16 +461,35 @@ class DFlashWorker:
         sizes = sorted(getattr(graphs, "capture_bs", None) or [])
         return next((s for s in sizes if s >= bs), None)
 
-    def _check_step(self, batch) -> tuple[list[int], list[int]]:
-        """A decode step's requests: each has as many tokens in the KV cache as in the drafter's context, and room for
-        the step's nodes. Returns their request slots and sequence lengths (host lists)."""
+    def _check_step(self, batch) -> tuple[list[int], list[int], dict[int, str]]:
+        """A decode step's requests: each must have as many tokens in the KV cache as in the drafter's context, and
+        room for the step's nodes in the drafter's page table. Returns their request slots and sequence lengths (host
+        lists) and what is wrong with a request, by batch index (`_drafter_rows` isolates those)."""
         slots_cpu, seq_cpu = [req.req_pool_idx for req in batch.reqs], batch.seq_lens_cpu.tolist()
-        for slot, s in zip(slots_cpu, seq_cpu):
-            wrong = self.ctx_lens.check(slot, s)
+        faults = {}
+        for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
+            wrong = self.ctx_lens.check(slot, s) or self._misfit(s + self.num_nodes)
             if wrong:
-                raise RuntimeError(f"{self.name}: {wrong}")
-            self._check_fits(s + self.num_nodes)
-        return slots_cpu, seq_cpu
+                faults[i] = f"{self.name}: {wrong}"
+        return slots_cpu, seq_cpu, faults
+
+    def _drafter_rows(self, batch, faults: dict[int, str]) -> tuple[Tensor, Tensor]:
+        """The drafter's request slots and lengths [bs] for a decode step: the batch's, except that a request with a
+        fault rides the step on the scratch slot (-1, length 0), where it reads and writes nothing live, and ends
+        aborted with the fault as its message (the verify is the target's as ever, so its one token this step is
+        right). Its client gets the error; SGLang frees it as any finished request; the rest of the batch goes on."""
+        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
+        if not faults:
+            return slots, seq_lens
+        from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+        for i, message in faults.items():
+            logger.error("%s: request %s aborted: %s", self.name, batch.reqs[i].rid, message)
+            batch.reqs[i].to_finish = FINISH_ABORT(f"{message} (please report this sglang-dflash bug)")
+        bad = torch.zeros(len(batch.reqs), dtype=torch.bool)
+        bad[list(faults)] = True
+        bad = bad.to(slots.device)
+        return torch.where(bad, -1, slots), torch.where(bad, 0, seq_lens)
 
     def _verify_input(self, batch, tree: DraftTree, seq_cpu: list[int]):
         """EAGLE's verify input for the step's tree, marked with the batch's real request count, and the tree-verify
@@ -495,11 +520,15 @@ class DFlashWorker:
             tree_gdn.set_parents(tree.parents, graph_bs)
         return spec_info, tree_gdn, graph_bs
 
-    def _check_fits(self, num_tokens: int) -> None:
+    def _misfit(self, num_tokens: int) -> str | None:
         if num_tokens > self.max_len:
-            raise RuntimeError(
-                f"{self.name}: {num_tokens} tokens exceed the drafter's page table ({env.DRAFT_MAX_LEN.name}={self.max_len})"
-            )
+            return f"{num_tokens} tokens exceed the drafter's page table ({env.DRAFT_MAX_LEN.name}={self.max_len})"
+        return None
+
+    def _check_fits(self, num_tokens: int) -> None:
+        wrong = self._misfit(num_tokens)
+        if wrong:
+            raise RuntimeError(f"{self.name}: {wrong}")
 
     def _check_server_args(self, args) -> None:
         problems = []
@@ -547,17 +576,15 @@ class DFlashWorker:
             **{fields().result_accepted: 0},
         )
 
-    def _draft_logits(self, batch) -> tuple[Tensor, Tensor]:
-        """(roots long [R], this rank's drafter logits [R, block_size - 1, Vs] for depths 1 .. block_size - 1)."""
+    def _roots(self, batch, faults: dict[int, str]) -> Tensor:
+        """Each request's last token, the root of its draft (long [R]); one outside the embedding's rows is a fault
+        (added to faults) and 0 instead."""
         last = [req.output_ids[-1] if req.output_ids else req.origin_input_ids[-1] for req in batch.reqs]
-        vocab = self.embed.num_embeddings if hasattr(self.embed, "num_embeddings") else self.embed.weight.shape[0]
-        if not all(0 <= t < vocab for t in last) or not 0 <= self.drafter.config.mask_token_id < vocab:
-            raise RuntimeError(
-                f"{self.name}: draft block tokens out of the embedding's {vocab} rows: last tokens {last}, "
-                f"mask_token_id {self.drafter.config.mask_token_id}"
-            )
-        roots = torch.tensor(last, dtype=torch.long, device=self.device)
-        return roots, self._run_drafter(roots, batch.req_pool_indices.long(), batch.seq_lens.long())
+        for i, t in enumerate(last):
+            if not 0 <= t < self.vocab_rows:
+                faults.setdefault(i, f"{self.name}: last token {t} outside the embedding's {self.vocab_rows} rows")
+                last[i] = 0
+        return torch.tensor(last, dtype=torch.long, device=self.device)
 
     def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests
@@ -591,8 +618,8 @@ class DFlashWorker:
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
 
-    def _draft_tree(self, batch) -> DraftTree:
-        roots, local = self._draft_logits(batch)
+    def _draft_tree(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> DraftTree:
+        local = self._run_drafter(roots, slots, seq_lens)
         self.profile.mark("drafter")
         return self._build_tree(roots, local)
 
@@ -610,11 +637,13 @@ class DFlashWorker:
         from sglang.srt.speculative.eagle_worker import EAGLEWorker
 
         bs, N = batch.batch_size(), self.num_nodes
-        slots_cpu, seq_cpu = self._check_step(batch)
+        slots_cpu, seq_cpu, faults = self._check_step(batch)
+        roots = self._roots(batch, faults)
+        draft_slots, draft_lens = self._drafter_rows(batch, faults)
 
         # 4. draft (chain or tree), verify input
         self.profile.start()
-        tree = self._draft_tree(batch)
+        tree = self._draft_tree(roots, draft_slots, draft_lens)
         self.profile.mark("tree")
         spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
         seq_lens_pre = batch.seq_lens.clone()
@@ -669,9 +698,10 @@ class DFlashWorker:
         self.profile.mark("gdn_commit")
 
         # 7. drafter context for the committed tokens
-        self._append_verified(bs, batch.req_pool_indices.long(), seq_lens_pre.long(), acc.accepted_nodes)
-        for slot, s, k in zip(slots_cpu, seq_cpu, keep):
-            self.ctx_lens.set(slot, s + k)
+        self._append_verified(bs, draft_slots, seq_lens_pre.long() if not faults else draft_lens, acc.accepted_nodes)
+        for i, (slot, s, k) in enumerate(zip(slots_cpu, seq_cpu, keep)):
+            if i not in faults:
+                self.ctx_lens.set(slot, s + k)
         self.profile.mark("context")
         self.profile.end(bs)
 

@@ -57,8 +57,9 @@ class Recorder:
         self.calls.append(("publish", new_seq_lens))
 
 
-def decode_step(monkeypatch, device: str, extra_buffer: bool):
-    """A DDTreeWorkerV2 step over the two requests on `device`. Returns (result, recorder, worker, req_to_token)."""
+def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS):
+    """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given.
+    Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang.srt.speculative import eagle_utils
 
@@ -98,9 +99,14 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool):
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
     w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
     w.ctx_lens = ContextLengths(4)
-    for slot, s in zip(SLOTS, SEQ_LENS):
+    for slot, s in zip(SLOTS, drafter_lengths):
         w.ctx_lens.set(slot, s)
-    w._run_drafter = lambda roots, slots, seq_lens: torch.zeros(2, 2, VOCAB, device=dev)
+
+    def drafter(roots, slots, seq_lens):
+        rec.drafter_rows = (slots, seq_lens)
+        return torch.zeros(2, 2, VOCAB, device=dev)
+
+    w._run_drafter = drafter
     w._build_tree = lambda roots, local: tree
     w._append_verified = rec.append
     monkeypatch.setattr(dflash_worker, "tree_gdn_workspace", lambda: rec)
@@ -119,6 +125,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool):
         mamba_track_indices=torch.tensor([6, 7], device=dev) if extra_buffer else None,
         batch_size=lambda: 2,
     )
+    rec.batch = batch
     result = w.forward_batch_generation(batch, on_publish=rec.publish)
     return result, rec, w, runner.req_to_token_pool.req_to_token
 
@@ -167,3 +174,24 @@ def test_decode_step_reads_nothing_back_from_the_device(monkeypatch, extra_buffe
     result, rec, _, _ = decode_step(monkeypatch, "meta", extra_buffer)
     assert result.accept_lens.is_meta and result.new_seq_lens.is_meta
     assert [c[0] for c in rec.calls][-2:] == ["publish", "context"]
+
+
+def test_a_request_with_a_fault_is_aborted_and_the_batch_goes_on(monkeypatch):
+    """Request 1's drafter context is 2 tokens short of its KV cache (a bug): it rides the step on the scratch slot
+    (-1, length 0) for the drafter and its context append, ends aborted with the fault as its message, and its context
+    length stays unknown; request 0's step is the hand-worked one."""
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+    result, rec, w, _ = decode_step(monkeypatch, "cpu", False, drafter_lengths=[SEQ_LENS[0], SEQ_LENS[1] - 2])
+    slots, lens = rec.drafter_rows
+    assert slots.tolist() == [SLOTS[0], -1] and lens.tolist() == [SEQ_LENS[0], 0]
+    context = [c for c in rec.calls if c[0] == "context"][0]
+    assert context[1].tolist() == [SLOTS[0], -1] and context[2].tolist() == [SEQ_LENS[0], 0]
+    req0, req1 = rec.batch.reqs
+    assert getattr(req0, "to_finish", None) is None
+    assert (
+        isinstance(req1.to_finish, FINISH_ABORT)
+        and "slot 1 has 9 tokens in the KV cache, the drafter 7" in req1.to_finish.message
+    )
+    assert result.accept_lens.tolist() == [2, 3] and result.next_token_ids.view(2, N)[0, :2].tolist() == [12, 50]
+    assert (w.ctx_lens.low[3], w.ctx_lens.high[3]) == (7, 9) and (w.ctx_lens.low[1], w.ctx_lens.high[1]) == (7, 7)

@@ -365,8 +365,8 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
         worker = cls.__new__(cls)  # only what drafting reads
         worker.num_nodes, worker.tp_size = N, 1
         worker.profile = StepProfile(None, torch.device("cpu"))
-        worker._draft_logits = lambda batch: (roots, logits)
-        trees[cls] = worker._draft_tree(batch=None)
+        worker._run_drafter = lambda roots, slots, seq_lens: logits
+        trees[cls] = worker._draft_tree(roots, None, None)
     chain, tree = trees[DFlashWorker], trees[DDTreeWorker]
     assert torch.equal(chain.token_ids, chain_tree(logits[:, : N - 1].argmax(-1), roots).token_ids)
     expected = build_ddtree(logits, roots, N - 1)
@@ -664,3 +664,16 @@ def test_every_sampling_parameter_is_honoured_or_refused():
         assert request_unsupported(request(**{name: REFUSED[name]})) is not None, name
     for name in api & HONOURED:
         assert request_unsupported(request(**{name: 5})) is None, name
+
+
+def test_roots_out_of_the_embedding_are_faults():
+    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+
+    w = DFlashWorker.__new__(DFlashWorker)
+    w.name, w.vocab_rows, w.device = "DFLASH_CHAIN", 10, torch.device("cpu")
+    reqs = [SimpleNamespace(output_ids=[3, 4], origin_input_ids=[1]), SimpleNamespace(output_ids=[], origin_input_ids=[2]),
+            SimpleNamespace(output_ids=[12], origin_input_ids=[1])]  # fmt: skip
+    faults = {0: "earlier"}
+    roots = w._roots(SimpleNamespace(reqs=reqs), faults)
+    assert roots.tolist() == [4, 2, 0]
+    assert faults == {0: "earlier", 2: "DFLASH_CHAIN: last token 12 outside the embedding's 10 rows"}
