@@ -258,8 +258,9 @@ def test_tree_attention_reads_a_token_pool_through_a_page_table(window):
 
 
 def test_sliding_window_over_the_prefix():
-    """window + positions: prefix key t is seen from position p only if p - t < window. Kernel and
-    reference against SDPA with the explicit mask (`models.layers.masked_attention`)."""
+    """window + positions: the query at position p sees the prefix keys among p - window + 1 .. p (the last `window`
+    positions, its own included). Kernel and reference against SDPA with that mask, set one query at a time
+    (`models.layers.masked_attention`)."""
     from sglang_dflash.models.layers import masked_attention
 
     gen = torch.Generator().manual_seed(9)
@@ -270,8 +271,12 @@ def test_sliding_window_over_the_prefix():
     prefix_lens = torch.tensor([T, 23])
     anc = ancestors(random_parents(R, N, gen), N - 1)
     positions = prefix_lens[:, None] + anc.sum(-1) - 1  # root at the prefix length, + depth
-    t = torch.arange(T)
-    see_prefix = (t < prefix_lens[:, None, None]) & (positions[:, :, None] - t < window)
+    see_prefix = torch.zeros(R, N, T, dtype=torch.bool)
+    for r in range(R):
+        for i in range(N):
+            see_prefix[r, i, positions[r, i] - window + 1 : prefix_lens[r]] = True  # p >= prefix_lens[r] > window
+    # by hand: request 1's root sits at position 23 (its prefix's length), so it sees prefix keys 17 .. 22
+    assert see_prefix[1, 0].nonzero().flatten().tolist() == [17, 18, 19, 20, 21, 22]
     expected = masked_attention(
         q.double(), torch.cat([k_cache, k_tree], 1).double(), torch.cat([v_cache, v_tree], 1).double(),
         torch.cat([see_prefix, anc], 2), Dh**-0.5,

@@ -31,6 +31,13 @@ def draft(tmp_path_factory):
     return root / "draft"
 
 
+# The fixture's drafter in bf16, by hand: hidden 48, MLP 80, 4 query / 2 KV heads of 16, 2 layers, 3 taps, no biases.
+# Per layer: q 48*64 + k 48*32 + v 48*32 + o 64*48 = 9216, q/k norms 2*16 = 32, MLP 3*48*80 = 11520, its two norms
+# 2*48 = 96: 20864. Two layers 41728, fc 3*48*48 = 6912, hidden and final norms 2*48 = 96: 48736 parameters.
+DRAFT_WEIGHT_BYTES = 48736 * 2
+DRAFT_TOKEN_BYTES = 2 * 2 * 2 * 16 * 2  # K and V x 2 layers x 2 KV heads x head dim 16 x 2 bytes = 256
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_draft_bytes_equal_what_the_worker_allocates(draft, dtype):
     """Weights, and context K/V per pool entry: the dense cache (5 slots x 96 positions) and a pool of 700 entries
@@ -91,29 +98,28 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
     runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
     runner.dp_size, runner.is_draft_worker = 1, False
-    weights, per_token = memory_plan.draft_bytes(DraftConfig.from_dict(read_config(draft)), torch.bfloat16)
-    assert per_token > 0 and weights > 0
-    assert runner.get_cell_size_per_token(4) == 4000 + per_token * ours
-    assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + per_token * ours
-    expected = 100.0 - weights / GiB * ours - (1 if refunded else 32) * 33 / 16
-    assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected)
+    assert runner.get_cell_size_per_token(4) == 4000 + DRAFT_TOKEN_BYTES * ours
+    assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + DRAFT_TOKEN_BYTES * ours
+    expected = 100.0 - DRAFT_WEIGHT_BYTES / GiB * ours - (1 if refunded else 32) * 33 / 16
+    assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected, rel=0, abs=1e-12)  # the weights: 9e-5 GiB
 
 
 def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
     """At TP=2 the plan counts rank 0's shard (`tp_shard.shard_drafter`): its weights and its key/value heads; with
-    SGLANG_DFLASH_DRAFT_TP=0, or heads that do not split, the whole drafter."""
-    from sglang_dflash.models.tp_shard import shard_drafter
-
+    SGLANG_DFLASH_DRAFT_TP=0, or heads that do not split, the whole drafter. Byte counts by hand, in bf16:
+    whole, per layer q 48*32 + k 48*16 + v 48*16 + o 32*48 = 4608, q/k norms 2*8, MLP 3*48*40 = 5760, norms 2*48:
+    10480; two layers 20960, fc 2*48*48 = 4608, hidden and final norms 96: 25664 parameters; per token K and V
+    x 2 layers x 2 KV heads x 8 x 2 bytes = 128. Rank 0 of 2: half the heads and MLP rows, per layer q 48*16 +
+    k 48*8 + v 48*8 + o 16*48 = 2304, norms 16, MLP 3*48*20 = 2880, norms 96: 5296; 10592 + 4704 (fc and norms,
+    replicated) = 15296 parameters; one KV head: 64 bytes per token."""
     config = DraftConfig.from_dict(
         dict(hidden_size=48, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
              head_dim=8, vocab_size=60, block_size=6, dflash_config=dict(target_layer_ids=[0, 2], mask_token_id=5))
     )  # fmt: skip
+    whole, rank0 = (25664 * 2, 128), (15296 * 2, 64)
     monkeypatch.delenv(env.DRAFT_TP.name, raising=False)
-    whole = memory_plan.draft_bytes(config, torch.bfloat16)
-    model = DFlashDrafter(config)
-    shard_drafter(model, 1, 2, lambda x: x)
-    sharded = memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2)
-    assert sharded == (2 * sum(p.numel() for p in model.parameters()), whole[1] // 2) and sharded[0] < 0.7 * whole[0]
+    assert memory_plan.draft_bytes(config, torch.bfloat16) == whole
+    assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=2) == rank0
     assert memory_plan.draft_tp_size(config, 2) == 2 and memory_plan.draft_tp_size(config, 3) == 1
     assert memory_plan.draft_bytes(config, torch.bfloat16, tp_size=3) == whole  # 4 heads do not split over 3
     monkeypatch.setenv(env.DRAFT_TP.name, "0")
