@@ -16,6 +16,7 @@ import torch
 from .cli import Refusal, check, check_budget, check_checkpoint, check_device, check_positive
 from .engine import ALGOS, generate, load_pair, load_tokenizer, tiny_pair
 from .models import PairError
+from .proposal import SCORINGS
 
 DEFAULT_PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 
@@ -27,7 +28,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "or as a draft tree (ddtree). Without --target/--draft: the tiny pair shipped in the package.",
     )
     p.add_argument("--target", help="target checkpoint directory (Hugging Face Qwen3.5/3.6 format)")
-    p.add_argument("--draft", help="DFlash drafter checkpoint directory (z-lab format); needed for dflash and ddtree")
+    p.add_argument("--draft", help="drafter checkpoint directory (z-lab DFlash, DFlash2 or DSpark); for dflash and ddtree")
+    p.add_argument("--scoring", choices=SCORINGS, default="conditional",
+                   help="ddtree, DFlash2 or DSpark drafter: trees by its conditional head (default) or marginals")  # fmt: skip
     p.add_argument("--algo", choices=ALGOS, default="ddtree", help="decoding algorithm (default: ddtree)")
     p.add_argument(
         "--budget",
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         eos_token_ids=target.config.eos_token_ids,
         seed=args.seed,
         progress=not args.json,
+        scoring=args.scoring,
     )
     if args.json:
         print(json.dumps({"output_ids": res.output_ids[0], "accept_lens": res.accept_lens[0], "tokens_per_s": res.tokens_per_s}))

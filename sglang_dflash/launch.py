@@ -74,7 +74,7 @@ def check_speculative(argv: list[str]) -> None:
     if local.exists() or draft.startswith((".", "/", "~")) or draft.count("/") != 1:
         from .models.config import DraftConfig
 
-        block = read_checkpoint_config(local, "--speculative-draft-model-path", DraftConfig.from_dict).block_size
+        block = read_checkpoint_config(local, "--speculative-draft-model-path", DraftConfig.from_dict).num_depths + 1
     nodes = args.speculative_num_draft_tokens
     try:
         verify_nodes(name, None if nodes is None else int(nodes), block or MAX_BUDGET + 1)

@@ -157,3 +157,23 @@ def test_a_wrong_shaped_checkpoint_is_refused_in_one_line(tmp_path, capsys):
     (bad / "config.json").write_text('{"architectures": ["Nothing"]}')
     line = refusal(capsys, init_draft.main, ["--target", str(bad), "--out", str(tmp_path / "o")])
     assert line.startswith(f"error: --target {bad}: not a config this accepts (KeyError")
+
+
+def test_init_draft_formats(pair_dirs, tmp_path, capsys):
+    """--format writes a drafter of that format that loads strictly; bad head arguments are refused in one line."""
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+
+    target, _ = pair_dirs
+    base = ["--target", str(target), "--layers", "1", "--block-size", "4", "--taps", "2"]
+    for fmt, extra, module in (("dflash2", ["--conv", "3,8", "--selector", "4,3"], "candidate_selector"),
+                               ("dspark", ["--markov", "4,gated"], "markov_head")):  # fmt: skip
+        assert init_draft.main([*base, "--out", str(tmp_path / fmt), "--format", fmt, *extra]) == 0
+        drafter = DFlashDrafter.from_pretrained(tmp_path / fmt)
+        assert drafter.config.format == fmt and hasattr(drafter, module)
+    capsys.readouterr()
+    assert "--markov 4: expected two values" in refusal(
+        capsys, init_draft.main, [*base, "--out", str(tmp_path / "x"), "--format", "dspark", "--markov", "4"]
+    )
+    assert "markov_head_type 'lstm'" in refusal(
+        capsys, init_draft.main, [*base, "--out", str(tmp_path / "y"), "--format", "dspark", "--markov", "4,lstm"]
+    )

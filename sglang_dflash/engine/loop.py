@@ -16,8 +16,9 @@ from torch import Tensor
 from tqdm import tqdm
 
 from ..cuda_graph import CapturedStep, sync_time
-from ..ddtree import DraftTree, accept_greedy, accept_sampling, build_ddtree, sample_tokens, tree_from_parents
-from ..dflash import chain_tree, greedy_chain
+from ..ddtree import DraftTree, accept_greedy, accept_sampling, sample_tokens, tree_from_parents
+from ..dflash import chain_tree
+from ..proposal import propose
 
 ALGOS = ("ar", "dflash", "ddtree")
 PREFILL_CHUNK = 64
@@ -66,10 +67,12 @@ def generate(
     seed: int = 0,
     progress: bool = False,
     cuda_graphs: bool | None = None,
+    scoring: str = "conditional",
 ) -> GenerationResult:
     """Generate up to max_new_tokens after each prompt (batched). Greedy output is the target's own for
     every algo; with temperature > 0 it is distributed as the target's own sampling. cuda_graphs (default:
-    on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests."""
+    on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests. scoring: how a
+    DFlash2 or DSpark drafter's DDTREE tree is scored (`proposal.propose`)."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
     if algo != "ar" and drafter is None:
@@ -82,7 +85,7 @@ def generate(
     device = target.embed_tokens.weight.device
     gen = torch.Generator(device=device).manual_seed(seed)
     R = len(prompts)
-    block = drafter.config.block_size if drafter is not None else 1
+    block = drafter.config.num_depths + 1 if drafter is not None else 1  # a chain's nodes, the root included
     max_len = max(map(len, prompts)) + max_new_tokens + max(block, budget + 1) + 1
     tcache = target.new_cache(R, max_len)
     dcache = drafter.new_cache(R, max_len) if drafter is not None else None
@@ -103,12 +106,7 @@ def generate(
         if drafter is None:
             tree = root_only(roots)
         else:
-            draft_logits = drafter(dcache, roots, slots, lens, target.embed_tokens, target.lm_head)
-            tree = (
-                greedy_chain(draft_logits, roots)
-                if algo == "dflash"
-                else build_ddtree(draft_logits, roots, budget, validate=False)
-            )
+            tree = propose(drafter, dcache, roots, slots, lens, target.embed_tokens, target.lm_head, algo, budget, scoring)
         out = target.verify(tcache, tree, slots, lens)
         acc = accept(tree, target.logits(out.hidden))
         commit(out, slots, lens, acc.accepted_nodes)

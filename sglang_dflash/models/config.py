@@ -105,10 +105,68 @@ class TargetConfig:
         )
 
 
+# The drafter formats by `architectures` (SGLang 0.5.23's names): z-lab DFlash, DFlash2 (a candidate selector, and
+# often grouped dynamic convolutions) and DSpark (a Markov head; its query block starts drafting at the anchor's row).
+FORMATS = {
+    "DFlashDraftModel": "dflash",
+    "DFlash2DraftModel": "dflash2",
+    "DFlash2BeamDraftModel": "dflash2",
+    "MiniMaxDFlash2DraftModel": "dflash2",
+    "DSparkDraftModel": "dspark",
+    "Qwen3DSparkModel": "dspark",
+    "LingDSparkModel": "dspark",
+}
+MARKOV_HEADS = ("vanilla", "gated", "rnn")
+
+
+def draft_format(cfg: dict) -> str:
+    """dflash, dflash2 or dspark from a drafter's config.json (architectures, then the keys that must agree with it);
+    anything else a PairError naming what is not supported."""
+    arch = cfg.get("architectures") or ["DFlashDraftModel"]  # z-lab's early configs had none
+    known = [FORMATS[a] for a in arch if a in FORMATS]
+    if len(arch) != 1 or not known:
+        raise PairError(f"drafter architectures {arch}: supported are one of {sorted(FORMATS)}")
+    fmt = known[0]
+    dcfg = {**(cfg.get("dflash_config") or {}), **(cfg.get("dspark_config") or {})}
+    unsupported = {
+        "projector_type": dcfg.get("projector_type") not in (None, "", "linear"),
+        "attention_sink_bias": bool(dcfg.get("attention_sink_bias")),
+        "attention_value_scale": dcfg.get("attention_value_scale") is not None,
+        "use_gemma_norm": bool(cfg.get("use_gemma_norm")),
+        "hidden_act": cfg.get("hidden_act", "silu") != "silu",
+        "quantization_config": "quantization_config" in cfg,
+        "sample_from_anchor: false": cfg.get("sample_from_anchor", True) is False,
+        "bundled dspark_* keys": any(k.startswith("dspark_") for k in cfg),
+    }
+    found = [k for k, on in unsupported.items() if on]
+    if found:
+        raise PairError(f"drafter ({arch[0]}) uses {', '.join(found)}: not supported")
+    for a, b in (("conv_kernel_size", "conv_group_size"), ("selector_rank", "selector_top_k")):
+        if bool(dcfg.get(a)) != bool(dcfg.get(b)):
+            raise PairError(f"drafter dflash_config sets one of {a} and {b}: both or neither")
+    if (fmt == "dflash2") != bool(dcfg.get("selector_rank")):
+        raise PairError(f"drafter {arch[0]}: a candidate selector (selector_rank) is what makes a DFlash2 drafter")
+    if (fmt == "dspark") != bool(markov_setting(cfg, "markov_rank")):
+        raise PairError(f"drafter {arch[0]}: a Markov head (markov_rank > 0) is what makes a DSpark drafter")
+    return fmt
+
+
+def markov_setting(cfg: dict, name: str):
+    """A DSpark setting where SGLang 0.5.23 looks first: dspark_config, dflash_config, text_config, the top level.
+    The top level must agree with a nested value (SGLang's model reads the top level, its parser the nested one)."""
+    nested = next((c[name] for c in (cfg.get("dspark_config"), cfg.get("dflash_config"), cfg.get("text_config"))
+                   if c and c.get(name) is not None), None)  # fmt: skip
+    top = cfg.get(name)
+    if nested is not None and top is not None and nested != top:
+        raise PairError(f"drafter {name}: {nested!r} nested, {top!r} at the top level")
+    return nested if nested is not None else top
+
+
 @dataclass(frozen=True)
 class DraftConfig:
-    """A z-lab DFlash drafter (`DFlashDraftModel`): Qwen3-style layers whose K/V also come from
-    `hidden_norm(fc(concat of the target's tapped hidden states))`."""
+    """A DFlash-family drafter: Qwen3-style layers whose K/V also come from `hidden_norm(fc(concat of the target's
+    tapped hidden states))`, in one of the `FORMATS`. `block_size` is the query block's length ([anchor, MASK...]);
+    `num_depths` the draft tokens one pass gives (block_size - 1; DSpark drafts from the anchor's row too)."""
 
     hidden_size: int
     intermediate_size: int
@@ -129,19 +187,30 @@ class DraftConfig:
     input_embedding_scale: float = 1.0
     output_multiplier: float = 1.0
     final_logit_softcapping: float | None = None
+    format: str = "dflash"
+    conv_kernel_size: int = 0  # DFlash2 (or DFlash + conv): grouped dynamic convolutions around each sublayer
+    conv_group_size: int = 0
+    selector_rank: int = 0  # DFlash2's candidate selector
+    selector_top_k: int = 0
+    markov_rank: int = 0  # DSpark's Markov head
+    markov_head_type: str | None = None
+    confidence_head: bool = False  # DSpark's (loaded, not used for drafting)
+    confidence_with_markov: bool = False
     extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def num_depths(self) -> int:
+        return self.block_size if self.format == "dspark" else self.block_size - 1
 
     @classmethod
     def from_dict(cls, cfg: dict) -> DraftConfig:
-        arch = cfg.get("architectures") or []
-        if arch and "DFlashDraftModel" not in arch:
-            raise PairError(f"drafter architectures {arch} is not DFlashDraftModel (z-lab DFlash format)")
-        dcfg = cfg.get("dflash_config") or {}
+        fmt = draft_format(cfg)
+        dcfg = {**(cfg.get("dflash_config") or {}), **(cfg.get("dspark_config") or {})}
         get = lambda name, default=None: dcfg.get(name, cfg.get(name, default))  # noqa: E731
         layer_ids = get("target_layer_ids")
         if not layer_ids:
             raise PairError("drafter config has no dflash_config.target_layer_ids")
-        mask_token_id = get("mask_token_id")
+        mask_token_id = markov_setting(cfg, "mask_token_id") if fmt == "dspark" else get("mask_token_id")
         if mask_token_id is None:
             raise PairError("drafter config has no dflash_config.mask_token_id")
         n = cfg["num_hidden_layers"]
@@ -170,14 +239,34 @@ class DraftConfig:
             attention_bias=cfg.get("attention_bias", False),
             target_layer_ids=tuple(int(i) for i in layer_ids),
             mask_token_id=int(mask_token_id),
-            block_size=int(get("block_size", 16)),
+            block_size=int(get("block_size", 7 if fmt == "dspark" else 16)),
             layer_types=types,
             sliding_window=window if "sliding_attention" in types else None,
             causal=causal,
             input_embedding_scale=float(get("input_embedding_scale", 1.0)),
             output_multiplier=float(get("output_multiplier", 1.0)),
             final_logit_softcapping=float(softcap) if softcap else None,
+            format=fmt,
+            **heads(cfg, dcfg, fmt, cfg["hidden_size"]),
         )
+
+
+def heads(cfg: dict, dcfg: dict, fmt: str, hidden_size: int) -> dict:
+    """DraftConfig's fields of the DFlash2 and DSpark heads, checked."""
+    out = dict(conv_kernel_size=int(dcfg.get("conv_kernel_size") or 0), conv_group_size=int(dcfg.get("conv_group_size") or 0))
+    if out["conv_kernel_size"] and (out["conv_kernel_size"] < 1 or hidden_size % out["conv_group_size"]):
+        raise PairError(f"drafter conv_group_size {out['conv_group_size']} must divide hidden_size {hidden_size}")
+    if fmt == "dflash2":
+        out.update(selector_rank=int(dcfg["selector_rank"]), selector_top_k=int(dcfg["selector_top_k"]))
+    if fmt == "dspark":
+        kind = str(markov_setting(cfg, "markov_head_type") or "").lower()
+        if kind not in MARKOV_HEADS:
+            raise PairError(f"drafter markov_head_type {kind or None!r}: supported are {', '.join(MARKOV_HEADS)}")
+        rank = int(markov_setting(cfg, "markov_rank"))
+        confidence = markov_setting(cfg, "enable_confidence_head") is not None  # SGLang checks presence only
+        with_markov = cfg.get("confidence_head_with_markov", rank > 0)
+        out.update(markov_rank=rank, markov_head_type=kind, confidence_head=confidence, confidence_with_markov=bool(with_markov))
+    return out
 
 
 def default_target_layer_ids(num_target_layers: int, num_taps: int) -> list[int]:
@@ -207,8 +296,8 @@ def check_pair(target: TargetConfig, draft: DraftConfig) -> None:
             f"drafter target_layer_ids {list(draft.target_layer_ids)}: {bad} out of range for a "
             f"{target.num_hidden_layers}-layer target (layer id l = output of decoder layer l)"
         )
-    if draft.block_size < 2:
-        raise PairError(f"drafter block_size must be >= 2 (one anchor + at least one draft token), got {draft.block_size}")
+    if draft.num_depths < 1:
+        raise PairError(f"drafter block_size {draft.block_size} drafts no token (one anchor + at least one draft token)")
     if not 0 <= draft.mask_token_id < target.vocab_size:
         raise PairError(f"drafter mask_token_id {draft.mask_token_id} is outside the target vocabulary of {target.vocab_size}")
 

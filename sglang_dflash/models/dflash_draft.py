@@ -1,4 +1,4 @@
-"""z-lab DFlash drafter: one forward pass drafts a block of `block_size` tokens.
+"""The DFlash-family drafter (z-lab DFlash, DFlash2, DSpark): one forward pass drafts a block.
 
 The block is [anchor (last verified token), MASK x (block_size - 1)] at positions seq_len ..
 seq_len + block_size - 1. Queries come from the block only; keys and values from the context
@@ -6,6 +6,11 @@ seq_len + block_size - 1. Queries come from the block only; keys and values from
 k/v projections, k-normed and rotated at their positions, cached incrementally) and from the
 block. Full-attention layers see the whole block, sliding layers the block causally and the last
 `sliding_window` positions. Embedding and LM head are the target's.
+
+Formats (`DraftConfig.format`): DFlash's rows 1 .. block_size - 1 draft depths 1 .. block_size - 1; DSpark's rows
+0 .. block_size - 1 draft depths 1 .. block_size (its anchor row drafts too) and its Markov head biases each depth by
+the token before; DFlash2 adds a candidate selector. Either may wrap each sublayer in grouped dynamic convolutions
+(`draft_heads.GroupedConv`). How each drafts a chain or a tree: `models.draft_proposal`.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from torch import Tensor, nn
 
 from ..kernels.tree_attention import ancestor_bits, attend_tree
 from .config import DraftConfig, read_config
+from .draft_heads import CandidateSelector, ConfidenceHead, GroupedConv, markov_head
 from .layers import MLP, RMSNorm, Rotary, load_checkpoint, load_into
 
 
@@ -94,13 +100,25 @@ class DraftLayer(nn.Module):
         self.mlp = MLP(c.hidden_size, c.intermediate_size)
         self.input_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.post_attention_layernorm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
+        if c.conv_kernel_size:
+            self.attention_conv = GroupedConv(c.hidden_size, c.conv_kernel_size, c.conv_group_size)
+            self.mlp_conv = GroupedConv(c.hidden_size, c.conv_kernel_size, c.conv_group_size)
 
     def forward(
         self, h: Tensor, positions: Tensor, k_cache: Tensor, v_cache: Tensor, table: Tensor, slots: Tensor, ctx_lens: Tensor,
         mask: tuple[Tensor, Tensor | None],
     ) -> Tensor:  # fmt: skip
-        h = h + self.self_attn(self.input_layernorm(h), positions, k_cache, v_cache, table, slots, ctx_lens, mask)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        attn = lambda x: self.self_attn(x, positions, k_cache, v_cache, table, slots, ctx_lens, mask)  # noqa: E731
+        h = h + self._sublayer(attn, self.input_layernorm(h), "attention_conv")
+        return h + self._sublayer(self.mlp, self.post_attention_layernorm(h), "mlp_conv")
+
+    def _sublayer(self, fn, x: Tensor, conv: str) -> Tensor:
+        """fn(x), inside the grouped convolutions where the drafter has them (its input, then its output)."""
+        if not hasattr(self, conv):
+            return fn(x)
+        conv = getattr(self, conv)
+        x, out = conv.prepare(x)
+        return conv.finish(fn(x), out)
 
 
 class DFlashDrafter(nn.Module):
@@ -113,6 +131,12 @@ class DFlashDrafter(nn.Module):
         self.hidden_norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.norm = RMSNorm(c.hidden_size, c.rms_norm_eps, zero_centred=False)
         self.kv_heads = c.num_key_value_heads  # of this rank, after `tp_shard.shard_drafter`
+        if c.selector_rank:
+            self.candidate_selector = CandidateSelector(c.vocab_size, c.hidden_size, c.selector_rank)
+        if c.markov_rank:
+            self.markov_head = markov_head(c.markov_head_type, c.vocab_size, c.hidden_size, c.markov_rank)
+        if c.confidence_head:
+            self.confidence_head = ConfidenceHead(c.hidden_size, c.markov_rank, c.confidence_with_markov)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device="cpu", dtype=torch.float32) -> DFlashDrafter:
@@ -151,8 +175,21 @@ class DFlashDrafter(nn.Module):
     def forward(
         self, cache: DraftCache, anchors: Tensor, slots: Tensor, seq_lens: Tensor, embed: nn.Embedding, lm_head
     ) -> Tensor:
-        """Logits [R, block_size - 1, V] for depths 1 .. block_size - 1 after anchors [R] at positions seq_lens [R]
+        """Logits [R, D, V] for depths 1 .. D = config.num_depths after anchors [R] at positions seq_lens [R]
         (the context holds positions 0 .. seq_lens - 1)."""
+        return self.logits(self.hidden(cache, anchors, slots, seq_lens, embed), lm_head)
+
+    def logits(self, hidden: Tensor, lm_head) -> Tensor:
+        """`hidden`'s rows [R, D, H] through the LM head, scaled and soft-capped as configured -> float [R, D, V]."""
+        c = self.config
+        logits = lm_head(hidden).float() * c.output_multiplier
+        if c.final_logit_softcapping:
+            logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping
+        return logits
+
+    @torch.no_grad()
+    def hidden(self, cache: DraftCache, anchors: Tensor, slots: Tensor, seq_lens: Tensor, embed: nn.Embedding) -> Tensor:
+        """The normed final hidden of the rows that draft depths 1 .. D [R, D, H] (as `forward`)."""
         c, R = self.config, anchors.shape[0]
         block = torch.full((R, c.block_size), c.mask_token_id, device=anchors.device, dtype=torch.long)
         block[:, 0] = anchors
@@ -164,7 +201,4 @@ class DFlashDrafter(nn.Module):
             if attn.mask_key not in masks:
                 masks[attn.mask_key] = attn.block_mask(positions)
             h = layer(h, positions, k_cache, v_cache, cache.table, slots, seq_lens, masks[attn.mask_key])
-        logits = lm_head(self.norm(h[:, 1:])).float() * c.output_multiplier
-        if c.final_logit_softcapping:
-            logits = torch.tanh(logits / c.final_logit_softcapping) * c.final_logit_softcapping
-        return logits
+        return self.norm(h if c.format == "dspark" else h[:, 1:])

@@ -83,7 +83,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         from .tree_gdn_backend import install
 
         install_before_graphs(self.model_runner)
-        install(self.model_runner, self.draft_config.block_size - 1)  # unless SGLANG_DFLASH_TREE_GDN=0
+        install(self.model_runner, self.draft_config.num_depths)  # unless SGLANG_DFLASH_TREE_GDN=0
         self._install_capture()
 
     def init_cuda_graphs(self) -> None:
@@ -92,8 +92,8 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     def init_hicache_draft_plan(self) -> None:
         pass
 
-    def _check_num_nodes(self, block_size: int) -> None:
-        (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._check_num_nodes(self, block_size)
+    def _check_num_nodes(self, chain_nodes: int) -> None:
+        (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._check_num_nodes(self, chain_nodes)
 
     def _build_tree(self, roots: Tensor, local: Tensor) -> DraftTree:
         return (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._build_tree(self, roots, local)

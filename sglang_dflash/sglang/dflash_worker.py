@@ -363,7 +363,7 @@ class DFlashWorker:
         # a sharded one is loaded on the host first, so that the GPU never holds more than the memory plan's share,
         # and its graphs capture the all-reduces inside SGLang's graph_capture
         c = self.draft_config = DraftConfig.from_dict(read_config(draft_path))
-        self._check_num_nodes(c.block_size)
+        self._check_num_nodes(c.num_depths + 1)
         self.draft_tp = draft_tp_size(c, self.tp_size)
         self.drafter = DFlashDrafter.from_pretrained(draft_path, device="cpu" if self.draft_tp > 1 else self.device, dtype=dtype)
         shard_drafter(self.drafter, tp_rank, self.draft_tp, get_tp_group().all_reduce)
@@ -450,9 +450,9 @@ class DFlashWorker:
     def clear_cache_pool(self):
         self.ctx_lens.clear()
 
-    def _check_num_nodes(self, block_size: int) -> None:
-        if not 2 <= self.num_nodes <= block_size:
-            raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} not in [2, {block_size}]")
+    def _check_num_nodes(self, chain_nodes: int) -> None:
+        if not 2 <= self.num_nodes <= chain_nodes:
+            raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} not in [2, {chain_nodes}]")
 
     def _graph_batch_size(self, bs: int) -> int | None:
         """The captured batch size a TARGET_VERIFY of bs requests replays (SGLang pads up to the next), if any."""
@@ -598,7 +598,7 @@ class DFlashWorker:
         return self.draft_graphs[R](roots, slots, seq_lens)
 
     def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
-        """The drafter's logits over this rank's vocabulary shard [R, block_size - 1, Vs], with the block embedding
+        """The drafter's logits over this rank's vocabulary shard [R, D, Vs] (D = config.num_depths), with the block embedding
         of `block_embed` (loaded before the replay; SGLang's vocabulary-parallel embedding all-reduces outside the
         graph). A sharded drafter's all-reduces are captured inside `graph_context`."""
         return self.drafter(self.cache, roots, slots, seq_lens, self.block_embed, self._lm_head)
@@ -793,7 +793,7 @@ class DDTreeWorker(DFlashWorker):
     runs SGLang's tree mode (topk > 1: ancestor custom mask, retrieve_next_token / retrieve_next_sibling for its GDN
     kernel); the GDN state kept is the last accepted node's (`_mamba_verify_update` with the flat accepted path)."""
 
-    def _check_num_nodes(self, block_size: int) -> None:
+    def _check_num_nodes(self, chain_nodes: int) -> None:
         if self.num_nodes < 2:
             raise ValueError(f"DDTREE: --speculative-num-draft-tokens {self.num_nodes} < 2 (the root and a budget >= 1)")
 

@@ -28,7 +28,7 @@ from sglang.srt.layers.rotary_embedding import get_rope
 from sglang.srt.models.qwen2 import Qwen2MLP
 from torch import nn
 
-from ..models.config import DraftConfig
+from ..models.config import DraftConfig, PairError
 
 
 def draft_config(hf_config) -> DraftConfig:
@@ -39,7 +39,10 @@ def draft_config(hf_config) -> DraftConfig:
     raw = Path(str(getattr(hf_config, "_name_or_path", ""))) / "config.json"
     if "sliding_attention" in (cfg.get("layer_types") or []) and not cfg.get("sliding_window") and raw.is_file():
         cfg["sliding_window"] = json.loads(raw.read_text()).get("sliding_window")
-    return DraftConfig.from_dict(cfg)
+    c = DraftConfig.from_dict(cfg)
+    if c.format != "dflash" or c.conv_kernel_size:
+        raise PairError(f"the SGLang-layer drafter is z-lab DFlash without convolutions, not {c.format} ({c.conv_kernel_size})")
+    return c
 
 
 class DFlashAttention(nn.Module):

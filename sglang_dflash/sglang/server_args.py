@@ -120,7 +120,7 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
         if on:
             raise ServerArgsError(f"--speculative-algorithm {name} does not support {flag}")
 
-    block = draft.block_size
+    block = draft.num_depths + 1  # the longest chain, its root included
     nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)
     if name == DFLASH_CHAIN:
         steps, topk = nodes - 1, 1

@@ -73,7 +73,7 @@ class OracleDrafter:
 
     def __init__(self, sequences: list[list[int]], vocab: int, block_size: int, right: float, seed: int = 0):
         self.sequences, self.vocab, self.right = sequences, vocab, right
-        self.config = types.SimpleNamespace(block_size=block_size)
+        self.config = types.SimpleNamespace(block_size=block_size, num_depths=block_size - 1, format="dflash")
         self.gen = torch.Generator().manual_seed(seed)
 
     def new_cache(self, num_slots, max_len):
@@ -147,7 +147,7 @@ def test_pair_mismatches_are_refused(tmp_path):
         "hidden size": {"hidden_size": 64},
         "vocab size": {"vocab_size": 50},
         "out of range": {"dflash_config": {**good["dflash_config"], "target_layer_ids": [0, 3]}},
-        "block_size must be >= 2": {"dflash_config": {**good["dflash_config"], "block_size": 1}},
+        "drafts no token": {"dflash_config": {**good["dflash_config"], "block_size": 1}},
     }
     for message, change in cases.items():
         with pytest.raises(PairError, match=message):

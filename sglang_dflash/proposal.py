@@ -1,0 +1,100 @@
+"""A drafter's proposal for one step, in its format's own way: the chain (DFLASH) or the tree (DDTREE) to verify.
+
+| format  | chain                                              | tree, scoring "conditional"                  |
+|---------|----------------------------------------------------|----------------------------------------------|
+| dflash  | each depth's argmax                                | (none: DDTree's per-depth marginals)         |
+| dflash2 | the selector's walk: each depth's best candidate   | selector scores of each candidate given the  |
+|         | given the token before                             | candidate before (`selector_scores`)         |
+| dspark  | each depth's argmax of its logits plus the Markov  | the Markov head's bias among each depth's    |
+|         | bias of the token before                           | top-budget tokens, given the token before    |
+
+Scoring "marginal" (and DSpark's rnn head, whose bias depends on the whole path) gives DDTree's tree of the per-depth
+logits. Whatever is proposed, the target's verify decides what is emitted.
+
+Shapes: R requests, D depths (`config.num_depths`), V vocabulary, K candidates per depth, B budget.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .conditional_tree import build_conditional_tree
+from .ddtree import DraftTree, build_ddtree
+from .dflash import chain_tree
+from .models.draft_heads import chain_predecessors, selector_scores
+
+SCORINGS = ("conditional", "marginal")
+
+
+def propose(drafter, cache, roots: Tensor, slots: Tensor, seq_lens: Tensor, embed, lm_head, algo: str, budget: int,
+            scoring: str = "conditional") -> DraftTree:  # fmt: skip
+    """One drafter pass from roots [R] (at request slots / lengths [R]) -> the chain (algo "dflash", D + 1 nodes) or
+    the tree (algo "ddtree", budget + 1 nodes) to verify."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
+    fmt = drafter.config.format
+    if fmt == "dflash":  # the logits are all it needs
+        logits = drafter(cache, roots, slots, seq_lens, embed, lm_head)
+        return chain_tree(logits.argmax(-1), roots) if algo == "dflash" else build_ddtree(logits, roots, budget, validate=False)
+    hidden = drafter.hidden(cache, roots, slots, seq_lens, embed)
+    logits = drafter.logits(hidden, lm_head)
+    rnn = fmt == "dspark" and drafter.config.markov_head_type == "rnn"
+    if algo == "dflash":
+        chain = selector_chain if fmt == "dflash2" else markov_chain
+        return chain_tree(chain(drafter, hidden, logits, roots), roots)
+    if scoring == "marginal" or rnn:
+        return build_ddtree(logits, roots, budget, validate=False)
+    heads = selector_heads if fmt == "dflash2" else markov_heads
+    cand, first, step = heads(drafter, hidden, logits, roots, budget)
+    return build_conditional_tree(cand, first, step, roots, budget)
+
+
+def selector_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget: int):
+    """DFlash2: each depth's top selector_top_k tokens and their selector log-scores, given the anchor at depth 1 and
+    each candidate of the depth before later -> (cand [R, D, K], first [R, K], step [R, D - 1, K, K])."""
+    unary, cand = logits.topk(drafter.config.selector_top_k, dim=-1)
+    edge = drafter.candidate_selector.edge_scores(hidden, cand, chain_predecessors(roots, cand))
+    scores = selector_scores(unary, edge)  # [R, D, K, K]; depth 1's rows all the anchor's
+    return cand, scores[:, 0, 0], scores[:, 1:]
+
+
+def selector_chain(drafter, hidden: Tensor, logits: Tensor, roots: Tensor) -> Tensor:
+    """DFlash2's greedy walk -> tokens [R, D]: at each depth the candidate of best selector score after the token
+    chosen before (the anchor at depth 1)."""
+    unary, cand = logits.topk(drafter.config.selector_top_k, dim=-1)
+    prev, out = roots, []
+    for d in range(cand.shape[1]):
+        edge = drafter.candidate_selector.edge_scores(hidden[:, d : d + 1], cand[:, d : d + 1], prev[:, None, None])
+        best = (unary[:, d] + edge[:, 0, 0]).argmax(-1)
+        prev = cand[:, d].gather(1, best[:, None])[:, 0]
+        out.append(prev)
+    return torch.stack(out, 1)
+
+
+def markov_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget: int):
+    """DSpark (vanilla or gated head): each depth's top-K tokens of its logits (K = min(budget, V)), scored by the
+    logits plus the Markov bias of the token before, normalised over the K -> (cand, first, step) as
+    `selector_heads`."""
+    R, D, V = logits.shape
+    base, cand = logits.topk(min(budget, V), dim=-1)  # [R, D, K]
+    K, head = cand.shape[2], drafter.markov_head
+    bias, _ = head.bias_at(roots, hidden[:, 0], cand[:, 0])  # [R, K]
+    first = torch.log_softmax(base[:, 0] + bias.float(), -1)
+    prev = cand[:, :-1]  # [R, D - 1, K]: the candidates of depths 1 .. D - 1 as parents
+    h = hidden[:, 1:, None].expand(R, D - 1, K, hidden.shape[-1])
+    bias, _ = head.bias_at(prev, h, cand[:, 1:, None].expand(R, D - 1, K, K))  # [R, D - 1, K(parent), K]
+    step = torch.log_softmax(base[:, 1:, None] + bias.float(), -1)
+    return cand, first, step
+
+
+def markov_chain(drafter, hidden: Tensor, logits: Tensor, roots: Tensor) -> Tensor:
+    """DSpark's greedy draft -> tokens [R, D]: each depth's argmax of its logits plus the Markov bias of the token
+    drafted before (the anchor at depth 1), the head's state carried along (rnn)."""
+    head, prev, out = drafter.markov_head, roots, []
+    state = head.init_state(hidden[:, 0])
+    for d in range(logits.shape[1]):
+        bias, state = head.bias(prev, hidden[:, d], state)
+        prev = (logits[:, d] + bias.float()).argmax(-1)
+        out.append(prev)
+    return torch.stack(out, 1)
