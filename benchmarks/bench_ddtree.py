@@ -12,6 +12,8 @@ it has a depth-L chain). Stages, each captured in its own CUDA graph and timed b
 triton.testing.do_bench (median of replays):
   vocab   draft_log_probs: top-B and logsumexp over the draft logits    [R, L, V] read
   tree    build_ddtree_from_top_k: beams, global top-B, DraftTree tensors
+  cond    build_conditional_tree (plain torch): the same from COND_K candidates a depth and parent-to-child
+          scores (DFlash2's selector, DSpark's Markov head), its inputs random
   argmax  the target's argmax over all verify logits                    [R, N, V] read
           (kernels.vocab.argmax; torch.argmax beside it as a second peer): the previous accept path
   walk    walk_tree: the acceptance rule given the target tokens (with argmax: the previous path)
@@ -42,6 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from reference_heap import heap_tree_tensors  # noqa: E402
 
 from benchmarks.timing import graph_us, print_kernel_times  # noqa: E402
+from sglang_dflash.conditional_tree import build_conditional_tree  # noqa: E402
 from sglang_dflash.ddtree import (  # noqa: E402
     DraftTree,
     accept_greedy,
@@ -58,6 +61,7 @@ V, L = 248_320, 15
 # The mid case's accepted depth. DDTree's mean tokens a round (accepted + bonus) are 8-11 on the paper's math and
 # code sets with Qwen3, less on chat (research/ddtree.md, section 3): 6 accepted depths is a middling accept.
 MID_DEPTH = 6
+COND_K = 16  # candidates per depth of the conditional build (DFlash2's released selector_top_k)
 ACCEPTANCE_FIELDS = ("accept_len", "accepted_nodes", "bonus_tokens")
 
 
@@ -152,6 +156,15 @@ def path_walk(tree: DraftTree, target: torch.Tensor):
     return greedy_walk(tree.token_ids, tree.parents, target, tree.max_depth)
 
 
+def conditional_inputs(R: int, B: int, gen: torch.Generator) -> tuple:
+    """A DFlash2-like head's inputs to `build_conditional_tree`: COND_K candidates per depth (its released top-K),
+    random log-scores normalised over them."""
+    cand = torch.randint(0, V, (R, L, COND_K), generator=gen, device="cuda")
+    first = torch.log_softmax(torch.randn(R, COND_K, generator=gen, device="cuda") * 3, -1)
+    step = torch.log_softmax(torch.randn(R, L - 1, COND_K, COND_K, generator=gen, device="cuda") * 3, -1)
+    return cand, first, step
+
+
 def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
     """One (R, B) row: every stage graph-timed, the floors, and the heap peer at R = 1."""
     N = B + 1
@@ -165,6 +178,7 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
     tree_deep = build_ddtree(draft_deep, roots, B)
     target_deep = deep_target(tree_deep, target)
     target_mid = deep_target(tree_deep, target, MID_DEPTH)
+    cond = conditional_inputs(R, B, gen)
     accepted, accepted_deep = accept_greedy(tree, target).accept_len, accept_greedy(tree_deep, target_deep).accept_len
     accepted_mid = accept_greedy(tree_deep, target_mid).accept_len
     row = dict(
@@ -173,6 +187,7 @@ def bench_case(R: int, B: int, gen: torch.Generator, bw: float) -> dict:
         N=N,
         vocab_us=graph_us(lambda: draft_log_probs(draft, B)),
         tree_us=graph_us(lambda: build_ddtree_from_top_k(logp, ids, roots, B)),
+        cond_tree_us=graph_us(lambda: build_conditional_tree(*cond, roots, B, validate=False)),
         argmax_us=graph_us(lambda: vocab.argmax(target)),
         argmax_torch_us=graph_us(lambda: target.argmax(-1)),
         walk_us=graph_us(lambda: walk_tree(tree, tokens)),
@@ -234,17 +249,17 @@ def main() -> None:
 
 def print_table(rows: list[dict]) -> None:
     print(
-        "                             |     build     | previous accept |     accept_greedy      |     build + accept     |"
-        "    floor    |\n"
-        "   R     B  accepted         |  vocab   tree |  argmax   walk  |   rand     mid    deep |   rand     mid    deep |"
-        "   all  path | peer(R=1 heap)\n"
+        "                             |        build         | previous accept |     accept_greedy      |"
+        "     build + accept     |    floor    |\n"
+        "   R     B  accepted         |  vocab   tree   cond |  argmax   walk  |   rand     mid    deep |"
+        "   rand     mid    deep |   all  path | peer(R=1 heap)\n"
         f"   [us, medians; accepted: mean accepted length, random / mid (first {MID_DEPTH} depths) / deep logits]"
     )
     for r in rows:
         peer = f"{r['peer_r1_us']:9.0f}" if r["peer_r1_us"] is not None else "        -"
         print(
             f"{r['R']:4d} {r['B']:5d} {r['mean_accept_len']:4.1f} / {r['mean_accept_len_mid']:4.1f} /"
-            f" {r['mean_accept_len_deep']:4.1f} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} |"
+            f" {r['mean_accept_len_deep']:4.1f} | {r['vocab_us']:6.1f} {r['tree_us']:6.1f} {r['cond_tree_us']:6.1f} |"
             f"  {r['argmax_us']:6.1f} {r['walk_us']:6.1f}  | {r['accept_us']:6.1f}  {r['accept_mid_us']:6.1f}"
             f" {r['accept_deep_us']:6.1f} | {r['total_us']:6.1f}  {r['total_mid_us']:6.1f} {r['total_deep_us']:6.1f} |"
             f" {r['floor_us']:5.1f} {r['floor_path_us']:5.1f} | {peer}"

@@ -30,12 +30,15 @@ from .ddtree import DraftTree, tree_from_parents
 __all__ = ["build_conditional_tree"]
 
 
-def build_conditional_tree(cand_ids: Tensor, first: Tensor, step: Tensor, root_tokens: Tensor, budget: int) -> DraftTree:
+def build_conditional_tree(
+    cand_ids: Tensor, first: Tensor, step: Tensor, root_tokens: Tensor, budget: int, *, validate: bool = True
+) -> DraftTree:
     """The best `budget` prefixes under conditional scores, as a DraftTree of N = budget + 1 nodes.
 
     cand_ids long [R, L, K]: each depth's candidate tokens. first float [R, K]: depth 1's log-scores (after the root).
     step float [R, L - 1, K, K]: step[r, d, i, j], the log-score of candidate j at depth d + 2 after candidate i at
-    depth d + 1. Scores must be <= 0 (-inf: not a candidate), NaN none. root_tokens long [R]."""
+    depth d + 1. Scores must be <= 0 (-inf: not a candidate), NaN none. root_tokens long [R]. validate: refuse a
+    request with fewer than `budget` finite prefixes (reads one flag back to the host; off inside CUDA graphs)."""
     R, L, K = cand_ids.shape
     if first.shape != (R, K) or step.shape != (R, L - 1, K, K) or root_tokens.shape != (R,):
         raise ValueError(
@@ -67,7 +70,7 @@ def build_conditional_tree(cand_ids: Tensor, first: Tensor, step: Tensor, root_t
     scores, cands, parents = (torch.stack(t, 1).flatten(1) for t in (scores, cands, parents))  # [R, L * B]
 
     chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # depth-major: shallower first on ties
-    if not torch.isfinite(scores.gather(1, chosen)).all():
+    if validate and not torch.isfinite(scores.gather(1, chosen)).all():
         raise ValueError(f"fewer than {B} prefixes have a finite score")
     node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
     node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))

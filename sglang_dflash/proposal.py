@@ -47,7 +47,7 @@ def propose(drafter, cache, roots: Tensor, slots: Tensor, seq_lens: Tensor, embe
         return build_ddtree(logits, roots, budget, validate=False)
     heads = selector_heads if fmt == "dflash2" else markov_heads
     cand, first, step = heads(drafter, hidden, logits, roots, budget)
-    return build_conditional_tree(cand, first, step, roots, budget)
+    return build_conditional_tree(cand, first, step, roots, budget, validate=False)
 
 
 def selector_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget: int):
