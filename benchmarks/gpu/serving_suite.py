@@ -23,6 +23,11 @@ or leak report, and SGLang's idle memory check ran (it raises on a leaked KV slo
 server: SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default). Retractions, evictions and idle checks are
 counted in the server's processes by serving_counters/sitecustomize.py.
 
+Sampled (--sampled N, default 16,000): N samples of one prompt at temperature 0.7, top-p 0.9 (requests of n = 64),
+from stock and from each of ours; the tokens at output positions 0 and SAMPLED_LATER compared by a two-sample
+chi-square (`chi_square`; a p-value below SAMPLED_P, fixed here, fails). 16,000 a side detects a 2% shift of
+probability mass between two likely tokens (a CPU test shows it).
+
 Output under --out (default $OUT): serving_suite.log, <run>.server.log, <run>.json (each request's result),
 report.md (the table).
 """
@@ -51,6 +56,9 @@ from live_server import SERVE, healthy  # noqa: E402
 
 COUNTERS = Path(__file__).resolve().parent / "serving_counters"
 DONE = ("length", "stop")  # finish reasons of a completed request
+SAMPLING = dict(temperature=0.7, top_p=0.9)
+SAMPLED_LATER = 4  # the later output position whose token distribution is compared
+SAMPLED_P = 1e-3  # a two-sample chi-square p-value below this fails, fixed before any run
 FAILURE_LINES = ("Traceback", "memory leak detected", "Mem Leak Detected")
 
 
@@ -157,6 +165,51 @@ def drive(url: str, requests: list[Request], concurrency: int, margins: bool, ti
         return list(pool.map(lambda r: send(url, r, margins, timeout), requests))
 
 
+def sampled(url: str, prompt: list[int], n: int, concurrency: int, timeout: float) -> list[list[int]]:
+    """n sampled continuations of prompt (SAMPLING, SAMPLED_LATER + 1 tokens, EOS ignored), in requests of n = 64."""
+    params = dict(SAMPLING, max_new_tokens=SAMPLED_LATER + 1, ignore_eos=True, n=64)
+
+    def one(i: int) -> list[list[int]]:
+        answer = post(f"{url}/generate", dict(input_ids=prompt, sampling_params=params), timeout)
+        return [a["output_ids"] for a in (answer if isinstance(answer, list) else [answer])]
+
+    with ThreadPoolExecutor(min(concurrency, 8)) as pool:
+        return [o for part in pool.map(one, range(-(-n // 64))) for o in part][:n]
+
+
+def chi_square(a: list[int], b: list[int], min_expected: float = 5.0) -> tuple[float, int, float]:
+    """Two-sample chi-square of the token counts of samples a and b (categories expected fewer than min_expected
+    times on either side pooled into one) -> (statistic, degrees of freedom, p-value)."""
+    import torch
+
+    tokens = sorted(set(a) | set(b))
+    counts = torch.tensor([[a.count(t) for t in tokens], [b.count(t) for t in tokens]], dtype=torch.float64)
+    expected = counts.sum(1, keepdim=True) * counts.sum(0, keepdim=True) / counts.sum()
+    rare = (expected < min_expected).any(0)
+    if rare.any():
+        counts = torch.cat([counts[:, ~rare], counts[:, rare].sum(1, keepdim=True)], 1)
+        expected = counts.sum(1, keepdim=True) * counts.sum(0, keepdim=True) / counts.sum()
+    keep = expected.min(0).values > 0
+    counts, expected = counts[:, keep], expected[:, keep]
+    stat, dof = float(((counts - expected) ** 2 / expected).sum()), counts.shape[1] - 1
+    if dof < 1:
+        return stat, 0, 1.0
+    p = float(torch.special.gammaincc(torch.tensor(dof / 2, dtype=torch.float64), torch.tensor(stat / 2, dtype=torch.float64)))
+    return stat, dof, p
+
+
+def sampled_verdict(ours: list[list[int]], stock: list[list[int]]) -> tuple[bool, str]:
+    """Chi-square at output positions 0 and SAMPLED_LATER; passes if both p-values are >= SAMPLED_P."""
+    if not ours or not stock:
+        return False, "no samples"
+    parts, ok = [], True
+    for pos in (0, SAMPLED_LATER):
+        stat, dof, p = chi_square([o[pos] for o in ours], [o[pos] for o in stock])
+        ok &= p >= SAMPLED_P
+        parts.append(f"@{pos}: chi2 {stat:.1f}, dof {dof}, p {p:.3g}")
+    return ok, f"{len(ours)} vs {len(stock)} samples; " + "; ".join(parts)
+
+
 def counters(folder: Path) -> dict:
     """Totals of serving_counters' event lines under folder."""
     totals = dict(retractions=0, evicted_tokens=0, evicted_states=0, idle_checks=0)
@@ -222,6 +275,10 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
             log.stamp(f"{run.name}: up in {time.time() - t0:.0f} s; {len(requests)} requests at {args.concurrency}")
             t0 = time.time()
             results = drive(url, requests, args.concurrency, margins, args.request_timeout)
+            if args.sampled:
+                t1 = time.time()
+                state["samples"] = sampled(url, requests[0].input_ids, args.sampled, args.concurrency, args.request_timeout)
+                log.stamp(f"{run.name}: {len(state['samples'])} samples in {time.time() - t1:.0f} s")
             log.stamp(f"{run.name}: driven in {time.time() - t0:.0f} s; idle {args.idle:.0f} s")
             time.sleep(args.idle)  # the scheduler's idle memory check runs
             state["alive_after"] = server.poll() is None and healthy(url)
@@ -241,27 +298,29 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
 
 def report(rows: dict[str, dict], args) -> tuple[str, bool]:
     head = ["| server | requests | completed | aborts sent / ended aborted | min_new refused | mismatches | errors "
-            "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+            "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines | sampled |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     ok = bool(rows.get(h.STOCK, {}).get("results"))  # no reference, no verdict
     for name, c in rows.items():
         if name != h.STOCK and "verdict" not in c:
             ok = False
-            head.append(f"| {name} | not judged: {'server not up' if not c.get('up') else 'no reference'} |" + " |" * 10)
+            head.append(f"| {name} | not judged: {'server not up' if not c.get('up') else 'no reference'} |" + " |" * 11)
             continue
         if name == h.STOCK:
             head.append(f"| {name} (reference) | {args.requests} | {sum(r.finish in DONE for r in c['results'])} | - | - "
                         f"| - | - | {c.get('retractions', '-')} | {c.get('evicted_tokens', '-')} / "
                         f"{c.get('evicted_states', '-')} | {c.get('idle_checks', '-')} | {c['alive_after']}, "
-                        f"{c['answered_after']} | {len(c['failure_lines'])} |")  # fmt: skip
+                        f"{c['answered_after']} | {len(c['failure_lines'])} | {len(c.get('samples', []))} samples |")  # fmt: skip
             continue
+        sampled_ok, sampled_text = c.get("sampled", (True, "-"))
         good = (c["verdict"].ok and not c["errors"] and not c["wrong_refusals"] and c["alive_after"]
-                and c["answered_after"] and not c["failure_lines"] and c["idle_checks"] > 0)  # fmt: skip
+                and c["answered_after"] and not c["failure_lines"] and c["idle_checks"] > 0 and sampled_ok)  # fmt: skip
         ok &= good
         head.append(f"| {name} | {c['requests']} | {c['completed']} | {c['aborts_sent']} / {c['aborted']} | "
                     f"{c['refused']} | {c['mismatches']} | {len(c['errors'])} | {c['retractions']} | "
                     f"{c['evicted_tokens']} / {c['evicted_states']} | {c['idle_checks']} | {c['alive_after']}, "
-                    f"{c['answered_after']} | {len(c['failure_lines'])} |")  # fmt: skip
+                    f"{c['answered_after']} | {len(c['failure_lines'])} | "
+                    f"{'' if sampled_ok else 'FAILED: '}{sampled_text} |")  # fmt: skip
     return "\n".join(head), ok
 
 
@@ -279,6 +338,7 @@ def main(argv=None) -> int:
     p.add_argument("--abort-window", type=float, default=1.0, help="aborts land up to this many seconds after sending")
     p.add_argument("--max-total-tokens", type=int, default=6144, help="the KV pool's size: small, so SGLang retracts")
     p.add_argument("--chunked-prefill-size", type=int, default=128)
+    p.add_argument("--sampled", type=int, default=16000, help="samples a side for the chi-square check (0: none)")
     p.add_argument("--idle", type=float, default=15, help="seconds idle after the load, for SGLang's idle check")
     p.add_argument("--request-timeout", type=float, default=300)
     p.add_argument("--start-timeout", type=float, default=300)
@@ -317,6 +377,9 @@ def main(argv=None) -> int:
         rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
         if not stock and rows[run.name]["results"] and rows[h.STOCK]["results"]:
             rows[run.name].update(judge(load, rows[run.name]["results"], rows[h.STOCK]["results"]))
+            if args.sampled:
+                rows[run.name]["sampled"] = sampled_verdict(rows[run.name].get("samples"), rows[h.STOCK].get("samples"))
+                log.stamp(f"{run.name}: sampled {rows[run.name]['sampled'][1]}")
             log.stamp(f"{run.name}: {rows[run.name]['verdict'].summary()[:300]}")
             for line in rows[run.name]["errors"][:5]:
                 log.stamp(f"  {line}")

@@ -144,3 +144,30 @@ def test_counters_in_a_fresh_process(tmp_path):
     env.pop("SERVING_COUNTERS")  # off: nothing is written, nothing wrapped
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
     assert len(list((tmp_path / "counts").glob("*.log"))) == 1
+
+
+def test_chi_square_hand_worked():
+    import math
+
+    assert suite.chi_square([0] * 10 + [1] * 10, [1] * 10 + [0] * 10) == (0.0, 1, 1.0)
+    stat, dof, p = suite.chi_square([0] * 20, [1] * 20)  # 2 x 2 table, expected 10 each: (10^2 / 10) * 4
+    assert stat == 40.0 and dof == 1 and math.isclose(p, math.erfc(math.sqrt(20)), rel_tol=1e-9)  # chi2(1) tail
+
+
+def test_sampled_check_detects_a_two_percent_shift_at_its_default_size():
+    """16,000 samples a side (the suite's default): the same distribution passes at both positions; 2% of the
+    probability moved from the top token to the third fails."""
+    import random
+
+    probs = [0.35, 0.2, 0.15, 0.1, 0.08, 0.06, 0.04, 0.02]
+
+    def draws(p, n, seed):
+        rng = random.Random(seed)
+        return [[rng.choices(range(len(p)), p)[0] for _ in range(suite.SAMPLED_LATER + 1)] for _ in range(n)]
+
+    n = 16000
+    same = suite.sampled_verdict(draws(probs, n, 1), draws(probs, n, 2))
+    shifted = [probs[0] - 0.02, probs[1], probs[2] + 0.02, *probs[3:]]
+    moved = suite.sampled_verdict(draws(shifted, n, 3), draws(probs, n, 4))
+    assert same[0] and not moved[0], (same, moved)
+    assert not suite.sampled_verdict([], draws(probs, 10, 5))[0]
