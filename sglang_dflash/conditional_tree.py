@@ -25,7 +25,7 @@ import math
 import torch
 from torch import Tensor
 
-from .ddtree import DraftTree, tree_from_parents
+from .ddtree import LOGP_FLOOR, DraftTree, tree_from_parents
 
 __all__ = ["build_conditional_tree"]
 
@@ -37,7 +37,7 @@ def build_conditional_tree(
 
     cand_ids long [R, L, K]: each depth's candidate tokens. first float [R, K]: depth 1's log-scores (after the root).
     step float [R, L - 1, K, K]: step[r, d, i, j], the log-score of candidate j at depth d + 2 after candidate i at
-    depth d + 1. Scores must be <= 0 (-inf: not a candidate), NaN none. root_tokens long [R]. validate: refuse a
+    depth d + 1. Scores must be <= 0 (-inf: not a candidate; NaN counts as LOGP_FLOOR). root_tokens long [R]. validate: refuse a
     request with fewer than `budget` finite prefixes (reads one flag back to the host; off inside CUDA graphs)."""
     R, L, K = cand_ids.shape
     if first.shape != (R, K) or step.shape != (R, L - 1, K, K) or root_tokens.shape != (R,):
@@ -49,7 +49,8 @@ def build_conditional_tree(
     if not isinstance(budget, int) or not 1 <= budget <= total:
         raise ValueError(f"budget={budget!r} must be in [1, {total}] (the prefixes of {L} depths of {K} candidates)")
     B, device = budget, first.device
-    first, step = first.double(), step.double()
+    # a NaN score (a drafter's NaN or +inf) counts as the floor, so the result is still a tree
+    first, step = (torch.where(torch.isnan(x), LOGP_FLOOR, x.double()) for x in (first, step))
 
     # depth 1's beam: the candidates themselves (padded with no-prefix entries up to B)
     width = min(B, K)

@@ -65,3 +65,21 @@ def test_a_poisoned_tree_emits_only_the_targets_tokens():
         n = int(acc.accept_len[r])
         got = tree.token_ids[r, acc.accepted_nodes[r, 1 : n + 1]].tolist() + [int(acc.bonus_tokens[r])]
         assert got == emitted
+
+
+def test_nan_conditional_scores_still_build_a_tree():
+    """A conditional head's NaN scores (a drafter's NaN or +inf logits) count as the floor: one root, each node after
+    its parent, one depth below it."""
+    from sglang_dflash.conditional_tree import build_conditional_tree
+
+    R, L, K, budget = 2, 4, 3, 20
+    g = torch.Generator().manual_seed(0)
+    cand = torch.stack([torch.stack([torch.randperm(30, generator=g)[:K] for _ in range(L)]) for _ in range(R)])
+    first = torch.log_softmax(torch.randn(R, K, generator=g), -1)
+    step = torch.log_softmax(torch.randn(R, L - 1, K, K, generator=g), -1)
+    first[0] = float("nan")
+    step[1, 1] = float("nan")
+    tree = build_conditional_tree(cand, first, step, torch.tensor([1, 2]), budget, validate=False)
+    for r in range(R):
+        parents, depths = tree.parents[r].tolist(), tree.depths[r].tolist()
+        assert parents[0] == -1 and all(0 <= parents[i] < i and depths[i] == depths[parents[i]] + 1 for i in range(1, budget + 1))

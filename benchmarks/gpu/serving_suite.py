@@ -105,7 +105,7 @@ def workload(n: int, seed: int, prompts: list[list[int]], stop_string: str, stop
             ids = base + ids
         elif kind == "long":
             ids = base + base
-        out.append(Request(f"suite-{i}", ids, params, kind))
+        out.append(Request(f"suite-{i:06d}", ids, params, kind))  # one width: SGLang aborts rids by prefix
     return out
 
 
@@ -170,8 +170,12 @@ def sampled(url: str, prompt: list[int], n: int, concurrency: int, timeout: floa
     params = dict(SAMPLING, max_new_tokens=SAMPLED_LATER + 1, ignore_eos=True, n=64)
 
     def one(i: int) -> list[list[int]]:
-        answer = post(f"{url}/generate", dict(input_ids=prompt, sampling_params=params), timeout)
-        return [a["output_ids"] for a in (answer if isinstance(answer, list) else [answer])]
+        try:
+            answer = post(f"{url}/generate", dict(input_ids=prompt, sampling_params=params), timeout)
+        except OSError:
+            return []
+        answers = answer if isinstance(answer, list) else [answer]
+        return [a["output_ids"] for a in answers if len(a.get("output_ids") or []) > SAMPLED_LATER]
 
     with ThreadPoolExecutor(min(concurrency, 8)) as pool:
         return [o for part in pool.map(one, range(-(-n // 64))) for o in part][:n]

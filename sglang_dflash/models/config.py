@@ -117,6 +117,8 @@ FORMATS = {
     "LingDSparkModel": "dspark",
 }
 MARKOV_HEADS = ("vanilla", "gated", "rnn")
+# a target's bundled DSpark draft (SGLang's DeepSeek-V4 path), not a drafter checkpoint of its own
+BUNDLED_DSPARK = ("dspark_block_size", "dspark_markov_rank", "dspark_noise_token_id", "dspark_target_layer_ids")
 
 
 def draft_format(cfg: dict) -> str:
@@ -136,7 +138,7 @@ def draft_format(cfg: dict) -> str:
         "hidden_act": cfg.get("hidden_act", "silu") != "silu",
         "quantization_config": "quantization_config" in cfg,
         "sample_from_anchor: false": cfg.get("sample_from_anchor", True) is False,
-        "bundled dspark_* keys": any(k.startswith("dspark_") for k in cfg),
+        "bundled dspark_* keys": any(k in cfg for k in BUNDLED_DSPARK),
     }
     found = [k for k, on in unsupported.items() if on]
     if found:
@@ -244,8 +246,9 @@ class DraftConfig:
             sliding_window=window if "sliding_attention" in types else None,
             causal=causal,
             input_embedding_scale=float(get("input_embedding_scale", 1.0)),
-            output_multiplier=float(get("output_multiplier", 1.0)),
-            final_logit_softcapping=float(softcap) if softcap else None,
+            # DSpark's logits are the LM head's as they are (SGLang 0.5.23 applies neither there)
+            output_multiplier=1.0 if fmt == "dspark" else float(get("output_multiplier", 1.0)),
+            final_logit_softcapping=float(softcap) if softcap and fmt != "dspark" else None,
             format=fmt,
             **heads(cfg, dcfg, fmt, cfg["hidden_size"]),
         )

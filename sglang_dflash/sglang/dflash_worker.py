@@ -477,7 +477,9 @@ class DFlashWorker:
         """The drafter's request slots and lengths [bs] for a decode step: the batch's, except that a request with a
         fault rides the step on the scratch slot (-1, length 0), where it reads and writes nothing live, and ends
         aborted with the fault as its message (the verify is the target's as ever, so its one token this step is
-        right). Its client gets the error; SGLang frees it as any finished request; the rest of the batch goes on."""
+        right, but for a root outside the embedding, verified as token 0). Its client gets the error; SGLang frees it
+        as any finished request; the rest of the batch goes on. Without faults the batch's own tensors are returned
+        (v1's `_commit` then advances seq_lens in place); with faults, new ones."""
         slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
         if not faults:
             return slots, seq_lens
@@ -486,9 +488,9 @@ class DFlashWorker:
         for i, message in faults.items():
             logger.error("%s: request %s aborted: %s", self.name, batch.reqs[i].rid, message)
             batch.reqs[i].to_finish = FINISH_ABORT(f"{message} (please report this sglang-dflash bug)")
-        bad = torch.zeros(len(batch.reqs), dtype=torch.bool)
+        bad = torch.zeros(len(batch.reqs), dtype=torch.bool, pin_memory=slots.is_cuda)
         bad[list(faults)] = True
-        bad = bad.to(slots.device)
+        bad = bad.to(slots.device, non_blocking=True)  # no stall of the overlap scheduler's stream
         return torch.where(bad, -1, slots), torch.where(bad, 0, seq_lens)
 
     def _verify_input(self, batch, tree: DraftTree, seq_cpu: list[int]):

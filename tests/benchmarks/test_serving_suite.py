@@ -35,7 +35,7 @@ def test_workload_kinds_and_determinism():
     assert all(r.sampling_params["min_new_tokens"] == 4 for r in by["min_new"])
     assert all(r.input_ids[:4] == [4, 5, 6, 7] and len(r.input_ids) > 4 for r in by["prefix"])
     assert all(r.input_ids == [4, 5, 6, 7] * 2 for r in by["long"])
-    assert len({r.rid for r in a}) == 40
+    assert len({r.rid for r in a}) == 40 and not any(x.rid.startswith(y.rid) for x in a for y in a if x is not y)
 
 
 def test_aborts_are_a_fraction_in_the_window():
@@ -82,11 +82,11 @@ class FakeServer(BaseHTTPRequestHandler):
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path == "/abort_request":
-            FakeServer.aborted.add(body["rid"])
+            FakeServer.aborted.add(body["rid"])  # SGLang matches it as a prefix of the running rids
             answer = {}
         else:
             time.sleep(0.5)
-            reason = "abort" if body["rid"] in FakeServer.aborted else "length"
+            reason = "abort" if any(body["rid"].startswith(a) for a in FakeServer.aborted) else "length"
             answer = dict(output_ids=[3, 4], meta_info=dict(finish_reason=dict(type=reason)))
         data = json.dumps(answer).encode()
         self.send_response(200)

@@ -100,6 +100,36 @@ def test_unsupported_configs_are_refused(tmp_path, change, message):
         DraftConfig.from_dict(cfg)
 
 
+def test_chains_by_hand(target, drafter):
+    """Each format's DFLASH chain, recomputed step by step from the drafter's rows: the argmax of the logits
+    (DFlash), of the logits plus the Markov bias of the token drafted before (DSpark), of the selector's score among
+    the top selector_top_k given the token drafted before (DFlash2)."""
+    from sglang_dflash.proposal import markov_chain, selector_chain
+
+    c = drafter.config
+    if c.format == "dflash":
+        pytest.skip("DFlash's chain is the argmax of each depth (greedy_chain, tests/test_ddtree.py)")
+    g = torch.Generator().manual_seed(1)
+    R, D, V = 2, c.num_depths, c.vocab_size
+    hidden, logits, roots = torch.randn(R, D, c.hidden_size, generator=g), torch.randn(R, D, V, generator=g), torch.tensor([4, 9])
+    got = (selector_chain if c.format == "dflash2" else markov_chain)(drafter, hidden, logits, roots)
+    for r in range(R):
+        prev, state = int(roots[r]), None
+        for d in range(D):
+            if c.format == "dflash2":
+                sel, top = drafter.candidate_selector, logits[r, d].topk(c.selector_top_k).indices.tolist()
+                q = sel.hidden_projection.weight @ hidden[r, d]
+                score = {
+                    t: float(logits[r, d, t]) + float((sel.predecessor_codebook[prev] * q * sel.successor_codebook[t]).sum())
+                    for t in top
+                }
+                prev = max(top, key=lambda t: score[t])
+            else:
+                bias, state = drafter.markov_head.bias(torch.tensor([prev]), hidden[r, d][None], state)
+                prev = int((logits[r, d] + bias[0].float()).argmax())
+            assert int(got[r, d]) == prev, (r, d)
+
+
 def test_dspark_settings(tmp_path):
     cfg = base_config(tmp_path, "dspark", dict(markov_rank=4, markov_head_type="Gated"))
     c = DraftConfig.from_dict(cfg)
@@ -109,6 +139,9 @@ def test_dspark_settings(tmp_path):
         DraftConfig.from_dict({**cfg, "markov_rank": 8})
     with pytest.raises(PairError, match="markov_head_type"):
         DraftConfig.from_dict({**cfg, "dflash_config": {**cfg["dflash_config"], "markov_head_type": "lstm"}})
+    nested = {**cfg, "dspark_config": {"markov_rank": 4, "markov_head_type": "rnn", "output_multiplier": 2.0}}
+    c = DraftConfig.from_dict(nested)  # dspark_config overrides dflash_config; DSpark's logits are the head's own
+    assert (c.markov_head_type, c.output_multiplier) == ("rnn", 1.0)
 
 
 def test_conditional_scores_from_the_heads_by_hand(target, drafter):
