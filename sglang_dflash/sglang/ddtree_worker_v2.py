@@ -38,6 +38,7 @@ from .dflash_worker import (
     DDTreeWorker,
     DFlashWorker,
     extend_tap_layout,
+    request_slot,
     sampling_args,
     screen_nan,
     track_candidates,
@@ -50,6 +51,8 @@ from .vocab_parallel import broadcast_decisions
 
 class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     """DDTREE or DFLASH_CHAIN (by `server_args.speculative_algorithm`) on spec v2; see the module docstring."""
+
+    overlap_ready = True  # its step reads nothing back (server_args keeps overlap off unless SGLANG_DFLASH_OVERLAP=1)
 
     def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker):
         BaseSpecWorker.__init__(self)
@@ -127,7 +130,7 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         rows, nodes, starts = extend_tap_layout(pre, ext, device=taps.device)
         self.drafter.append_context(self.cache, taps[rows], batch.req_pool_indices.long(), starts, nodes)
         for req, p, e in zip(batch.reqs, pre, ext):
-            self.ctx_lens.set(req.req_pool_idx, p + e)
+            self.ctx_lens.set(request_slot(req), p + e)
         result.logits_output.hidden_states = None
         result.next_draft_input = self._draft_input(result.next_token_ids, batch.seq_lens)
         return result

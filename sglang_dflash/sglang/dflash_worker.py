@@ -198,6 +198,12 @@ class ContextLengths:
         self.__init__(len(self.low))
 
 
+def request_slot(req) -> int | None:
+    """A request's req_to_token row (SGLang 0.5.23 keeps it in `req.kv`, earlier releases on the request)."""
+    kv = getattr(req, "kv", None)
+    return kv.req_pool_idx if hasattr(kv, "req_pool_idx") else req.req_pool_idx
+
+
 def emit_tokens(req, tokens: list[int], think_end_id: int | None = None) -> int:
     """Append tokens to req.output_ids one at a time, stopping after the one that finishes it (EAGLE v1's
     rule); a reasoning request counts its reasoning tokens as SGLang's own verify does (0.5.11's
@@ -314,6 +320,8 @@ def resolve_draft_path(path: str, revision: str | None = None) -> Path:
 
 class DFlashWorker:
     """DFLASH_CHAIN worker for SGLang's spec v1 (see the module docstring); DDTreeWorker changes the draft."""
+
+    overlap_ready = False  # spec v1 steps read the device back: SGLang's overlap scheduler is refused
 
     def __init__(
         self,
@@ -465,7 +473,7 @@ class DFlashWorker:
         """A decode step's requests: each must have as many tokens in the KV cache as in the drafter's context, and
         room for the step's nodes in the drafter's page table. Returns their request slots and sequence lengths (host
         lists) and what is wrong with a request, by batch index (`_drafter_rows` isolates those)."""
-        slots_cpu, seq_cpu = [req.req_pool_idx for req in batch.reqs], batch.seq_lens_cpu.tolist()
+        slots_cpu, seq_cpu = [request_slot(req) for req in batch.reqs], batch.seq_lens_cpu.tolist()
         faults = {}
         for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
             wrong = self.ctx_lens.check(slot, s) or self._misfit(s + self.num_nodes)
@@ -536,7 +544,7 @@ class DFlashWorker:
         problems = []
         if (args.page_size or 1) != 1:
             problems.append("--page-size 1 (this first worker frees rejected KV slots one by one)")
-        if not args.disable_overlap_schedule:
+        if not args.disable_overlap_schedule and not self.overlap_ready:
             problems.append("the non-overlap scheduler")
         if problems:
             raise ValueError(f"{self.name} experimental worker needs " + "; ".join(problems))
@@ -563,7 +571,7 @@ class DFlashWorker:
         mwb = batch.get_model_worker_batch()
         result = self.target_worker.forward_batch_generation(mwb)
         ext, pre = list(batch.extend_lens), list(batch.prefix_lens)
-        slots_cpu = [req.req_pool_idx for req in batch.reqs]
+        slots_cpu = [request_slot(req) for req in batch.reqs]
         for p, e in zip(pre, ext):  # p > 0: a chunked prefill goes on, or a prefix-cache hit (context already pooled)
             self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))

@@ -145,3 +145,19 @@ def test_v2_worker_answers_the_scheduler(worker_v2):
     assert w.word == "target"  # anything else the scheduler asks of a spec worker: the target worker's
     with pytest.raises(AttributeError):
         w.no_such_attribute
+
+
+def test_request_slot_reads_this_releases_req():
+    """The workers find a request's req_to_token row on the installed release's own Req (0.5.23 moved it into
+    `req.kv`; the first GPU run of the spec-v2 worker's context bookkeeping stopped on that)."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    from sglang_dflash.sglang.dflash_worker import request_slot
+
+    req = Req("r", "x", [1, 2], SamplingParams())
+    assert request_slot(req) is None  # no row before the scheduler allocates one
+    holder = req.kv if hasattr(getattr(req, "kv", None), "req_pool_idx") else req
+    holder.req_pool_idx = 5
+    assert request_slot(req) == 5
