@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""Conditional heads on the shipped tiny drafter, and what they buy: a DFlash2-style candidate selector and a
+DSpark-style vanilla Markov head trained on the frozen backbone of sglang_dflash/assets/tiny-pair/draft, then tokens
+per verify pass of DFLASH chains and DDTREE trees scored by per-depth marginals or by the head, on held-out prompts.
+
+Data: the tiny target's greedy rollouts from stdlib windows (the text the pair was trained on; held-out prompts from
+another seed). For each rollout every position is an anchor: the drafter's block hidden rows at that anchor (one
+pass, backbone frozen) and the target's next tokens there as labels. Losses: the selector's log-softmax over each
+depth's top-K candidates given the true previous token (labels outside the candidates skipped); the Markov head's
+cross-entropy of (logits + bias of the true previous token) over the vocabulary.
+
+Both heads ride the DFlash backbone's layout (rows 1 .. 15 draft depths 1 .. 15): the selector as a DFlash2 drafter
+(the same layout), the Markov head through a DSpark-format view of the same rows (`MarkovView`); neither is a
+checkpoint of those formats' own training. The target's verify decides every token, so outputs are the target's.
+
+    python scripts/train_tiny_heads.py [--rollouts 384] [--steps 1500] [--held-out 24] [--new-tokens 96]   # CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks" / "gpu"))
+
+from sglang_dflash.dflash import chain_tree  # noqa: E402
+from sglang_dflash.engine import generate  # noqa: E402
+from sglang_dflash.engine.load import TINY_PAIR, load_pair  # noqa: E402
+from sglang_dflash.models.dflash_draft import DFlashDrafter  # noqa: E402
+from sglang_dflash.models.draft_heads import CandidateSelector, markov_head, selector_scores  # noqa: E402
+
+BUDGETS = (8, 16, 32, 64)
+
+
+def prompts(n: int, seed: int) -> list[list[int]]:
+    from harness import text_prompts  # stdlib windows in the pair's tokenizer
+
+    return [p for p in text_prompts(n, seed) if len(p) >= 4]
+
+
+def features(target, drafter, seqs: list[list[int]]):
+    """(hidden [P, D, H], anchors [P], labels [P, D]; -1 past the sequence) at every anchor of every sequence."""
+    D = drafter.config.num_depths
+    out_h, out_a, out_y = [], [], []
+    for seq in seqs:
+        T = len(seq)
+        tcache, dcache = target.new_cache(1, T + 1), drafter.new_cache(1, T + 1)
+        slot, tokens = torch.tensor([0]), torch.tensor(seq)
+        for start in range(0, T, 64):  # prefill as the engine does: chains whose every node is committed
+            chunk, lens = tokens[start : start + 64], torch.tensor([start])
+            out = target.verify(tcache, chain_tree(chunk[None, 1:], chunk[:1]), slot, lens)
+            nodes = torch.arange(len(chunk))[None]
+            target.commit(tcache, out, slot, lens, nodes)
+            drafter.append_context(dcache, out.taps, slot, lens, nodes)
+        anchors = torch.arange(1, T - 1)
+        hidden = drafter.hidden(dcache, tokens[anchors], torch.zeros_like(anchors), anchors, target.embed_tokens)
+        idx = anchors[:, None] + 1 + torch.arange(D)
+        out_h.append(hidden)
+        out_a.append(tokens[anchors])
+        out_y.append(torch.where(idx < T, tokens[idx.clamp(max=T - 1)], -1))
+    return torch.cat(out_h), torch.cat(out_a), torch.cat(out_y)
+
+
+def previous(anchors, labels):
+    """The true token before each depth's: the anchor, then the labels (a -1 label's successor gets token 0)."""
+    return torch.cat([anchors[:, None], labels[:, :-1].clamp(min=0)], 1)
+
+
+def train(head, loss_fn, data, steps: int, lr: float, name: str) -> None:
+    hidden, anchors, labels = data
+    opt = torch.optim.Adam(head.parameters(), lr=lr)
+    g, t0 = torch.Generator().manual_seed(0), time.time()
+    for step in range(steps):
+        i = torch.randint(len(hidden), (256,), generator=g)
+        loss = loss_fn(hidden[i], anchors[i], labels[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 500 == 0 or step == steps - 1:
+            print(f"  {name} step {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+
+
+class MarkovView:
+    """The drafter's rows through `proposal` as a DSpark drafter with this Markov head (config.format dspark, D
+    depths = the backbone's block_size - 1)."""
+
+    def __init__(self, drafter, head):
+        self.inner, self.markov_head = drafter, head
+        c = drafter.config
+        self.config = dataclasses.replace(c, format="dspark", block_size=c.num_depths, markov_rank=1, markov_head_type="vanilla")
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    p.add_argument("--rollouts", type=int, default=384, help="training rollouts")
+    p.add_argument("--rollout-tokens", type=int, default=96)
+    p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--rank", type=int, default=32)
+    p.add_argument("--top-k", type=int, default=8, help="the selector's candidates per depth")
+    p.add_argument("--held-out", type=int, default=24, help="evaluation prompts")
+    p.add_argument("--new-tokens", type=int, default=96)
+    args = p.parse_args(argv)
+    torch.manual_seed(0)
+    target, drafter = load_pair(TINY_PAIR / "target", TINY_PAIR / "draft")
+    c = drafter.config
+
+    t0 = time.time()
+    train_prompts = prompts(args.rollouts, seed=11)
+    rolls = generate(target, train_prompts, args.rollout_tokens, "ar").output_ids
+    data = features(target, drafter, [pr + r for pr, r in zip(train_prompts, rolls)])
+    print(f"{len(data[0])} anchors from {len(rolls)} rollouts in {time.time() - t0:.0f} s", flush=True)
+
+    lm_head = target.lm_head
+    selector = CandidateSelector(c.vocab_size, c.hidden_size, args.rank)
+    markov = markov_head("vanilla", c.vocab_size, c.hidden_size, args.rank)
+
+    def selector_loss(h, a, y):
+        with torch.no_grad():
+            unary, cand = drafter.logits(h, lm_head).topk(args.top_k, dim=-1)
+        scores = selector_scores(unary, selector.edge_scores(h, cand, previous(a, y)[:, :, None]))[:, :, 0]  # [b, D, K]
+        hit = (cand == y[..., None]) & (y[..., None] >= 0)
+        return -(scores * hit).sum() / hit.sum().clamp(min=1)
+
+    def markov_loss(h, a, y):
+        with torch.no_grad():
+            logits = drafter.logits(h, lm_head)
+        bias, _ = markov.bias(previous(a, y), None)
+        return F.cross_entropy((logits + bias).flatten(0, 1), y.flatten(), ignore_index=-1)
+
+    train(selector, selector_loss, data, args.steps, 3e-3, "selector")
+    train(markov, markov_loss, data, args.steps, 3e-3, "markov")
+
+    dflash2 = DFlashDrafter(dataclasses.replace(c, format="dflash2", selector_rank=args.rank, selector_top_k=args.top_k))
+    dflash2.load_state_dict({**drafter.state_dict(), **{f"candidate_selector.{k}": v for k, v in selector.state_dict().items()}})
+    drafters = {
+        "DFlash (marginals)": drafter,
+        "DFlash2-style selector": dflash2.eval(),
+        "DSpark-style Markov": MarkovView(drafter, markov),
+    }
+    held = prompts(args.held_out, seed=12345)
+    rows = ["| drafter | DFLASH chain | " + " | ".join(f"DDTREE {b} marginal / conditional" for b in BUDGETS) + " |",
+            "|---|---|" + "---|" * len(BUDGETS)]  # fmt: skip
+    for name, d in drafters.items():
+        run = lambda algo, budget=0, scoring="conditional": generate(  # noqa: E731
+            target, held, args.new_tokens, algo, d, budget=budget, scoring=scoring).mean_accept_len  # fmt: skip
+        cells = [f"{run('dflash'):.2f}"]
+        for b in BUDGETS:
+            marginal = run("ddtree", b, "marginal")
+            cells.append(f"{marginal:.2f}" if d is drafter else f"{marginal:.2f} / {run('ddtree', b):.2f}")
+        rows.append(f"| {name} | " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    print("\n" + "\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
