@@ -29,6 +29,8 @@ until a GPU run verifies it lossless there.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from torch import Tensor
@@ -47,6 +49,8 @@ from .dflash_worker import (
 from .names import DFLASH_CHAIN, resolved
 from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
+
+NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads batch.seq_lens_cpu
 
 
 class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
@@ -71,6 +75,13 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
     @property
     def draft_worker(self):
         return None
+
+    @property
+    def spec_v2_attn_backends(self) -> tuple:
+        """What the overlap scheduler asks before it decides to publish host sequence lengths (`seq_lens_cpu`): the
+        target's backend, and the step itself, whose host checks and verify input read them (without this a
+        sync-free backend such as triton's left them None and the first overlapped decode stopped)."""
+        return (self.target_worker.model_runner.attn_backend, NEEDS_HOST_LENGTHS)
 
     @property
     def preloaded_weights_bytes(self) -> int:

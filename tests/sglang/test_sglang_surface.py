@@ -126,7 +126,7 @@ def worker_v2(monkeypatch):
     return ddtree_worker_v2.DDTreeWorkerV2(server_args=args, gpu_id=0, nccl_port=0, target_worker=target)
 
 
-def test_v2_worker_answers_the_scheduler(worker_v2):
+def test_v2_worker_answers_the_scheduler(worker_v2, monkeypatch):
     from sglang.srt.speculative.base_spec_worker import BaseSpecWorker, HiCacheDraftMode
 
     w = worker_v2
@@ -137,7 +137,17 @@ def test_v2_worker_answers_the_scheduler(worker_v2):
     assert w.draft_parallel_layout is None and w.draft_swa_window == 0
     assert w.hicache_draft_plan.mode == HiCacheDraftMode.NONE
     assert isinstance(w.graph_memory_usage, dict) and isinstance(w.graph_time_usage, dict)
-    assert w.spec_v2_attn_backends == ("target-attn",) and w.prewarm_sampling() == "prewarmed"
+    assert w.spec_v2_attn_backends[0] == "target-attn" and w.prewarm_sampling() == "prewarmed"
+    # the overlap scheduler publishes host sequence lengths when any of these asks (the step reads them)
+    from sglang.srt.managers import overlap_utils
+
+    monkeypatch.setattr(
+        overlap_utils, "get_exec", lambda: SimpleNamespace(overlap=SimpleNamespace(enable_two_batch_overlap=False))
+    )
+    monkeypatch.setattr(overlap_utils, "get_spec", lambda: SimpleNamespace(speculative_algorithm="EAGLE"))
+    sync_free = SimpleNamespace(needs_cpu_seq_lens=False)  # e.g. the triton backend
+    assert not overlap_utils.decide_needs_cpu_seq_lens((sync_free,))
+    assert overlap_utils.decide_needs_cpu_seq_lens((sync_free, *w.spec_v2_attn_backends[1:]))
     w.note_request_finished(rid="r", natural_stop=True)
     w.init_hicache_draft_plan()
     w.clear_cache_pool()
