@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from .ddtree import LOGP_FLOOR, DraftTree, tree_from_parents
+from .kernels.tree_build.naive import best_of_beams
 
 __all__ = ["build_conditional_tree"]
 
@@ -69,18 +70,9 @@ def build_conditional_tree(
         cands.append(flat % K)
         parents.append(flat // K + (d - 1) * B)  # the parent's entry in the flattened beams
     scores, cands, parents = (torch.stack(t, 1).flatten(1) for t in (scores, cands, parents))  # [R, L * B]
-
-    chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # depth-major: shallower first on ties
-    if validate and not torch.isfinite(scores.gather(1, chosen)).all():
+    if validate and (torch.isfinite(scores).sum(1) < B).any():
         raise ValueError(f"fewer than {B} prefixes have a finite score")
-    node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
-    node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
-    parent_entry = parents.gather(1, chosen)
-    parent_node = torch.where(parent_entry < 0, 0, node_of_entry.gather(1, parent_entry.clamp_min(0)))
-    depth = chosen // B
-    tokens = cand_ids.flatten(1).gather(1, depth * K + cands.gather(1, chosen))
-    token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
-    parent_ids = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
+    token_ids, parent_ids = best_of_beams(scores, parents, cands, cand_ids, root_tokens, B)
     return tree_from_parents(token_ids, parent_ids, max_depth=L)
 
 

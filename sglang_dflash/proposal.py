@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .conditional_tree import build_conditional_tree
 from .ddtree import DraftTree, build_ddtree
-from .dflash import chain_tree
+from .dflash import chain_tree, greedy_chain
 from .models.draft_heads import chain_predecessors, selector_scores
 
 SCORINGS = ("conditional", "marginal")
@@ -35,15 +35,16 @@ def propose(drafter, cache, roots: Tensor, slots: Tensor, seq_lens: Tensor, embe
         raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
     fmt = drafter.config.format
     if fmt == "dflash":  # the logits are all it needs
-        logits = drafter(cache, roots, slots, seq_lens, embed, lm_head)
-        return chain_tree(logits.argmax(-1), roots) if algo == "dflash" else build_ddtree(logits, roots, budget, validate=False)
-    hidden = drafter.hidden(cache, roots, slots, seq_lens, embed)
-    logits = drafter.logits(hidden, lm_head)
-    rnn = fmt == "dspark" and drafter.config.markov_head_type == "rnn"
+        hidden, logits = None, drafter(cache, roots, slots, seq_lens, embed, lm_head)
+    else:
+        hidden = drafter.hidden(cache, roots, slots, seq_lens, embed)
+        logits = drafter.logits(hidden, lm_head)
     if algo == "dflash":
+        if fmt == "dflash":
+            return greedy_chain(logits, roots)
         chain = selector_chain if fmt == "dflash2" else markov_chain
         return chain_tree(chain(drafter, hidden, logits, roots), roots)
-    if scoring == "marginal" or rnn:
+    if fmt == "dflash" or scoring == "marginal" or drafter.config.markov_head_type == "rnn":
         return build_ddtree(logits, roots, budget, validate=False)
     heads = selector_heads if fmt == "dflash2" else markov_heads
     cand, first, step = heads(drafter, hidden, logits, roots, budget)

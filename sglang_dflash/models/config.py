@@ -129,7 +129,7 @@ def draft_format(cfg: dict) -> str:
     if len(arch) != 1 or not known:
         raise PairError(f"drafter architectures {arch}: supported are one of {sorted(FORMATS)}")
     fmt = known[0]
-    dcfg = {**(cfg.get("dflash_config") or {}), **(cfg.get("dspark_config") or {})}
+    dcfg = draft_section(cfg)
     unsupported = {
         "projector_type": dcfg.get("projector_type") not in (None, "", "linear"),
         "attention_sink_bias": bool(dcfg.get("attention_sink_bias")),
@@ -151,6 +151,11 @@ def draft_format(cfg: dict) -> str:
     if (fmt == "dspark") != bool(markov_setting(cfg, "markov_rank")):
         raise PairError(f"drafter {arch[0]}: a Markov head (markov_rank > 0) is what makes a DSpark drafter")
     return fmt
+
+
+def draft_section(cfg: dict) -> dict:
+    """The drafter's own config section: dflash_config, with a DSpark checkpoint's dspark_config over it."""
+    return {**(cfg.get("dflash_config") or {}), **(cfg.get("dspark_config") or {})}
 
 
 def markov_setting(cfg: dict, name: str):
@@ -207,7 +212,7 @@ class DraftConfig:
     @classmethod
     def from_dict(cls, cfg: dict) -> DraftConfig:
         fmt = draft_format(cfg)
-        dcfg = {**(cfg.get("dflash_config") or {}), **(cfg.get("dspark_config") or {})}
+        dcfg = draft_section(cfg)
         get = lambda name, default=None: dcfg.get(name, cfg.get(name, default))  # noqa: E731
         layer_ids = get("target_layer_ids")
         if not layer_ids:

@@ -59,19 +59,26 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
         scores.append(beam)
         parent_entry.append(pi[order] + (d - 1) * B)
         token_rank.append(pj[order])
-    scores = torch.stack(scores, 1).flatten(1)  # [R, L * B], flat index = depth_index * B + rank
-    parent_entry = torch.stack(parent_entry, 1).flatten(1)
-    token_rank = torch.stack(token_rank, 1).flatten(1)
+    flat = (torch.stack(t, 1).flatten(1) for t in (scores, parent_entry, token_rank))
+    return best_of_beams(*flat, top_ids, root_tokens, B)
 
-    # Global top B over all depths; the stable sort puts shallower entries first on ties.
+
+def best_of_beams(
+    scores: Tensor, parent_entry: Tensor, token_rank: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int
+) -> tuple[Tensor, Tensor]:
+    """The global best `budget` entries of per-depth beams of B = budget entries each, as (token_ids, parents) long
+    [R, budget + 1], node 0 the root. scores float [R, L * B] (flat index = depth_index * B + rank; -inf: no such
+    prefix), parent_entry long [R, L * B] (the parent's flat index; < 0 at depth 1), token_rank long [R, L * B] (the
+    last token's index among its depth's candidates top_ids long [R, L, K]). The stable sort puts shallower entries
+    first on ties."""
+    R, L, K = top_ids.shape
+    B, device = budget, scores.device
     chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # [R, B]
     node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
     node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
     parent_of_chosen = parent_entry.gather(1, chosen)
     parent_node = torch.where(parent_of_chosen < 0, 0, node_of_entry.gather(1, parent_of_chosen.clamp_min(0)))
-    depth_index = chosen // B
-    tokens = top_ids.flatten(1).gather(1, depth_index * K + token_rank.gather(1, chosen))
-
+    tokens = top_ids.flatten(1).gather(1, (chosen // B) * K + token_rank.gather(1, chosen))
     token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
     parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
     return token_ids, parents
