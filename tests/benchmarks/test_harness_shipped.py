@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from http_helpers import reply_json
 from paths import ROOT
 
 from sglang_dflash.engine.load import tiny_pair
@@ -185,11 +186,7 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
             if body.get("return_logprob"):
                 assert body["top_logprobs_num"] == 2
                 meta["output_top_logprobs"] = [[(0.0, t, None), (-m, 0, None)] for t, m in zip(right[i], margins[i])]
-            data = json.dumps(dict(output_ids=answers[self.server.mode][i], meta_info=meta)).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            reply_json(self, dict(output_ids=answers[self.server.mode][i], meta_info=meta))
 
         def log_message(self, *args):
             pass

@@ -12,6 +12,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from http_helpers import reply_json
 from paths import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
@@ -88,11 +89,7 @@ class FakeServer(BaseHTTPRequestHandler):
             time.sleep(0.5)
             reason = "abort" if any(body["rid"].startswith(a) for a in FakeServer.aborted) else "length"
             answer = dict(output_ids=[3, 4], meta_info=dict(finish_reason=dict(type=reason)))
-        data = json.dumps(answer).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply_json(self, answer)
 
     def log_message(self, *args):
         pass
