@@ -160,7 +160,26 @@ def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
         last = (r.stderr.strip().splitlines() or ["?"])[-1]
         env["PYTHONPATH"] = os.pathsep.join([str(STUB)] + path)
         log.stamp(f"sgl_kernel: `import sgl_kernel` fails ({last[:200]}); using the TEST-ONLY stand-in {STUB.relative_to(REPO)}")
+    pinned, installed = (["-", "-"] + probe_python(TORCH_PIN, env).stdout.split())[-2:]
+    if pinned not in ("-", installed):
+        env["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] = "python"
+        log.stamp(
+            f"radix cache: SGLang pins torch {pinned}, this machine has {installed}; its Rust TreeCore (built for "
+            f"{pinned}) panics on insert, so SGLang's own Python TreeCore serves (SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND)"
+        )
     return env
+
+
+# The pinned torch of a release with a Rust radix TreeCore ("-" for releases without one) and the installed torch.
+TORCH_PIN = """
+import importlib.metadata as m, importlib.util as u, re, torch
+pins = [r.split("==")[1].split(";")[0].strip() for r in m.requires("sglang") or [] if re.match(r"torch\\s*==", r)]
+try:
+    rust = u.find_spec("sglang.srt.mem_cache.unified_cache.tree_core_registry") is not None
+except ModuleNotFoundError:
+    rust = False
+print(pins[0] if pins and rust else "-", torch.__version__.split("+")[0])
+"""
 
 
 PLUGIN_CHECK = """
