@@ -45,12 +45,14 @@ def prompts(n: int, seed: int) -> list[list[int]]:
     return [p for p in text_prompts(n, seed) if len(p) >= 4]
 
 
-def features(target, drafter, seqs: list[list[int]]):
-    """(hidden [P, D, H], anchors [P], labels [P, D]; -1 past the sequence) at every anchor of every sequence."""
+def features(target, drafter, prompts_: list[list[int]], rollouts: list[list[int]]):
+    """(hidden [P, D, H], anchors [P], labels [P, D]; -1 past the sequence) at every anchor of each prompt + rollout
+    whose labels are the target's own tokens: from the prompt's last token on, as when decoding (the prompt's own
+    text is not what the target would write, and a head trained on it learns the wrong thing)."""
     D = drafter.config.num_depths
     out_h, out_a, out_y = [], [], []
-    for seq in seqs:
-        T = len(seq)
+    for prompt, rollout in zip(prompts_, rollouts):
+        seq, T = prompt + rollout, len(prompt) + len(rollout)
         tcache, dcache = target.new_cache(1, T + 1), drafter.new_cache(1, T + 1)
         slot, tokens = torch.tensor([0]), torch.tensor(seq)
         for start in range(0, T, 64):  # prefill as the engine does: chains whose every node is committed
@@ -59,7 +61,7 @@ def features(target, drafter, seqs: list[list[int]]):
             nodes = torch.arange(len(chunk))[None]
             target.commit(tcache, out, slot, lens, nodes)
             drafter.append_context(dcache, out.taps, slot, lens, nodes)
-        anchors = torch.arange(1, T - 1)
+        anchors = torch.arange(max(1, len(prompt) - 1), T - 1)
         hidden = drafter.hidden(dcache, tokens[anchors], torch.zeros_like(anchors), anchors, target.embed_tokens)
         idx = anchors[:, None] + 1 + torch.arange(D)
         out_h.append(hidden)
@@ -85,6 +87,16 @@ def train(head, loss_fn, data, steps: int, lr: float, name: str) -> None:
         opt.step()
         if step % 500 == 0 or step == steps - 1:
             print(f"  {name} step {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+
+
+def teacher_forced(data, predict) -> tuple[float, float]:
+    """(depth-1 top-1 accuracy, mean drafts a greedy chain would have accepted) when each depth predicts given the
+    true token before: predict(hidden, anchors, labels) -> tokens [P, D]. A chain's drafts equal the true tokens up to
+    its first miss, so the second number is the chain's accepted drafts per pass on these anchors."""
+    hidden, anchors, labels = data
+    with torch.no_grad():
+        ok = (predict(hidden, anchors, labels) == labels) & (labels >= 0)
+    return ok[:, 0].float().mean().item(), ok.long().cumprod(1).sum(1).float().mean().item()
 
 
 class MarkovView:
@@ -118,7 +130,7 @@ def main(argv=None) -> int:
     t0 = time.time()
     train_prompts = prompts(args.rollouts, seed=11)
     rolls = generate(target, train_prompts, args.rollout_tokens, "ar").output_ids
-    data = features(target, drafter, [pr + r for pr, r in zip(train_prompts, rolls)])
+    data = features(target, drafter, train_prompts, rolls)
     print(f"{len(data[0])} anchors from {len(rolls)} rollouts in {time.time() - t0:.0f} s", flush=True)
 
     lm_head = target.lm_head
@@ -141,6 +153,26 @@ def main(argv=None) -> int:
     train(selector, selector_loss, data, args.steps, 3e-3, "selector")
     train(markov, markov_loss, data, args.steps, 3e-3, "markov")
 
+    held = prompts(args.held_out, seed=12345)
+    held_data = features(target, drafter, held, generate(target, held, args.rollout_tokens, "ar").output_ids)
+
+    def marginal_pred(h, a, y):
+        return drafter.logits(h, lm_head).argmax(-1)
+
+    def selector_pred(h, a, y):
+        unary, cand = drafter.logits(h, lm_head).topk(args.top_k, dim=-1)
+        edge = selector.edge_scores(h, cand, previous(a, y)[:, :, None])[:, :, 0]
+        return cand.gather(2, (unary + edge).argmax(-1, keepdim=True))[..., 0]
+
+    def markov_pred(h, a, y):
+        return (drafter.logits(h, lm_head) + markov.bias(previous(a, y), None)[0]).argmax(-1)
+
+    print("\nteacher-forced (each depth given the true token before): depth-1 accuracy, chain drafts accepted / pass")
+    for name, pred in (("marginals", marginal_pred), ("selector", selector_pred), ("markov", markov_pred)):
+        for split, d in (("train", data), ("held-out", held_data)):
+            acc, run = teacher_forced(d, pred)
+            print(f"  {name:9s} {split:8s} {acc:.3f}  {run:.2f}", flush=True)
+
     dflash2 = DFlashDrafter(dataclasses.replace(c, format="dflash2", selector_rank=args.rank, selector_top_k=args.top_k))
     dflash2.load_state_dict({**drafter.state_dict(), **{f"candidate_selector.{k}": v for k, v in selector.state_dict().items()}})
     drafters = {
@@ -148,7 +180,6 @@ def main(argv=None) -> int:
         "DFlash2-style selector": dflash2.eval(),
         "DSpark-style Markov": MarkovView(drafter, markov),
     }
-    held = prompts(args.held_out, seed=12345)
     rows = ["| drafter | DFLASH chain | " + " | ".join(f"DDTREE {b} marginal / conditional" for b in BUDGETS) + " |",
             "|---|---|" + "---|" * len(BUDGETS)]  # fmt: skip
     for name, d in drafters.items():

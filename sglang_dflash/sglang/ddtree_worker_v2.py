@@ -23,12 +23,19 @@ Decode step (`_forward_decode`), nothing read back from the device (host values:
 The drafter's context length per slot is known on the host only as a range after a step (`ContextLengths`); the
 next step's sequence length from the scheduler must lie in it.
 
+A decode step that raises ends its batch, not the server (`_abort_batch`): before the target's commits are
+published, every request of the batch ends aborted with the error, emits nothing this step (accept length 0) and is
+kept out of the radix cache (its GDN state may be half committed); after, the step's tokens stand (the target's
+state is whole) and the requests end aborted, as their drafter context is not. Where the CUDA context itself is
+broken (a sticky error: every later call fails), or at TP > 1 where one rank alone failed, the server ends as before.
+
 The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
 until a GPU run verifies it lossless there.
 """
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import torch
@@ -39,6 +46,7 @@ from ..ddtree import DraftTree, accept_greedy, accept_sampling
 from .dflash_worker import (
     DDTreeWorker,
     DFlashWorker,
+    device_usable,
     extend_tap_layout,
     request_slot,
     sampling_args,
@@ -50,6 +58,7 @@ from .names import DFLASH_CHAIN, resolved
 from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
 
+logger = logging.getLogger(__name__)
 NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads batch.seq_lens_cpu
 
 
@@ -122,7 +131,47 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         publish = on_publish or (lambda new_seq_lens: None)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, pp_proxy_tensors, publish)
-        return self._forward_decode(batch, publish)
+        draft_input = batch.spec_info  # the verify replaces it for the step
+        try:
+            return self._forward_decode(batch, publish)
+        except Exception as error:  # before the publish: the batch's requests end, nothing emitted
+            self._abort_batch(batch, error, committed=False)
+            publish(batch.seq_lens)
+            return self._empty_result(batch, draft_input.bonus_tokens)
+
+    def _abort_batch(self, batch, error: Exception, committed: bool) -> None:
+        """Inside an `except`: every request of the batch ends aborted with the error as its message; without the
+        target's commits (`committed` False) it stays out of the radix cache too. Re-raises where the device is
+        unusable afterwards."""
+        from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+        if not device_usable(self.device):
+            raise
+        logger.exception("%s: a decode step of %d requests failed; they end aborted", self.name, len(batch.reqs))
+        message = f"{self.name}: the decode step failed ({type(error).__name__}: {error}); please report this sglang-dflash bug"
+        for req in batch.reqs:
+            req.to_finish = FINISH_ABORT(message)
+            if not committed:
+                req.skip_radix_cache_insert = True
+
+    def _empty_result(self, batch, bonus: Tensor):
+        """A step that emits nothing: accept length 0 for every request (SGLang finishes each by its to_finish); the
+        next draft input keeps the step's roots, bonus [bs]."""
+        from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+        from sglang.srt.managers.utils import GenerationBatchResult
+
+        bs, seq_lens = batch.batch_size(), batch.seq_lens
+        result = GenerationBatchResult(
+            logits_output=LogitsProcessorOutput(next_token_logits=None),
+            next_token_ids=torch.zeros(bs * self.num_nodes, dtype=torch.long, device=seq_lens.device),
+            accept_lens=torch.zeros(bs, dtype=torch.int32, device=seq_lens.device),
+            can_run_cuda_graph=False,
+            next_draft_input=self._draft_input(bonus, seq_lens),
+            speculative_num_draft_tokens=self.num_nodes,
+            new_seq_lens=seq_lens,
+        )
+        result.num_non_draft_tokens_per_req = 0  # no bonus either: SGLang counts accepted drafts as length minus this
+        return result
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
         from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
@@ -162,18 +211,10 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
         self.profile.mark("accept")
         max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
         self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
-        publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
-        self._append_verified(batch.batch_size(), draft_slots, draft_lens, acc.accepted_nodes)
-        for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
-            if i not in faults:
-                self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
-        self.profile.mark("context")
-        self.profile.end(batch.batch_size())
-
         from sglang.srt.managers.utils import GenerationBatchResult
 
         result.logits_output.hidden_states = None
-        return GenerationBatchResult(
+        step = GenerationBatchResult(
             logits_output=result.logits_output,
             next_token_ids=tokens.reshape(-1),
             accept_lens=accept_lens,
@@ -182,6 +223,17 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
             speculative_num_draft_tokens=self.num_nodes,
             new_seq_lens=new_seq_lens,
         )
+        publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
+        try:
+            self._append_verified(batch.batch_size(), draft_slots, draft_lens, acc.accepted_nodes)
+            for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
+                if i not in faults:
+                    self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
+        except Exception as error:  # the step's tokens stand; the requests' drafter context does not
+            self._abort_batch(batch, error, committed=True)
+        self.profile.mark("context")
+        self.profile.end(batch.batch_size())
+        return step
 
     def _draft(self, batch, slots: Tensor, seq_lens: Tensor) -> DraftTree:
         """One drafter pass from each request's bonus token (the root) at the drafter's slots and lengths [bs]

@@ -198,6 +198,18 @@ class ContextLengths:
         self.__init__(len(self.low))
 
 
+def device_usable(device: torch.device) -> bool:
+    """After an exception in a step: False where the device's context is broken (a sticky CUDA error, after which every
+    call fails), so the server must end rather than go on."""
+    if device.type != "cuda":
+        return True
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:  # noqa: BLE001 - any failure here means the context is gone
+        return False
+    return True
+
+
 def request_slot(req) -> int | None:
     """A request's req_to_token row (SGLang 0.5.23 keeps it in `req.kv`, earlier releases on the request)."""
     kv = getattr(req, "kv", None)

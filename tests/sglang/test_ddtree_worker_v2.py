@@ -57,8 +57,9 @@ class Recorder:
         self.calls.append(("publish", new_seq_lens))
 
 
-def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS):
-    """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given.
+def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None):
+    """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given;
+    fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError.
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang.srt.speculative import eagle_utils
@@ -81,12 +82,21 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         for i, t in enumerate(row):
             logits[r, i, t] = 1.0
     req_to_token = torch.arange(4 * 32).view(4, 32) + 1000  # KV slot of (request slot, position)
-    target = SimpleNamespace(
-        forward_batch_generation=lambda batch, forward_batch, is_verify: SimpleNamespace(
+
+    def verify(batch, forward_batch, is_verify):
+        if fail == "verify":
+            raise RuntimeError("verify broke")
+        return SimpleNamespace(
             logits_output=SimpleNamespace(next_token_logits=logits.view(2 * N, VOCAB).to(dev), hidden_states="taps"),
             can_run_cuda_graph=False,
         )
-    )
+
+    def context(*args):
+        if fail == "context":
+            raise RuntimeError("context broke")
+        rec.append(*args)
+
+    target = SimpleNamespace(forward_batch_generation=verify)
     mamba = torch.tensor([5, 2], device=dev)
     runner = SimpleNamespace(
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(dev)),
@@ -108,7 +118,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
 
     w._run_drafter = drafter
     w._build_tree = lambda roots, local: tree
-    w._append_verified = rec.append
+    w._append_verified = context
     monkeypatch.setattr(dflash_worker, "tree_gdn_workspace", lambda: rec)
     monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch: INTERVAL)
     monkeypatch.setattr(eagle_utils, "eagle_prepare_for_verify", lambda spec_info, pool, batch, worker: ("fb", False))
@@ -195,3 +205,37 @@ def test_a_request_with_a_fault_is_aborted_and_the_batch_goes_on(monkeypatch):
     )
     assert result.accept_lens.tolist() == [2, 3] and result.next_token_ids.view(2, N)[0, :2].tolist() == [12, 50]
     assert (w.ctx_lens.low[3], w.ctx_lens.high[3]) == (7, 9) and (w.ctx_lens.low[1], w.ctx_lens.high[1]) == (7, 7)
+
+
+def test_a_step_that_raises_before_the_publish_ends_its_batch_not_the_server(monkeypatch):
+    """The target's verify forward raises: every request ends aborted with the error, emits nothing (accept length
+    0, no bonus counted), stays out of the radix cache, and the unchanged lengths are published for the scheduler."""
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+    result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="verify")
+    assert result.accept_lens.tolist() == [0, 0] and result.num_non_draft_tokens_per_req == 0
+    assert result.new_seq_lens.tolist() == SEQ_LENS and result.next_token_ids.shape == (2 * N,)
+    assert [c[0] for c in rec.calls] == ["set_parents", "publish"] and rec.calls[-1][1].tolist() == SEQ_LENS
+    for req in rec.batch.reqs:
+        assert isinstance(req.to_finish, FINISH_ABORT) and "RuntimeError: verify broke" in req.to_finish.message
+        assert req.skip_radix_cache_insert is True
+
+
+def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
+    """The drafter's context append raises after the target's commits were published: the step's tokens are the
+    hand-worked ones, the requests end aborted (their drafter context is not whole) and may enter the radix cache."""
+    result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="context")
+    assert result.accept_lens.tolist() == [2, 3] and result.new_seq_lens.tolist() == [8, 12]
+    assert [c[0] for c in rec.calls][-1] == "publish"
+    for req in rec.batch.reqs:
+        assert "RuntimeError: context broke" in req.to_finish.message
+        assert getattr(req, "skip_radix_cache_insert", False) is False
+
+
+def test_a_step_that_breaks_the_device_still_ends_the_server(monkeypatch):
+    """Where the device is unusable after the exception (a sticky CUDA error), the exception goes on to the scheduler."""
+    from sglang_dflash.sglang import ddtree_worker_v2
+
+    monkeypatch.setattr(ddtree_worker_v2, "device_usable", lambda device: False)
+    with pytest.raises(RuntimeError, match="verify broke"):
+        decode_step(monkeypatch, "cpu", False, fail="verify")
