@@ -552,8 +552,9 @@ def sglang_worker(spec_file: str) -> int:
     print(f"harness: engine up in {results['startup_s']:.1f} s", flush=True)
     params = {"max_new_tokens": spec["max_new_tokens"], "temperature": 0.0, "ignore_eos": True}
     try:
-        t = time.time()  # warm-up (Triton JIT of the draft and verify kernels) outside the timed batches
-        engine.generate(input_ids=[spec["prompts"][-1]], sampling_params=dict(params, max_new_tokens=8))
+        t = time.time()  # warm-up at each batch size (Triton JIT and autotuning of every shape) outside the timed batches
+        for batch in spec["batches"]:
+            engine.generate(input_ids=[spec["prompts"][-1]] * batch, sampling_params=dict(params, max_new_tokens=8))
         results["warmup_s"] = time.time() - t
 
         # stock: each output position's top-1 - top-2 logit (the verdict's near ties), from SGLang's top-2 logprobs

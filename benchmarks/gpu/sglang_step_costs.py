@@ -23,15 +23,16 @@ Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_
 list the kernels of the 20th step of each batch size (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
 the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
-each batch size (a warm-up request and the drafter graph capture are in the first steps: the median drops them).
+each batch size (a warm-up at each batch size comes first: the median drops its steps).
 Plugin overhead = everything but the drafter pass and the verify forward. The stock run is timed the same way:
 it runs with the plugin loaded and no speculative algorithm (so SGLang is stock), and the plugin's `profile_decode`
 hook times each decode forward. Every run also gets
 
     wall ms per step = wall time of the batches / their forward steps,
 
-prefills, the scheduler's work and first-use compiles included. The table (stdout, $OUT/step_costs.md) gives
-both, each with its ratio to stock decode, and the phases.
+prefills and the scheduler's work included; first-use compiles and autotuning happen in the warm-up before the
+timed batches (harness.py), so wall and profiled step should agree within the host's share. The table
+(stdout, $OUT/step_costs.md) gives both, each with its ratio to stock decode, and the phases.
 
 --forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
 at that mean tokens per pass instead of the target's choice (`forced_acceptance.py`, reached through an entry point of
@@ -146,7 +147,8 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         *forced_note,
         "",
         "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
-        "and first-use JIT included), the same for every run. profiled step and phases: medians on the GPU timeline "
+        "included; warm: a warm-up at each batch size runs first), the same for every run. profiled step and phases: "
+        "medians on the GPU timeline "
         "(SGLANG_DFLASH_PROFILE) over the workers' decode steps, or stock SGLang's decode forwards; x stock: the "
         "ratio to stock decode's, each way. overhead: all phases but the drafter pass and the verify forward.",
         "",

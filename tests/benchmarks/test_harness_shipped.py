@@ -220,8 +220,8 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
 
 @pytest.mark.parametrize("margins", [False, True])
 def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypatch, margins):
-    """The worker's loop with a stand-in Engine (this tests the harness, not SGLang): the first turn at each batch
-    size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch. The stock run
+    """The worker's loop with a stand-in Engine (this tests the harness, not SGLang): a warm-up at each batch size
+    (first-use compiles outside the timed batches), the first turn at each batch size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch. The stock run
     (margins) asks for the top-2 logprobs of its greedy tokens and keeps only their margins."""
     import json
     import types
@@ -265,7 +265,8 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
     assert res["batches"][f"2{harness.SECOND_TURN}"]["prompts"] == turn
     assert res["batches"][f"1{harness.SECOND_TURN}"]["outputs"] == [[len(t), 7] for t in turn]
     assert res["sampled"]["tokens"] == 6 and calls[-1][1]["temperature"] == 0.8
-    greedy_calls = calls[1:-1]  # after the warm-up, before the sampled batch
+    warm_ups, greedy_calls = calls[:2], calls[2:-1]  # one warm-up per batch size, then the timed turns, then sampled
+    assert [len(c[0]) for c in warm_ups] == [1, 2] and all(c[1]["max_new_tokens"] == 8 for c in warm_ups)
     assert all(c[2] is margins and c[3] == (2 if margins else None) for c in greedy_calls)
     for key, batch in res["batches"].items():
         assert batch.get("margins") == ([[0.5, 3.0]] * 3 if margins else None), key
