@@ -53,7 +53,7 @@ FACING = {
     "sglang_dflash.sglang.verify_io": "verify_io",
     "sglang_dflash.sglang.vocab_parallel": "vocab_parallel",
     "sglang_dflash.sglang.server_args": "server_args",
-    "sglang_dflash.sglang.dflash_worker": "worker",
+    "sglang_dflash.sglang.worker_common": "worker_common",
     "sglang_dflash.sglang.tree_gdn_backend": "tree_gdn",
     "sglang_dflash.sglang.memory_plan": "memory_plan",
     "sglang_dflash.sglang.step_profile": "step_profile",
@@ -71,8 +71,11 @@ PORTED_TESTS = {
     "tests/reference_heap.py": "reference_heap.py",
 }
 CPU_SUITE = 'register_cpu_ci(est_time=30, suite="base-a-test-cpu")'  # 0.5.23's CPU suite (sglang.test.ci.ci_register)
-# The spec-v2 worker: ported only where the release has spec v2 for ours (the registry's releases, 0.5.23).
+# The workers: spec v2 where the release has it for ours (the registry's releases, 0.5.23), else spec v1.
+WORKER_V1 = "sglang_dflash.sglang.ddtree_worker"
 WORKER_V2 = "sglang_dflash.sglang.ddtree_worker_v2"
+# Modules that read the release's field names (written out literally in the port).
+FIELD_READERS = ("sglang_dflash.sglang.worker_common", WORKER_V1)
 # Plugin-only parts of the ported names module (the release's field names are written out instead).
 DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
 # The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the
@@ -112,7 +115,7 @@ class Target:
         return f"sglang.srt.speculative.{self.prefix}"
 
     def module(self, name: str) -> str:
-        """The upstream module of FACING's `name` (e.g. "worker": sglang.srt.speculative.dflash_worker)."""
+        """The upstream module of FACING's `name` (e.g. "worker": sglang.srt.speculative.ddtree_worker)."""
         return f"sglang.srt.speculative.{self.prefix}_{name}"
 
     @property
@@ -125,6 +128,8 @@ class Target:
         out = {m: self.module(n) for m, n in FACING.items()}
         if self.v2:
             out[WORKER_V2] = self.module("worker_v2")
+        else:
+            out[WORKER_V1] = self.module("worker")
         if self.draft_model:
             out[DRAFT_MODEL] = f"sglang.srt.models.{self.prefix}"
         return out
@@ -304,7 +309,7 @@ def facing_files(t: Target) -> dict[str, str]:
     """The SGLang-facing modules, with absolute imports, the release's field names and `is_ours` in the names
     module."""
     facing = t.facing
-    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL, WORKER_V2} - set(NOT_PORTED))
+    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL, WORKER_V1, WORKER_V2} - set(NOT_PORTED))
     if unknown:
         raise UnsupportedSource(f"plugin modules {unknown} have no upstream place; extend FACING or NOT_PORTED")
     core = {c.removesuffix(".py") for c in CORE}
@@ -327,7 +332,7 @@ def facing_files(t: Target) -> dict[str, str]:
         text = drop_defs(text, DROP_DEFS.get(module, ()), module)
         if module == "sglang_dflash.sglang.names":
             text += IS_OURS
-        if module == "sglang_dflash.sglang.dflash_worker":
+        if module in FIELD_READERS:
             text = literal_fields(text, t.table.fields, module)
         out[upstream_path(dest)] = rewrite_imports(text, module, False, upstream)
     return out
@@ -363,9 +368,9 @@ def test_files(t: Target) -> dict[str, str]:
 
 
 def literal_fields(text: str, f, where: str) -> str:
-    """The worker with the release's SGLang field names written out where it asks `names.fields()` for them."""
-    edits = (
-        ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
+    """A worker module (`FIELD_READERS`) with the release's SGLang field names written out where it asks
+    `names.fields()` for them."""
+    common = (
         ("        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_\n", ""),
         (
             '            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},\n'
@@ -373,6 +378,9 @@ def literal_fields(text: str, f, where: str) -> str:
             "".join(f'            {f.retrieve}_{k}=f["retrieve_{k}"],\n' for k in ("index", "next_token", "next_sibling"))
             + f"            {f.retrieve}_cum_len=None,\n",
         ),
+    )
+    v1 = (
+        ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
         (
             "**{fields().result_accepted_per_req: accept_len_cpu})",
             f"{f.result_accepted_per_req}=accept_len_cpu)",
@@ -386,6 +394,7 @@ def literal_fields(text: str, f, where: str) -> str:
             f"            req.{f.req_accepted} += n - 1\n",
         ),
     )
+    edits = common if where == FIELD_READERS[0] else v1
     for old, new in edits:
         text = edit(text, old, new, where)
     if "fields()" in text:
@@ -503,8 +512,8 @@ def algorithm_edits(t: Target) -> list[Edit]:
             "        enable_overlap = not server_args.disable_overlap_schedule\n",
             if_ours(8, "self")
             + "            # Non-overlap scheduler only (the server arguments force it).\n"
-            + imports(12, t.module("worker"), "DDTreeWorker, DFlashWorker")
-            + "\n            return DDTreeWorker if self.is_ddtree() else DFlashWorker\n\n"
+            + imports(12, t.module("worker"), "DDTreeWorker")
+            + "\n            return DDTreeWorker\n\n"
             "        enable_overlap = not server_args.disable_overlap_schedule\n",
         ),
     ]
@@ -660,7 +669,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 head,
                 head
                 + if_ours(8, "self.spec_algorithm", "not req.finished()")
-                + imports(12, t.module("worker"), "fit_to_drafter, request_unsupported")
+                + imports(12, t.module("worker_common"), "fit_to_drafter, request_unsupported")
                 + "\n"
                 "            # features the workers cannot serve losslessly yet; prompts past the\n"
                 "            # drafter's positions (the overlap scheduler runs one more step after a\n"
@@ -970,7 +979,7 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Both answer\n"
             "is_eagle(), so the shared code gives their verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs,\n"
             "tree custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not support\n"
-            "spec v2. create_worker returns DFlashWorker / DDTreeWorker; --speculative-algorithm accepts both;\n"
+            "spec v2. create_worker returns DDTreeWorker (both); --speculative-algorithm accepts both;\n"
             "__post_init__ gives the algorithm its canonical name before any check reads it, and\n"
             "_handle_speculative_decoding resolves their arguments first (resolve_speculative_args);\n"
             "_handle_model_specific_adjustments settles the radix cache and the mamba scheduler strategy before the\n"
@@ -1113,13 +1122,14 @@ def series(t: Target, read) -> list[Patch]:
             f"[Speculative] Add {both} workers, hidden capture and server-argument resolution",
             (
                 f"- {t.prefix}_worker_v2.py: DDTreeWorkerV2, {DDTREE} and {DFLASH_CHAIN} on the spec-v2 schema: the phases\n"
-                f"  of {t.prefix}_worker.py's DDTreeWorker (drafter, tree, accept, GDN commit, drafter context), SGLang's\n"
-                "  v2 bookkeeping (the scheduler maps the KV slots and appends the returned tokens);\n"
-                f"- {t.prefix}_worker.py: the phases it reuses (its spec-v1 step is not reached on this release);\n"
+                "  (drafter, tree, accept, GDN commit, drafter context), SGLang's v2 bookkeeping (the scheduler maps the\n"
+                "  KV slots and appends the returned tokens);\n"
                 if t.v2
-                else f"- {t.prefix}_worker.py: DFlashWorker ({DFLASH_CHAIN}) and DDTreeWorker ({DDTREE}) for the non-overlap\n"
-                "  scheduler, verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
+                else f"- {t.prefix}_worker.py: DDTreeWorker, {DDTREE} and {DFLASH_CHAIN} for the non-overlap scheduler,\n"
+                "  verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
             )
+            + f"- {t.prefix}_worker_common.py: what the workers share: the drafter, its context and graphs, the\n"
+            "  draft (chain or tree), the verify input and the per-request checks of a step;\n"
             + f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
             "  static buffer the target's CUDA graphs write;\n"
             f"- {t.prefix}_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"

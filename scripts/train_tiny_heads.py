@@ -3,9 +3,12 @@
 DSpark-style vanilla Markov head trained on the frozen backbone of sglang_dflash/assets/tiny-pair/draft, then tokens
 per verify pass of DFLASH chains and DDTREE trees scored by per-depth marginals or by the head, on held-out prompts.
 
-Data: the tiny target's greedy rollouts from stdlib windows (the text the pair was trained on; held-out prompts from
-another seed). For each rollout every position is an anchor: the drafter's block hidden rows at that anchor (one
-pass, backbone frozen) and the target's next tokens there as labels. Losses: the selector's log-softmax over each
+Data: the tiny target's greedy rollouts from stdlib windows (the text the pair was trained on; validation and
+held-out prompts from other seeds). Every position of a rollout is an anchor (from the prompt's last token on: the
+labels are the target's own tokens, as when decoding): the drafter's block hidden rows at that anchor (one pass,
+backbone frozen) and the target's next tokens there as labels. Each head keeps the training step whose validation
+chain (teacher-forced drafts accepted per pass) is best, step 0 included, so it cannot end worse than its start
+there; the held-out figures are on prompts used for neither. Losses: the selector's log-softmax over each
 depth's top-K candidates given the true previous token (labels outside the candidates skipped); the Markov head's
 cross-entropy of (logits + bias of the true previous token) over the vocabulary.
 
@@ -75,18 +78,27 @@ def previous(anchors, labels):
     return torch.cat([anchors[:, None], labels[:, :-1].clamp(min=0)], 1)
 
 
-def train(head, loss_fn, data, steps: int, lr: float, name: str) -> None:
+def train(head, loss_fn, data, steps: int, lr: float, name: str, score, every: int = 100) -> None:
+    """Adam on random batches of 256 anchors; every `every` steps (and before the first) score() on the validation
+    anchors, and the head ends with the weights of the best score (early stopping: the heads are bigram-like tables
+    over the vocabulary and over-fit a few thousand anchors fast)."""
     hidden, anchors, labels = data
     opt = torch.optim.Adam(head.parameters(), lr=lr)
     g, t0 = torch.Generator().manual_seed(0), time.time()
-    for step in range(steps):
+    best = (score(), 0, {k: v.clone() for k, v in head.state_dict().items()})
+    for step in range(1, steps + 1):
         i = torch.randint(len(hidden), (256,), generator=g)
         loss = loss_fn(hidden[i], anchors[i], labels[i])
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % 500 == 0 or step == steps - 1:
-            print(f"  {name} step {step}: loss {loss.item():.3f} ({time.time() - t0:.0f} s)", flush=True)
+        if step % every == 0 or step == steps:
+            got = score()
+            print(f"  {name} step {step}: loss {loss.item():.3f}, validation {got:.2f} ({time.time() - t0:.0f} s)", flush=True)
+            if got > best[0]:
+                best = (got, step, {k: v.clone() for k, v in head.state_dict().items()})
+    head.load_state_dict(best[2])
+    print(f"  {name}: kept step {best[1]} (validation {best[0]:.2f})", flush=True)
 
 
 def teacher_forced(data, predict) -> tuple[float, float]:
@@ -120,6 +132,7 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--top-k", type=int, default=8, help="the selector's candidates per depth")
+    p.add_argument("--validation", type=int, default=12, help="prompts whose rollouts pick each head's training step")
     p.add_argument("--held-out", type=int, default=24, help="evaluation prompts")
     p.add_argument("--new-tokens", type=int, default=96)
     args = p.parse_args(argv)
@@ -150,11 +163,12 @@ def main(argv=None) -> int:
         bias, _ = markov.bias(previous(a, y), None)
         return F.cross_entropy((logits + bias).flatten(0, 1), y.flatten(), ignore_index=-1)
 
-    train(selector, selector_loss, data, args.steps, 3e-3, "selector")
-    train(markov, markov_loss, data, args.steps, 3e-3, "markov")
+    def rollout_features(seed: int, n: int):
+        ps = prompts(n, seed=seed)
+        return ps, features(target, drafter, ps, generate(target, ps, args.rollout_tokens, "ar").output_ids)
 
-    held = prompts(args.held_out, seed=12345)
-    held_data = features(target, drafter, held, generate(target, held, args.rollout_tokens, "ar").output_ids)
+    _, valid_data = rollout_features(13, args.validation)  # early stopping
+    held, held_data = rollout_features(12345, args.held_out)  # the reported figures
 
     def marginal_pred(h, a, y):
         return drafter.logits(h, lm_head).argmax(-1)
@@ -167,11 +181,14 @@ def main(argv=None) -> int:
     def markov_pred(h, a, y):
         return (drafter.logits(h, lm_head) + markov.bias(previous(a, y), None)[0]).argmax(-1)
 
+    train(selector, selector_loss, data, args.steps, 3e-3, "selector", lambda: teacher_forced(valid_data, selector_pred)[1])
+    train(markov, markov_loss, data, args.steps, 3e-3, "markov", lambda: teacher_forced(valid_data, markov_pred)[1])
+
     print("\nteacher-forced (each depth given the true token before): depth-1 accuracy, chain drafts accepted / pass")
     for name, pred in (("marginals", marginal_pred), ("selector", selector_pred), ("markov", markov_pred)):
-        for split, d in (("train", data), ("held-out", held_data)):
+        for split, d in (("train", data), ("validation", valid_data), ("held-out", held_data)):
             acc, run = teacher_forced(d, pred)
-            print(f"  {name:9s} {split:8s} {acc:.3f}  {run:.2f}", flush=True)
+            print(f"  {name:9s} {split:10s} {acc:.3f}  {run:.2f}", flush=True)
 
     dflash2 = DFlashDrafter(dataclasses.replace(c, format="dflash2", selector_rank=args.rank, selector_top_k=args.top_k))
     dflash2.load_state_dict({**drafter.state_dict(), **{f"candidate_selector.{k}": v for k, v in selector.state_dict().items()}})

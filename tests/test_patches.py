@@ -225,7 +225,7 @@ def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     assert steps == ([16, 2, 33] if TARGET.v2 else [15, 8, 33]), ddtree
     strategy = ddtree["mamba_radix_cache_strategy" if TARGET.v2 else "mamba_scheduler_strategy"]
     assert ddtree["disable_overlap_schedule"] and strategy == "extra_buffer"
-    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DFlashWorker")
+    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DDTreeWorker")
     assert ddtree["worker"] == f"{worker}.{workers[0]}"
     chain = res["chain"]
     assert chain["speculative_algorithm"] == chain["algo"] == "DFLASH_CHAIN" and chain["worker"] == f"{worker}.{workers[1]}"

@@ -83,9 +83,9 @@ def load() -> None:
         depths = torch.multinomial(probs.to(device), tree.token_ids.shape[0], replacement=True, generator=generator[device])
         return forced_acceptance(tree, target_logits, depths)
 
-    from sglang_dflash.sglang import dflash_worker
+    from sglang_dflash.sglang import ddtree_worker, worker_common
 
-    modules = [dflash_worker]
+    modules = [ddtree_worker]
     try:
         from sglang_dflash.sglang import ddtree_worker_v2  # spec-v2 releases only
 
@@ -94,8 +94,8 @@ def load() -> None:
         pass
     for module in modules:
         module.accept_greedy = accept
-    run_drafter = dflash_worker.DFlashWorker._run_drafter
-    dflash_worker.DFlashWorker._run_drafter = lambda self, *a: sharpen(run_drafter(self, *a))
+    run_drafter = worker_common.DDTreeWorkerBase._run_drafter
+    worker_common.DDTreeWorkerBase._run_drafter = lambda self, *a: sharpen(run_drafter(self, *a))
 
 
 def install(work: Path) -> Path:

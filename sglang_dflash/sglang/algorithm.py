@@ -63,9 +63,9 @@ class DraftTreeAlgorithm:
         return self.name == DFLASH_CHAIN
 
     def create_worker(self, server_args):
-        from .dflash_worker import DDTreeWorker, DFlashWorker
+        from .ddtree_worker import DDTreeWorker
 
-        return DDTreeWorker if self.is_ddtree() else DFlashWorker
+        return DDTreeWorker
 
 
 def registered_spec_class():

@@ -1,11 +1,11 @@
 """DDTreeWorkerV2: DDTREE and DFLASH_CHAIN on SGLang's spec-v2 schema (0.5.23; spec v1 is gone there).
 
-The phases are the v1 worker's (`dflash_worker`): the same drafter, tree build, accept, tree GDN verify and commit,
-and drafter context. What moves is the bookkeeping. Under spec v2 the scheduler maps the KV slots of 2 x N tokens
-past each request's committed length before the step (req_to_token), appends the tokens the worker returns, counts
-acceptance and frees what is left over when the request ends. The worker returns per request the accepted tokens
-and the bonus (`next_token_ids` [bs * N], row i's first `accept_lens[i]`), the new lengths and the next step's
-draft input (the bonus, SGLang's `DFlashDraftInputV2`).
+The phases are the v1 worker's (`ddtree_worker`), on the same common part (`worker_common`): the same drafter, tree
+build, accept, tree GDN verify and commit, and drafter context. What moves is the bookkeeping. Under spec v2 the
+scheduler maps the KV slots of 2 x N tokens past each request's committed length before the step (req_to_token),
+appends the tokens the worker returns, counts acceptance and frees what is left over when the request ends. The
+worker returns per request the accepted tokens and the bonus (`next_token_ids` [bs * N], row i's first
+`accept_lens[i]`), the new lengths and the next step's draft input (the bonus, SGLang's `DFlashDraftInputV2`).
 
 Lifecycle (0.5.23 `Scheduler.init_model_worker`):
   __init__               the drafter's weights (`preloaded_weights_bytes`: the target's memory plan counts them)
@@ -43,9 +43,11 @@ from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from torch import Tensor
 
 from ..ddtree import DraftTree, accept_greedy, accept_sampling
-from .dflash_worker import (
-    DDTreeWorker,
-    DFlashWorker,
+from .names import resolved
+from .verify_io import committed_tokens, front_accepted_slots
+from .vocab_parallel import broadcast_decisions
+from .worker_common import (
+    DDTreeWorkerBase,
     device_usable,
     extend_tap_layout,
     request_slot,
@@ -54,15 +56,12 @@ from .dflash_worker import (
     track_candidates,
     track_cuts,
 )
-from .names import DFLASH_CHAIN, resolved
-from .verify_io import committed_tokens, front_accepted_slots
-from .vocab_parallel import broadcast_decisions
 
 logger = logging.getLogger(__name__)
 NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads batch.seq_lens_cpu
 
 
-class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
+class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
     """DDTREE or DFLASH_CHAIN (by `server_args.speculative_algorithm`) on spec v2; see the module docstring."""
 
     overlap_ready = True  # its step reads nothing back (server_args keeps overlap off unless SGLANG_DFLASH_OVERLAP=1)
@@ -114,12 +113,6 @@ class DDTreeWorkerV2(DDTreeWorker, BaseSpecWorker):
 
     def init_hicache_draft_plan(self) -> None:
         pass
-
-    def _check_num_nodes(self, chain_nodes: int) -> None:
-        (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._check_num_nodes(self, chain_nodes)
-
-    def _build_tree(self, roots: Tensor, local: Tensor) -> DraftTree:
-        return (DFlashWorker if self.name == DFLASH_CHAIN else DDTreeWorker)._build_tree(self, roots, local)
 
     # --- one scheduler step
     def forward_batch_generation(self, batch, on_publish=None, grammar_barrier=None, pp_proxy_tensors=None):

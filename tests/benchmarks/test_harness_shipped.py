@@ -221,8 +221,9 @@ def test_live_server_greedy_check_judges_http_answers(tmp_path):
 @pytest.mark.parametrize("margins", [False, True])
 def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypatch, margins):
     """The worker's loop with a stand-in Engine (this tests the harness, not SGLang): a warm-up at each batch size
-    (first-use compiles outside the timed batches), the first turn at each batch size, the second turn on each prompt + its own output (its inputs recorded), then the sampled batch. The stock run
-    (margins) asks for the top-2 logprobs of its greedy tokens and keeps only their margins."""
+    (first-use compiles outside the timed batches), the first turn at each batch size, the second turn on each prompt
+    + its own output (its inputs recorded), then the sampled batch. The stock run (margins) asks for the top-2
+    logprobs of its greedy tokens and keeps only their margins."""
     import json
     import types
 

@@ -65,10 +65,10 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     from sglang.srt.speculative import eagle_utils
 
     from sglang_dflash.ddtree import tree_from_parents
-    from sglang_dflash.sglang import ddtree_worker_v2, dflash_worker, names
+    from sglang_dflash.sglang import ddtree_worker_v2, names, worker_common
     from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
-    from sglang_dflash.sglang.dflash_worker import ContextLengths
     from sglang_dflash.sglang.step_profile import StepProfile
+    from sglang_dflash.sglang.worker_common import ContextLengths
 
     # the release's field names, as the plugin sets them (not its runtime patches: they would stay for later tests)
     monkeypatch.setattr(names, "_fields", RELEASE.fields)
@@ -119,7 +119,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     w._run_drafter = drafter
     w._build_tree = lambda roots, local: tree
     w._append_verified = context
-    monkeypatch.setattr(dflash_worker, "tree_gdn_workspace", lambda: rec)
+    monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: rec)
     monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch: INTERVAL)
     monkeypatch.setattr(eagle_utils, "eagle_prepare_for_verify", lambda spec_info, pool, batch, worker: ("fb", False))
 

@@ -182,7 +182,7 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert not r["disable_radix_cache"] and r["all_fields"][STRATEGY] == "'extra_buffer'"
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 32
-    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if V2 else ("DDTreeWorker", "DFlashWorker")
+    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if V2 else ("DDTreeWorker", "DDTreeWorker")
     assert (r["create_worker"], probe[0]["chain_default"]["create_worker"]) == workers
     eb = probe[0]["ddtree_extra_buffer"]
     assert not eb["disable_radix_cache"] and eb["all_fields"][STRATEGY] == "'extra_buffer'", eb.get("error")
@@ -210,7 +210,7 @@ def test_dflash_is_sglangs_own_unless_opted_in(probe):
         assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>"
     chain = with_override["dflash"]
     assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
-    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == "DFlashWorker"
+    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == "DDTreeWorker"
 
 
 def test_radix_cache_on_takes_extra_buffer(pair):
@@ -293,7 +293,7 @@ def test_sglang_is_unchanged_without_our_algorithms(probe):
         assert with_plugin[case].get("algo") == without_plugin[case].get("algo"), case
     assert "sglang_dflash.sglang.plugin.activate" not in without_plugin["_plugin_modules"]  # disabled: nothing imported
     assert "sglang_dflash.sglang.plugin.activate" in with_plugin["_plugin_modules"]
-    assert "sglang_dflash.sglang.dflash_worker" in with_plugin["_plugin_modules"]  # create_worker was reached
+    assert "sglang_dflash.sglang.worker_common" in with_plugin["_plugin_modules"]  # create_worker was reached
 
 
 def test_stock_process_imports_only_the_light_plugin():
@@ -304,7 +304,7 @@ def test_stock_process_imports_only_the_light_plugin():
     out = run_fresh(code)
     line = next(x for x in out.stdout.splitlines() if x.startswith("MODS"))
     assert "sglang_dflash.sglang.plugin.activate" in line, out.stdout + out.stderr[-2000:]
-    for heavy in ("server_args'", "dflash_worker", "tree_gdn_backend", "kernels", "models"):
+    for heavy in ("server_args'", "worker_common", "ddtree_worker", "tree_gdn_backend", "kernels", "models"):
         assert f"sglang_dflash.sglang.{heavy}" not in line and f"sglang_dflash.{heavy}" not in line, line
 
 

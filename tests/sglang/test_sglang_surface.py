@@ -34,7 +34,7 @@ PKG = ROOT / "sglang_dflash"
 # (our file, SGLang module it imports from) that only another release's code path reaches; a whole file: module None
 V1_ONLY = {  # spec v1 was deleted in 0.5.23
     ("sglang/draft_model.py", None): "the SGLang-layer drafter of the 0.5.10.post1 series",
-    ("sglang/dflash_worker.py", "sglang.srt.speculative.eagle_worker"): "the v1 worker's verify step",
+    ("sglang/ddtree_worker.py", "sglang.srt.speculative.eagle_worker"): "the v1 worker's verify step",
 }
 REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/ddtree_worker_v2.py", None): "the spec-v2 worker",
@@ -43,7 +43,7 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/names.py", "sglang.srt.arg_groups.model_override_base"): "resolved server arguments",
 }
 NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
-    ("sglang/dflash_worker.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
+    ("sglang/worker_common.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
 }
 PTH_NOT = {  # the .pth loader's release (0.5.10.post1) has no HookRegistry
     ("sglang/plugin/activate.py", "sglang.srt.plugins.hook_registry"): "hooks through HookRegistry",
@@ -107,7 +107,7 @@ def worker_v2(monkeypatch):
     import sglang.srt.runtime_context as runtime_context
 
     from sglang_dflash.sglang import ddtree_worker_v2
-    from sglang_dflash.sglang.dflash_worker import ContextLengths, DFlashWorker
+    from sglang_dflash.sglang.worker_common import ContextLengths, DDTreeWorkerBase
 
     target = SimpleNamespace(
         model_runner=SimpleNamespace(attn_backend="target-attn", spec_algorithm=None, prewarm_sampling=lambda: "prewarmed"),
@@ -120,7 +120,7 @@ def worker_v2(monkeypatch):
         self.ctx_lens.set(0, 7)
         self.ctx_lens.set(1, 9, up_to=12)
 
-    monkeypatch.setattr(DFlashWorker, "_load_drafter", load)
+    monkeypatch.setattr(DDTreeWorkerBase, "_load_drafter", load)
     monkeypatch.setattr(runtime_context, "get_parallel", lambda: SimpleNamespace(tp_rank=0))
     args = SimpleNamespace(speculative_algorithm="DDTREE")
     return ddtree_worker_v2.DDTreeWorkerV2(server_args=args, gpu_id=0, nccl_port=0, target_worker=target)
@@ -164,7 +164,7 @@ def test_request_slot_reads_this_releases_req():
     from sglang.srt.managers.schedule_batch import Req
     from sglang.srt.sampling.sampling_params import SamplingParams
 
-    from sglang_dflash.sglang.dflash_worker import request_slot
+    from sglang_dflash.sglang.worker_common import request_slot
 
     req = Req("r", "x", [1, 2], SamplingParams())
     assert request_slot(req) is None  # no row before the scheduler allocates one

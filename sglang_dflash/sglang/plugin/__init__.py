@@ -9,5 +9,5 @@
 - `entry` (the `sglang.srt.plugins` entry point, releases with a plugin loader) and `bootstrap` (run by the
   installed `sglang_dflash.pth`, releases without one): how `activate` gets called in every SGLang process.
 
-Nothing here is imported by the SGLang-facing modules beside this package (`..dflash_worker` and the rest).
+Nothing here is imported by the SGLang-facing modules beside this package (`..worker_common`, the workers and the rest).
 """

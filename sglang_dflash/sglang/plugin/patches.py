@@ -114,7 +114,7 @@ def add_request_to_queue(original, self, req, *args, **kwargs):
     """A request the workers cannot serve yet (`request_unsupported`) or whose prompt does not fit the drafter's
     positions (`fit_to_drafter`, which also caps max_new_tokens) finishes at admission with an error naming why."""
     if is_ours(getattr(self, "spec_algorithm", None)) and not req.finished():
-        from ..dflash_worker import fit_to_drafter, request_unsupported
+        from ..worker_common import fit_to_drafter, request_unsupported
 
         worker = self.draft_worker
         # the overlap scheduler runs one more step after a request's last: its verify starts up to N tokens further

@@ -15,10 +15,13 @@ from torch import nn
 
 from sglang_dflash.ddtree import accept_greedy, accept_sampling, build_ddtree
 from sglang_dflash.dflash import chain_tree
-from sglang_dflash.sglang.dflash_worker import (
+from sglang_dflash.sglang.ddtree_worker import emit_tokens, truncate_acceptance
+from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
+from sglang_dflash.sglang.step_profile import StepProfile
+from sglang_dflash.sglang.verify_io import eagle_acceptance
+from sglang_dflash.sglang.worker_common import (
     StaticBlockEmbedding,
     draft_graphs_enabled,
-    emit_tokens,
     extend_tap_layout,
     fit_to_drafter,
     local_vocab_range,
@@ -27,11 +30,7 @@ from sglang_dflash.sglang.dflash_worker import (
     screen_nan,
     track_candidates,
     track_cuts,
-    truncate_acceptance,
 )
-from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
-from sglang_dflash.sglang.step_profile import StepProfile
-from sglang_dflash.sglang.verify_io import eagle_acceptance
 
 D = 8
 
@@ -228,12 +227,12 @@ def test_local_vocab_range():
 def test_worker_classes(tp):
     """Our workers serve DFLASH_CHAIN/DDTREE at any TP; SGLang's names (DFLASH included, once resolved) are not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
-    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     def args(name):
         return SimpleNamespace(speculative_algorithm=name, tp_size=tp)
 
-    assert DraftTreeAlgorithm("DFLASH_CHAIN").create_worker(args("DFLASH_CHAIN")) is DFlashWorker
+    assert DraftTreeAlgorithm("DFLASH_CHAIN").create_worker(args("DFLASH_CHAIN")) is DDTreeWorker
     assert DraftTreeAlgorithm("DDTREE").create_worker(args("DDTREE")) is DDTreeWorker
     assert is_ours(args("DDTREE")) and is_ours(args("DFLASH_CHAIN")) and is_ours(DraftTreeAlgorithm("DDTREE"))
     assert not any(is_ours(args(name)) for name in ("EAGLE", "DFLASH", None))
@@ -353,21 +352,21 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
 
 @pytest.mark.parametrize("N", [2, 9, 16])
 def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
-    """TP=1: DFlashWorker drafts the chain of the argmax over the first N - 1 depths, DDTreeWorker the best
-    N - 1 prefixes of all block_size - 1 depths (what the standalone engine verifies for the same logits)."""
+    """TP=1: DFLASH_CHAIN drafts the chain of the argmax over the first N - 1 depths, DDTREE the best N - 1 prefixes
+    of all block_size - 1 depths (what the standalone engine verifies for the same logits)."""
     from sglang_dflash.dflash import chain_tree
-    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     gen = torch.Generator().manual_seed(N)
     roots, logits = torch.tensor([5, 9, 2]), torch.randn(3, 15, 40, generator=gen)
     trees = {}
-    for cls in (DFlashWorker, DDTreeWorker):
-        worker = cls.__new__(cls)  # only what drafting reads
-        worker.num_nodes, worker.tp_size = N, 1
+    for name in ("DFLASH_CHAIN", "DDTREE"):
+        worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
+        worker.name, worker.num_nodes, worker.tp_size = name, N, 1
         worker.profile = StepProfile(None, torch.device("cpu"))
         worker._run_drafter = lambda roots, slots, seq_lens: logits
-        trees[cls] = worker._draft_tree(roots, None, None)
-    chain, tree = trees[DFlashWorker], trees[DDTreeWorker]
+        trees[name] = worker._draft_tree(roots, None, None)
+    chain, tree = trees["DFLASH_CHAIN"], trees["DDTREE"]
     assert torch.equal(chain.token_ids, chain_tree(logits[:, : N - 1].argmax(-1), roots).token_ids)
     expected = build_ddtree(logits, roots, N - 1)
     for field in ("token_ids", "parents", "depths", "next_token", "next_sibling"):
@@ -472,11 +471,11 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     """The graphed context append: captured once per batch size on examples that write only scratch (slots and
     nodes -1), replayed on copies of the step's inputs, reading the taps from the capture buffer; it leaves the
     cache as the eager append does (the graph stood in for by `Replayed`)."""
-    from sglang_dflash.sglang import dflash_worker
-    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+    from sglang_dflash.sglang import worker_common
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     captured = []
-    monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
     monkeypatch.setattr(Replayed, "captured", captured)
     torch.manual_seed(1)
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=4, std=0.3)
@@ -487,7 +486,7 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     nodes = torch.tensor([[0, 2, -1], [0, -1, -1]])
     caches = []
     for graphs in (None, {}):
-        worker = DFlashWorker.__new__(DFlashWorker)
+        worker = DDTreeWorker.__new__(DDTreeWorker)
         worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
         worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
         worker._append_verified(R, slots, start, nodes)
@@ -500,22 +499,22 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     assert eager.k[:, eager.table[1, 3]].abs().sum() > 0  # it wrote
 
 
-@pytest.mark.parametrize("algorithm", ["DFLASH", "DDTREE"])
+@pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
 @pytest.mark.parametrize("graphs", [False, True])
 def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
     the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist,
     the context append's as wide as the step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The
     graphs are stood in for by `Replayed`."""
-    from sglang_dflash.sglang import dflash_worker
-    from sglang_dflash.sglang.dflash_worker import DDTreeWorker, DFlashWorker
+    from sglang_dflash.sglang import worker_common
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
-    monkeypatch.setattr(dflash_worker, "CapturedStep", Replayed)
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
     torch.manual_seed(3)
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=5, std=0.3)
-    N = 4 if algorithm == "DFLASH" else 7
-    cls = DFlashWorker if algorithm == "DFLASH" else DDTreeWorker
-    w = cls.__new__(cls)
+    N = 4 if algorithm == "DFLASH_CHAIN" else 7
+    w = DDTreeWorker.__new__(DDTreeWorker)
+    w.name = algorithm
     w.drafter, w.cache, w.num_nodes, w.device, w.tp_size, w.graph_context = (
         drafter,
         drafter.new_cache(3, 16),
@@ -535,7 +534,7 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     assert torch.equal(w.cache.k[:, :-1], live[0]) and torch.equal(w.cache.v[:, :-1], live[1])
     if graphs:
         assert set(w.draft_graphs) == set(w.context_graphs) == {1, 2}
-        width = N if algorithm == "DFLASH" else drafter.config.block_size
+        width = N if algorithm == "DFLASH_CHAIN" else drafter.config.block_size
         assert w.context_graphs[2].inputs[2].shape == (2, width)
     else:
         assert w.context_graphs == {}
@@ -546,7 +545,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     """On a GPU: the drafter pass captured with StaticBlockEmbedding (roots loaded before each replay) gives the eager
     pass's logits for two different batches of roots, and the graphed context append leaves the eager append's cache."""
     from sglang_dflash.cuda_graph import CapturedStep
-    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     dev = torch.device("cuda")
     torch.manual_seed(2)
@@ -564,7 +563,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     head = torch.randn(100, 64, device=dev) * 0.1  # one LM head for both workers
     workers = []
     for graphs in (None, {}):
-        w = DFlashWorker.__new__(DFlashWorker)
+        w = DDTreeWorker.__new__(DDTreeWorker)
         w.drafter, w.capture, w.num_nodes, w.draft_graphs, w.context_graphs = drafter, capture, N, graphs, {}
         w.graph_context = None
         w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
@@ -667,9 +666,9 @@ def test_every_sampling_parameter_is_honoured_or_refused():
 
 
 def test_roots_out_of_the_embedding_are_faults():
-    from sglang_dflash.sglang.dflash_worker import DFlashWorker
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
-    w = DFlashWorker.__new__(DFlashWorker)
+    w = DDTreeWorker.__new__(DDTreeWorker)
     w.name, w.vocab_rows, w.device = "DFLASH_CHAIN", 10, torch.device("cpu")
     reqs = [SimpleNamespace(output_ids=[3, 4], origin_input_ids=[1]), SimpleNamespace(output_ids=[], origin_input_ids=[2]),
             SimpleNamespace(output_ids=[12], origin_input_ids=[1])]  # fmt: skip
