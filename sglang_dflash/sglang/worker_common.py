@@ -448,8 +448,11 @@ class DDTreeWorkerBase:
             raise ValueError(f"{self.name} experimental worker needs " + "; ".join(problems))
 
     def _check_batch(self, batch) -> None:
-        """A guard: the scheduler hook already aborted such requests at admission."""
+        """A guard behind the admission hook (`add_request_to_queue`), which aborts such requests: SGLang still runs
+        an aborted request's one-token prefill, with its parameters as sent, so requests already finishing pass."""
         for req in batch.reqs:
+            if getattr(req, "to_finish", None) is not None or req.finished():
+                continue
             unsupported = request_unsupported(req)
             if unsupported:
                 raise ValueError(f"{self.name}: {unsupported} (request {req.rid})")

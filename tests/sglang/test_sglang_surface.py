@@ -171,3 +171,28 @@ def test_request_slot_reads_this_releases_req():
     holder = req.kv if hasattr(getattr(req, "kv", None), "req_pool_idx") else req
     holder.req_pool_idx = 5
     assert request_slot(req) == 5
+
+
+def test_a_request_aborted_at_admission_passes_the_workers_guard(monkeypatch):
+    """The admission hook aborts an unsupported request with this release's `Req.set_finish_with_abort`; SGLang still
+    prefills it (one token), parameters as sent, so the worker's batch guard must let it through (the first GPU
+    serving run stopped the server on a min_new_tokens request there); one not aborted still stops the step."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.managers import schedule_batch
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    from sglang_dflash.sglang.worker_common import DDTreeWorkerBase
+
+    # its log line asks for the TP rank (0.5.11: a function; 0.5.23: the runtime context): rank 0 here
+    if hasattr(schedule_batch, "get_tensor_model_parallel_rank"):
+        monkeypatch.setattr(schedule_batch, "get_tensor_model_parallel_rank", lambda: 0)
+    else:
+        monkeypatch.setattr(schedule_batch, "get_parallel", lambda: SimpleNamespace(tp_rank=0))
+    worker = object.__new__(DDTreeWorkerBase)
+    worker.name = "DDTREE"
+    aborted, live = (Req(rid, "x", [1, 2], SamplingParams(min_new_tokens=4)) for rid in ("a", "b"))
+    aborted.set_finish_with_abort("sglang-dflash workers do not support min_new_tokens yet")
+    worker._check_batch(SimpleNamespace(reqs=[aborted]))
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        worker._check_batch(SimpleNamespace(reqs=[aborted, live]))
