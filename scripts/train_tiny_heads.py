@@ -130,6 +130,8 @@ def main(argv=None) -> int:
     p.add_argument("--rollouts", type=int, default=384, help="training rollouts")
     p.add_argument("--rollout-tokens", type=int, default=96)
     p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--lr", type=float, default=3e-3, help="Adam's learning rate for both heads")
+    p.add_argument("--eval-every", type=int, default=100, help="steps between validation scores")
     p.add_argument("--rank", type=int, default=32)
     p.add_argument("--top-k", type=int, default=8, help="the selector's candidates per depth")
     p.add_argument("--validation", type=int, default=12, help="prompts whose rollouts pick each head's training step")
@@ -181,8 +183,9 @@ def main(argv=None) -> int:
     def markov_pred(h, a, y):
         return (drafter.logits(h, lm_head) + markov.bias(previous(a, y), None)[0]).argmax(-1)
 
-    train(selector, selector_loss, data, args.steps, 3e-3, "selector", lambda: teacher_forced(valid_data, selector_pred)[1])
-    train(markov, markov_loss, data, args.steps, 3e-3, "markov", lambda: teacher_forced(valid_data, markov_pred)[1])
+    heads = ((selector, selector_loss, selector_pred, "selector"), (markov, markov_loss, markov_pred, "markov"))
+    for head, loss, pred, name in heads:
+        train(head, loss, data, args.steps, args.lr, name, lambda p=pred: teacher_forced(valid_data, p)[1], args.eval_every)
 
     print("\nteacher-forced (each depth given the true token before): depth-1 accuracy, chain drafts accepted / pass")
     for name, pred in (("marginals", marginal_pred), ("selector", selector_pred), ("markov", markov_pred)):
