@@ -382,6 +382,10 @@ def literal_fields(text: str, f, where: str) -> str:
     v1 = (
         ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
         (
+            "            **{fields().result_accepted: 0, fields().result_accepted_per_req: [0] * bs},\n",
+            f"            {f.result_accepted}=0,\n            {f.result_accepted_per_req}=[0] * bs,\n",
+        ),
+        (
             "**{fields().result_accepted_per_req: accept_len_cpu})",
             f"{f.result_accepted_per_req}=accept_len_cpu)",
         ),

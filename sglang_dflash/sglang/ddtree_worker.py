@@ -71,9 +71,11 @@ Decode:
      positions seq_len_before .. seq_len_before + accept_len.
   8. `GenerationBatchResult` as NGRAMWorker returns it; `batch.spec_info` is reset to None.
 
-Sampled batches ran on the GPU (harness --sampled: they finish); their distribution is tested on CPU. An exception
-inside a step ends the server: the step rewrites the scheduler's batch in place (KV slots, lengths), which a failed
-step would leave half done.
+Sampled batches ran on the GPU (harness --sampled: they finish); their distribution is tested on CPU. A decode step
+that raises before `_commit` (drafter, tree, verify input, verify forward, accept) gives its verify KV slots back and
+ends its batch's requests aborted with the error, emitting nothing, kept out of the radix cache; the server goes on.
+From `_commit` on tokens are emitted and lengths move, so an exception there still ends the server, as does a broken
+CUDA context.
 """
 
 from __future__ import annotations
@@ -161,7 +163,35 @@ class DDTreeWorker(DDTreeWorkerBase):
         self._check_batch(batch)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, GenerationBatchResult)
-        return self._forward_decode(batch, GenerationBatchResult)
+        step = SimpleNamespace(verify_slots=None, committing=False)  # how far the step got
+        try:
+            return self._forward_decode(batch, GenerationBatchResult, step)
+        except Exception as error:
+            if step.committing:  # tokens emitted, lengths moved: nothing to undo it with
+                raise
+            self._abort_batch(batch, error, committed=False)
+            return self._abandon_step(batch, step, GenerationBatchResult)
+
+    def _abandon_step(self, batch, step, GenerationBatchResult):
+        """A decode step that failed before `_commit`: its verify KV slots go back to the pool, the batch is a decode
+        batch again, and every request (aborted by `_abort_batch`) finishes now with nothing emitted, as spec v1
+        finishes requests inside the worker."""
+        from sglang.srt.layers.logits_processor import LogitsProcessorOutput
+        from sglang.srt.model_executor.forward_batch_info import ForwardMode
+
+        if step.verify_slots is not None:
+            batch.token_to_kv_pool_allocator.free(step.verify_slots)
+        batch.forward_mode, batch.spec_info = ForwardMode.DECODE, None
+        for req in batch.reqs:
+            req.check_finished()
+        bs = len(batch.reqs)
+        return GenerationBatchResult(
+            logits_output=LogitsProcessorOutput(next_token_logits=None),
+            next_token_ids=torch.zeros(0, dtype=torch.long, device=self.device),
+            can_run_cuda_graph=False,
+            accept_lens=torch.zeros(bs, dtype=torch.int32, device=self.device),
+            **{fields().result_accepted: 0, fields().result_accepted_per_req: [0] * bs},
+        )
 
     def _forward_extend(self, batch, GenerationBatchResult):
         mwb = batch.get_model_worker_batch()
@@ -197,7 +227,9 @@ class DDTreeWorker(DDTreeWorkerBase):
         self.profile.mark("drafter")
         return self._build_tree(roots, local)
 
-    def _forward_decode(self, batch, GenerationBatchResult):
+    def _forward_decode(self, batch, GenerationBatchResult, step):
+        """draft -> verify -> accept -> commit (EAGLE v1's bookkeeping) -> GDN commit -> drafter context. step: where a
+        failure leaves the batch (`verify_slots`: the KV slots the verify took; `committing`: tokens being emitted)."""
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.eagle_worker import EAGLEWorker
 
@@ -213,6 +245,7 @@ class DDTreeWorker(DDTreeWorkerBase):
         spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
+        step.verify_slots = batch.out_cache_loc
         spec_info.num_tokens_per_req = N
         batch.return_hidden_states = False
         batch.forward_mode = ForwardMode.TARGET_VERIFY
@@ -237,6 +270,7 @@ class DDTreeWorker(DDTreeWorkerBase):
             self._log_step(batch, slots_cpu, seq_cpu, tree, acc, result.can_run_cuda_graph)
         predict, accept_index, _ = eagle_acceptance(tree, acc)
         self.profile.mark("accept")
+        step.committing = True
         keep, flat_accept, verified_id = self._commit(batch, predict, accept_index, acc)
         self.profile.mark("commit")
         acc = truncate_acceptance(acc, keep)

@@ -35,7 +35,6 @@ until a GPU run verifies it lossless there.
 
 from __future__ import annotations
 
-import logging
 from types import SimpleNamespace
 
 import torch
@@ -48,7 +47,6 @@ from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
 from .worker_common import (
     DDTreeWorkerBase,
-    device_usable,
     extend_tap_layout,
     request_slot,
     sampling_args,
@@ -57,7 +55,6 @@ from .worker_common import (
     track_cuts,
 )
 
-logger = logging.getLogger(__name__)
 NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads batch.seq_lens_cpu
 
 
@@ -131,21 +128,6 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
             self._abort_batch(batch, error, committed=False)
             publish(batch.seq_lens)
             return self._empty_result(batch, draft_input.bonus_tokens)
-
-    def _abort_batch(self, batch, error: Exception, committed: bool) -> None:
-        """Inside an `except`: every request of the batch ends aborted with the error as its message; without the
-        target's commits (`committed` False) it stays out of the radix cache too. Re-raises where the device is
-        unusable afterwards."""
-        from sglang.srt.managers.schedule_batch import FINISH_ABORT
-
-        if not device_usable(self.device):
-            raise
-        logger.exception("%s: a decode step of %d requests failed; they end aborted", self.name, len(batch.reqs))
-        message = f"{self.name}: the decode step failed ({type(error).__name__}: {error}); please report this sglang-dflash bug"
-        for req in batch.reqs:
-            req.to_finish = FINISH_ABORT(message)
-            if not committed:
-                req.skip_radix_cache_insert = True
 
     def _empty_result(self, batch, bonus: Tensor):
         """A step that emits nothing: accept length 0 for every request (SGLang finishes each by its to_finish); the

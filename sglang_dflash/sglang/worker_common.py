@@ -451,11 +451,26 @@ class DDTreeWorkerBase:
         """A guard behind the admission hook (`add_request_to_queue`), which aborts such requests: SGLang still runs
         an aborted request's one-token prefill, with its parameters as sent, so requests already finishing pass."""
         for req in batch.reqs:
-            if getattr(req, "to_finish", None) is not None or req.finished():
+            if getattr(req, "to_finish", None) is not None or getattr(req, "finished_reason", None) is not None:
                 continue
             unsupported = request_unsupported(req)
             if unsupported:
                 raise ValueError(f"{self.name}: {unsupported} (request {req.rid})")
+
+    def _abort_batch(self, batch, error: Exception, committed: bool) -> None:
+        """Inside an `except`: every request of the batch ends aborted with the error as its message; without the
+        target's commits (`committed` False) it stays out of the radix cache too. Re-raises where the device is
+        unusable afterwards."""
+        from sglang.srt.managers.schedule_batch import FINISH_ABORT
+
+        if not device_usable(self.device):
+            raise  # the exception being handled
+        logger.exception("%s: a decode step of %d requests failed; they end aborted", self.name, len(batch.reqs))
+        message = f"{self.name}: the decode step failed ({type(error).__name__}: {error}); please report this sglang-dflash bug"
+        for req in batch.reqs:
+            req.to_finish = FINISH_ABORT(message)
+            if not committed:
+                req.skip_radix_cache_insert = True
 
     def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests

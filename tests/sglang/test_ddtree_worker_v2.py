@@ -234,8 +234,8 @@ def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
 
 def test_a_step_that_breaks_the_device_still_ends_the_server(monkeypatch):
     """Where the device is unusable after the exception (a sticky CUDA error), the exception goes on to the scheduler."""
-    from sglang_dflash.sglang import ddtree_worker_v2
+    from sglang_dflash.sglang import worker_common
 
-    monkeypatch.setattr(ddtree_worker_v2, "device_usable", lambda device: False)
+    monkeypatch.setattr(worker_common, "device_usable", lambda device: False)
     with pytest.raises(RuntimeError, match="verify broke"):
         decode_step(monkeypatch, "cpu", False, fail="verify")

@@ -196,3 +196,45 @@ def test_a_request_aborted_at_admission_passes_the_workers_guard(monkeypatch):
     worker._check_batch(SimpleNamespace(reqs=[aborted]))
     with pytest.raises(ValueError, match="min_new_tokens"):
         worker._check_batch(SimpleNamespace(reqs=[aborted, live]))
+
+
+@pytest.mark.skipif(RELEASE is None or RELEASE.registry, reason="the spec-v1 worker serves 0.5.11 and 0.5.10.post1")
+@pytest.mark.parametrize("where", ["verify", "commit"])
+def test_a_v1_step_that_raises_ends_its_batch_before_its_commit(monkeypatch, where):
+    """The spec-v1 worker's decode step raises after its verify took KV slots: before `_commit` the slots go back to
+    the pool, the batch is a decode batch again, and every request (this release's own `Req`) has finished aborted
+    with the error, out of the radix cache, nothing emitted; from `_commit` on the exception goes on to the scheduler."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT, Req
+    from sglang.srt.model_executor.forward_batch_info import ForwardMode
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    from sglang_dflash.sglang import names
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+
+    monkeypatch.setattr(names, "_fields", RELEASE.fields)
+    freed, slots = [], torch.arange(8)
+    reqs = [Req(rid, "x", [1, 2], SamplingParams()) for rid in ("a", "b")]
+    batch = SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, reqs=reqs, spec_info="draft",
+                            token_to_kv_pool_allocator=SimpleNamespace(free=freed.append))  # fmt: skip
+
+    def step_that_raises(batch, GenerationBatchResult, step):
+        step.verify_slots = slots  # as after prepare_for_verify
+        batch.forward_mode, batch.spec_info = ForwardMode.TARGET_VERIFY, "verify input"
+        step.committing = where == "commit"
+        raise RuntimeError("verify broke")
+
+    worker = object.__new__(DDTreeWorker)
+    worker.name, worker.device = "DDTREE", torch.device("cpu")
+    worker._forward_decode = step_that_raises
+    if where == "commit":
+        with pytest.raises(RuntimeError, match="verify broke"):
+            worker.forward_batch_generation(batch)
+        return
+    result = worker.forward_batch_generation(batch)
+    assert freed == [slots] and batch.forward_mode == ForwardMode.DECODE and batch.spec_info is None
+    assert result.accept_lens.tolist() == [0, 0] and getattr(result, RELEASE.fields.result_accepted) == 0
+    assert getattr(result, RELEASE.fields.result_accepted_per_req) == [0, 0] and result.next_token_ids.numel() == 0
+    for req in reqs:
+        assert req.finished() and isinstance(req.finished_reason, FINISH_ABORT) and req.output_ids == []
+        assert "RuntimeError: verify broke" in req.finished_reason.message and req.skip_radix_cache_insert
