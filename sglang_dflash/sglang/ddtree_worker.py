@@ -73,7 +73,8 @@ Decode:
 
 Sampled batches ran on the GPU (harness --sampled: they finish); their distribution is tested on CPU. A decode step
 that raises before `_commit` (drafter, tree, verify input, verify forward, accept) gives its verify KV slots back and
-ends its batch's requests aborted with the error, emitting nothing, kept out of the radix cache; the server goes on.
+ends its batch's requests aborted with the error, emitting nothing, kept out of the radix cache (0.5.10.post1 has no
+such switch; before `_commit` the state is whole there); the server goes on.
 From `_commit` on tokens are emitted and lengths move, so an exception there still ends the server, as does a broken
 CUDA context.
 """
@@ -163,13 +164,13 @@ class DDTreeWorker(DDTreeWorkerBase):
         self._check_batch(batch)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, GenerationBatchResult)
-        step = SimpleNamespace(verify_slots=None, committing=False)  # how far the step got
+        step = SimpleNamespace(out_before=batch.out_cache_loc, committing=False)  # how far the step got
         try:
             return self._forward_decode(batch, GenerationBatchResult, step)
         except Exception as error:
             if step.committing:  # tokens emitted, lengths moved: nothing to undo it with
                 raise
-            self._abort_batch(batch, error, committed=False)
+            self._abort_batch(batch, error)
             return self._abandon_step(batch, step, GenerationBatchResult)
 
     def _abandon_step(self, batch, step, GenerationBatchResult):
@@ -179,8 +180,8 @@ class DDTreeWorker(DDTreeWorkerBase):
         from sglang.srt.layers.logits_processor import LogitsProcessorOutput
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-        if step.verify_slots is not None:
-            batch.token_to_kv_pool_allocator.free(step.verify_slots)
+        if batch.out_cache_loc is not step.out_before:  # the verify's slots (prepare_for_verify allocated them)
+            batch.token_to_kv_pool_allocator.free(batch.out_cache_loc)
         batch.forward_mode, batch.spec_info = ForwardMode.DECODE, None
         for req in batch.reqs:
             req.check_finished()
@@ -229,7 +230,8 @@ class DDTreeWorker(DDTreeWorkerBase):
 
     def _forward_decode(self, batch, GenerationBatchResult, step):
         """draft -> verify -> accept -> commit (EAGLE v1's bookkeeping) -> GDN commit -> drafter context. step: where a
-        failure leaves the batch (`verify_slots`: the KV slots the verify took; `committing`: tokens being emitted)."""
+        failure leaves the batch (`out_before`: the batch's out_cache_loc before the verify allocated its KV slots;
+        `committing`: tokens being emitted)."""
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
         from sglang.srt.speculative.eagle_worker import EAGLEWorker
 
@@ -245,7 +247,6 @@ class DDTreeWorker(DDTreeWorkerBase):
         spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
         seq_lens_pre = batch.seq_lens.clone()
         spec_info.prepare_for_verify(batch, self.page_size)
-        step.verify_slots = batch.out_cache_loc
         spec_info.num_tokens_per_req = N
         batch.return_hidden_states = False
         batch.forward_mode = ForwardMode.TARGET_VERIFY

@@ -24,10 +24,11 @@ The drafter's context length per slot is known on the host only as a range after
 next step's sequence length from the scheduler must lie in it.
 
 A decode step that raises ends its batch, not the server (`_abort_batch`): before the target's commits are
-published, every request of the batch ends aborted with the error, emits nothing this step (accept length 0) and is
-kept out of the radix cache (its GDN state may be half committed); after, the step's tokens stand (the target's
-state is whole) and the requests end aborted, as their drafter context is not. Where the CUDA context itself is
-broken (a sticky error: every later call fails), or at TP > 1 where one rank alone failed, the server ends as before.
+published, every request of the batch ends aborted with the error and emits nothing this step (accept length 0);
+if the drafter's context append fails after, the step's tokens stand (the target's state is whole) and the requests
+end aborted; either way they stay out of the radix cache. Where the CUDA context itself is broken (a sticky error:
+every later call fails), at TP > 1 (ranks cannot agree without a collective a failed rank may never join), or for an
+exception after the publish outside the context append, the server ends as before.
 
 The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
 until a GPU run verifies it lossless there.
@@ -121,11 +122,18 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         publish = on_publish or (lambda new_seq_lens: None)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, pp_proxy_tensors, publish)
-        draft_input = batch.spec_info  # the verify replaces it for the step
+        draft_input, published = batch.spec_info, []  # the verify replaces spec_info for the step
+
+        def publish_once(new_seq_lens):
+            published.append(True)
+            publish(new_seq_lens)
+
         try:
-            return self._forward_decode(batch, publish)
-        except Exception as error:  # before the publish: the batch's requests end, nothing emitted
-            self._abort_batch(batch, error, committed=False)
+            return self._forward_decode(batch, publish_once)
+        except Exception as error:
+            if published:  # the scheduler has the step's lengths: nothing to take back
+                raise
+            self._abort_batch(batch, error)  # before the publish: the batch's requests end, nothing emitted
             publish(batch.seq_lens)
             return self._empty_result(batch, draft_input.bonus_tokens)
 
@@ -205,7 +213,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
                 if i not in faults:
                     self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
         except Exception as error:  # the step's tokens stand; the requests' drafter context does not
-            self._abort_batch(batch, error, committed=True)
+            self._abort_batch(batch, error)
         self.profile.mark("context")
         self.profile.end(batch.batch_size())
         return step

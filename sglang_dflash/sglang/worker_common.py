@@ -26,7 +26,7 @@ from ..dflash import chain_tree
 from ..models.tp_shard import shard_drafter, shard_plan
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .memory_plan import draft_max_len, draft_tp_size
-from .names import DFLASH_CHAIN, NUM_REQS_ATTR, fields
+from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR, fields
 from .step_profile import StepProfile
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_verify_fields
@@ -247,6 +247,8 @@ class DDTreeWorkerBase:
 
         self.server_args = server_args
         self.name = str(server_args.speculative_algorithm).upper()  # DFLASH_CHAIN or DDTREE
+        if self.name not in ALGORITHMS:
+            raise ValueError(f"sglang-dflash workers serve {', '.join(ALGORITHMS)}, not {self.name}")
         self._target_worker = target_worker
         self.model_runner = target_worker.model_runner
         self.tp_rank = tp_rank
@@ -457,20 +459,20 @@ class DDTreeWorkerBase:
             if unsupported:
                 raise ValueError(f"{self.name}: {unsupported} (request {req.rid})")
 
-    def _abort_batch(self, batch, error: Exception, committed: bool) -> None:
-        """Inside an `except`: every request of the batch ends aborted with the error as its message; without the
-        target's commits (`committed` False) it stays out of the radix cache too. Re-raises where the device is
-        unusable afterwards."""
+    def _abort_batch(self, batch, error: Exception) -> None:
+        """Inside an `except`: every request of the batch ends aborted with the error as its message, kept out of the
+        radix cache (its GDN state or drafter context may be half written; SGLang 0.5.10.post1 has no such switch).
+        Re-raises where the device is unusable afterwards, and at TP > 1: a rank that failed alone would leave the
+        others waiting in a collective it never joins, so there the server ends as before."""
         from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-        if not device_usable(self.device):
+        if self.tp_size > 1 or not device_usable(self.device):
             raise  # the exception being handled
         logger.exception("%s: a decode step of %d requests failed; they end aborted", self.name, len(batch.reqs))
         message = f"{self.name}: the decode step failed ({type(error).__name__}: {error}); please report this sglang-dflash bug"
         for req in batch.reqs:
             req.to_finish = FINISH_ABORT(message)
-            if not committed:
-                req.skip_radix_cache_insert = True
+            req.skip_radix_cache_insert = True
 
     def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests

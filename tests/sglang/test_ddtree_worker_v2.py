@@ -57,7 +57,7 @@ class Recorder:
         self.calls.append(("publish", new_seq_lens))
 
 
-def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None):
+def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None, tp_size=1):
     """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given;
     fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError.
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
@@ -104,7 +104,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     )  # fmt: skip
 
     w = object.__new__(DDTreeWorkerV2)
-    w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, 1, 1000, dev
+    w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, tp_size, 1000, dev
     w.nan_detection = False  # 0.5.23 has no --enable-nan-detection
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
     w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
@@ -223,19 +223,21 @@ def test_a_step_that_raises_before_the_publish_ends_its_batch_not_the_server(mon
 
 def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
     """The drafter's context append raises after the target's commits were published: the step's tokens are the
-    hand-worked ones, the requests end aborted (their drafter context is not whole) and may enter the radix cache."""
+    hand-worked ones, the requests end aborted and stay out of the radix cache (their drafter context is not whole)."""
     result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="context")
     assert result.accept_lens.tolist() == [2, 3] and result.new_seq_lens.tolist() == [8, 12]
     assert [c[0] for c in rec.calls][-1] == "publish"
     for req in rec.batch.reqs:
-        assert "RuntimeError: context broke" in req.to_finish.message
-        assert getattr(req, "skip_radix_cache_insert", False) is False
+        assert "RuntimeError: context broke" in req.to_finish.message and req.skip_radix_cache_insert is True
 
 
-def test_a_step_that_breaks_the_device_still_ends_the_server(monkeypatch):
-    """Where the device is unusable after the exception (a sticky CUDA error), the exception goes on to the scheduler."""
+@pytest.mark.parametrize("why", ["device", "tp"])
+def test_a_step_that_breaks_the_device_or_runs_at_tp_2_still_ends_the_server(monkeypatch, why):
+    """Where the device is unusable after the exception (a sticky CUDA error), or at TP > 1 (a rank that failed alone
+    would leave the others in a collective), the exception goes on to the scheduler."""
     from sglang_dflash.sglang import worker_common
 
-    monkeypatch.setattr(worker_common, "device_usable", lambda device: False)
+    if why == "device":
+        monkeypatch.setattr(worker_common, "device_usable", lambda device: False)
     with pytest.raises(RuntimeError, match="verify broke"):
-        decode_step(monkeypatch, "cpu", False, fail="verify")
+        decode_step(monkeypatch, "cpu", False, fail="verify", tp_size=2 if why == "tp" else 1)

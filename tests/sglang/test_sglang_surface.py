@@ -215,24 +215,25 @@ def test_a_v1_step_that_raises_ends_its_batch_before_its_commit(monkeypatch, whe
     monkeypatch.setattr(names, "_fields", RELEASE.fields)
     freed, slots = [], torch.arange(8)
     reqs = [Req(rid, "x", [1, 2], SamplingParams()) for rid in ("a", "b")]
+    allocator = SimpleNamespace(free=freed.append)
     batch = SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, reqs=reqs, spec_info="draft",
-                            token_to_kv_pool_allocator=SimpleNamespace(free=freed.append))  # fmt: skip
+                            out_cache_loc=torch.arange(2), token_to_kv_pool_allocator=allocator)  # fmt: skip
 
     def step_that_raises(batch, GenerationBatchResult, step):
-        step.verify_slots = slots  # as after prepare_for_verify
+        batch.out_cache_loc = slots  # as prepare_for_verify allocates them
         batch.forward_mode, batch.spec_info = ForwardMode.TARGET_VERIFY, "verify input"
         step.committing = where == "commit"
         raise RuntimeError("verify broke")
 
     worker = object.__new__(DDTreeWorker)
-    worker.name, worker.device = "DDTREE", torch.device("cpu")
+    worker.name, worker.device, worker.tp_size = "DDTREE", torch.device("cpu"), 1
     worker._forward_decode = step_that_raises
     if where == "commit":
         with pytest.raises(RuntimeError, match="verify broke"):
             worker.forward_batch_generation(batch)
         return
     result = worker.forward_batch_generation(batch)
-    assert freed == [slots] and batch.forward_mode == ForwardMode.DECODE and batch.spec_info is None
+    assert len(freed) == 1 and freed[0] is slots and batch.forward_mode == ForwardMode.DECODE and batch.spec_info is None
     assert result.accept_lens.tolist() == [0, 0] and getattr(result, RELEASE.fields.result_accepted) == 0
     assert getattr(result, RELEASE.fields.result_accepted_per_req) == [0, 0] and result.next_token_ids.numel() == 0
     for req in reqs:
