@@ -106,9 +106,15 @@ class ContextLengths:
     def set(self, slot: int, length: int, up_to: int | None = None) -> None:
         self.low[slot], self.high[slot] = length, length if up_to is None else up_to
 
+    def forget(self, slot: int) -> None:
+        """The slot's context is not to be trusted (its step failed) until an extend sets it again."""
+        self.low[slot], self.high[slot] = -1, -1
+
     def check(self, slot: int, length: int) -> str | None:
         """None, and the slot's length known exactly, if `length` lies in its range; else what is wrong."""
         low, high = self.low[slot], self.high[slot]
+        if low < 0:
+            return f"slot {slot}'s drafter context was dropped with a failed step"
         if not low <= length <= high:
             drafter = f"{low}" if low == high else f"{low}..{high}"
             return f"slot {slot} has {length} tokens in the KV cache, the drafter {drafter}"
@@ -395,7 +401,8 @@ class DDTreeWorkerBase:
 
         for i, message in faults.items():
             logger.error("%s: request %s aborted: %s", self.name, batch.reqs[i].rid, message)
-            batch.reqs[i].to_finish = FINISH_ABORT(f"{message} (please report this sglang-dflash bug)")
+            if getattr(batch.reqs[i], "to_finish", None) is None:  # an earlier abort's message stays
+                batch.reqs[i].to_finish = FINISH_ABORT(f"{message} (please report this sglang-dflash bug)")
         bad = torch.zeros(len(batch.reqs), dtype=torch.bool, pin_memory=slots.is_cuda)
         bad[list(faults)] = True
         bad = bad.to(slots.device, non_blocking=True)  # no stall of the overlap scheduler's stream
@@ -473,6 +480,9 @@ class DDTreeWorkerBase:
         for req in batch.reqs:
             req.to_finish = FINISH_ABORT(message)
             req.skip_radix_cache_insert = True
+            slot = request_slot(req)
+            if slot is not None:  # under the overlap scheduler the request may ride one more step: a fault there
+                self.ctx_lens.forget(slot)
 
     def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
         """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests

@@ -212,13 +212,19 @@ def test_a_step_that_raises_before_the_publish_ends_its_batch_not_the_server(mon
     0, no bonus counted), stays out of the radix cache, and the unchanged lengths are published for the scheduler."""
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-    result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="verify")
+    result, rec, w, _ = decode_step(monkeypatch, "cpu", False, fail="verify")
     assert result.accept_lens.tolist() == [0, 0] and result.num_non_draft_tokens_per_req == 0
     assert result.new_seq_lens.tolist() == SEQ_LENS and result.next_token_ids.shape == (2 * N,)
     assert [c[0] for c in rec.calls] == ["set_parents", "publish"] and rec.calls[-1][1].tolist() == SEQ_LENS
     for req in rec.batch.reqs:
         assert isinstance(req.to_finish, FINISH_ABORT) and "RuntimeError: verify broke" in req.to_finish.message
         assert req.skip_radix_cache_insert is True
+    # under the overlap scheduler they may ride one more step before SGLang finishes them: there they are faults
+    # (the drafter's scratch slot), and their first message stays
+    _, _, faults = w._check_step(rec.batch)
+    assert sorted(faults) == [0, 1] and all("dropped with a failed step" in m for m in faults.values())
+    w._drafter_rows(rec.batch, faults)
+    assert all("RuntimeError: verify broke" in req.to_finish.message for req in rec.batch.reqs)
 
 
 def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
