@@ -141,20 +141,29 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         """A step that emits nothing: accept length 0 for every request (SGLang finishes each by its to_finish); the
         next draft input keeps the step's roots, bonus [bs]."""
         from sglang.srt.layers.logits_processor import LogitsProcessorOutput
-        from sglang.srt.managers.utils import GenerationBatchResult
 
         bs, seq_lens = batch.batch_size(), batch.seq_lens
-        result = GenerationBatchResult(
-            logits_output=LogitsProcessorOutput(next_token_logits=None),
-            next_token_ids=torch.zeros(bs * self.num_nodes, dtype=torch.long, device=seq_lens.device),
-            accept_lens=torch.zeros(bs, dtype=torch.int32, device=seq_lens.device),
-            can_run_cuda_graph=False,
-            next_draft_input=self._draft_input(bonus, seq_lens),
-            speculative_num_draft_tokens=self.num_nodes,
-            new_seq_lens=seq_lens,
-        )
+        tokens = torch.zeros(bs * self.num_nodes, dtype=torch.long, device=seq_lens.device)
+        accept_lens = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
+        result = self._result(LogitsProcessorOutput(next_token_logits=None), tokens, accept_lens, bonus, seq_lens, False)
         result.num_non_draft_tokens_per_req = 0  # no bonus either: SGLang counts accepted drafts as length minus this
         return result
+
+    def _result(self, logits_output, tokens: Tensor, accept_lens: Tensor, bonus: Tensor, new_seq_lens: Tensor,
+                can_run_cuda_graph: bool):  # fmt: skip
+        """The step's GenerationBatchResult: tokens [bs * N] (row i's first accept_lens[i] are emitted), the new
+        lengths [bs] and the next step's draft input (the bonus [bs])."""
+        from sglang.srt.managers.utils import GenerationBatchResult
+
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=tokens,
+            accept_lens=accept_lens,
+            can_run_cuda_graph=can_run_cuda_graph,
+            next_draft_input=self._draft_input(bonus, new_seq_lens),
+            speculative_num_draft_tokens=self.num_nodes,
+            new_seq_lens=new_seq_lens,
+        )
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
         from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
@@ -194,18 +203,9 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self.profile.mark("accept")
         max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
         self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
-        from sglang.srt.managers.utils import GenerationBatchResult
-
         result.logits_output.hidden_states = None
-        step = GenerationBatchResult(
-            logits_output=result.logits_output,
-            next_token_ids=tokens.reshape(-1),
-            accept_lens=accept_lens,
-            can_run_cuda_graph=result.can_run_cuda_graph,
-            next_draft_input=self._draft_input(acc.bonus_tokens, new_seq_lens),
-            speculative_num_draft_tokens=self.num_nodes,
-            new_seq_lens=new_seq_lens,
-        )
+        step = self._result(result.logits_output, tokens.reshape(-1), accept_lens, acc.bonus_tokens, new_seq_lens,
+                            result.can_run_cuda_graph)  # fmt: skip
         publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
         try:
             self._append_verified(batch.batch_size(), draft_slots, draft_lens, acc.accepted_nodes)
