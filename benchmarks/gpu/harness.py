@@ -182,14 +182,21 @@ print(pins[0] if pins and rust else "-", torch.__version__.split("+")[0])
 """
 
 
-PLUGIN_CHECK = """
+# What SGLang's processes (and `python -m sglang.launch_server`) do first, where the release has plugins.
+LOAD_PLUGINS = """
 try:
-    from sglang.srt.plugins import load_plugins; load_plugins()  # what SGLang's processes do first where it has them
+    from sglang.srt.plugins import load_plugins
+    load_plugins()
 except ImportError:
     pass
+"""
+PLUGIN_CHECK = (
+    LOAD_PLUGINS
+    + """
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 print('sglang-dflash' in repr(SpeculativeAlgorithm.from_string('DDTREE')))
 """
+)
 
 
 def ensure_plugin(env: dict, log: Log) -> None:

@@ -46,13 +46,7 @@ from verdict import top2_margins  # noqa: E402
 BENCH = h.REPO / "benchmarks" / "bench_serving.py"
 # What `python -m sglang.launch_server` does: plugins first (where the release has them), then the server.
 SERVE = (
-    "import json, sys\n"
-    "try:\n"
-    "    from sglang.srt.plugins import load_plugins\n"
-    "    load_plugins()\n"
-    "except ImportError:\n"
-    "    pass\n"
-    "from sglang.srt.entrypoints.http_server import launch_server\n"
+    "import json, sys\n" + h.LOAD_PLUGINS + "from sglang.srt.entrypoints.http_server import launch_server\n"
     "from sglang.srt.server_args import ServerArgs\n"
     "launch_server(ServerArgs(**json.loads(sys.argv[1])))\n"
 )
