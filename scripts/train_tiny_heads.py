@@ -142,11 +142,14 @@ def main(argv=None) -> int:
     target, drafter = load_pair(TINY_PAIR / "target", TINY_PAIR / "draft")
     c = drafter.config
 
+    def rollout_features(seed: int, n: int):
+        """(prompts, features of their greedy rollouts) for n prompts of this seed."""
+        ps = prompts(n, seed=seed)
+        return ps, features(target, drafter, ps, generate(target, ps, args.rollout_tokens, "ar").output_ids)
+
     t0 = time.time()
-    train_prompts = prompts(args.rollouts, seed=11)
-    rolls = generate(target, train_prompts, args.rollout_tokens, "ar").output_ids
-    data = features(target, drafter, train_prompts, rolls)
-    print(f"{len(data[0])} anchors from {len(rolls)} rollouts in {time.time() - t0:.0f} s", flush=True)
+    train_prompts, data = rollout_features(11, args.rollouts)
+    print(f"{len(data[0])} anchors from {len(train_prompts)} rollouts in {time.time() - t0:.0f} s", flush=True)
 
     lm_head = target.lm_head
     selector = CandidateSelector(c.vocab_size, c.hidden_size, args.rank)
@@ -164,10 +167,6 @@ def main(argv=None) -> int:
             logits = drafter.logits(h, lm_head)
         bias, _ = markov.bias(previous(a, y), None)
         return F.cross_entropy((logits + bias).flatten(0, 1), y.flatten(), ignore_index=-1)
-
-    def rollout_features(seed: int, n: int):
-        ps = prompts(n, seed=seed)
-        return ps, features(target, drafter, ps, generate(target, ps, args.rollout_tokens, "ar").output_ids)
 
     _, valid_data = rollout_features(13, args.validation)  # early stopping
     held, held_data = rollout_features(12345, args.held_out)  # the reported figures
