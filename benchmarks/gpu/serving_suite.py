@@ -36,6 +36,7 @@ report.md (the table).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -163,9 +164,18 @@ def send(url: str, r: Request, margins: bool, timeout: float) -> Result:
     return result
 
 
-def drive(url: str, requests: list[Request], concurrency: int, margins: bool, timeout: float) -> list[Result]:
+def drive(url: str, requests: list[Request], concurrency: int, margins: bool, timeout: float, log: h.Log) -> list[Result]:
+    """Every request, up to concurrency at once; a progress line each 100 answers (a call cut short says how far)."""
+    answered = itertools.count(1)
+
+    def one(r: Request) -> Result:
+        result = send(url, r, margins, timeout)
+        if (n := next(answered)) % 100 == 0:
+            log.stamp(f"  {n} / {len(requests)} answered")
+        return result
+
     with ThreadPoolExecutor(concurrency) as pool:
-        return list(pool.map(lambda r: send(url, r, margins, timeout), requests))
+        return list(pool.map(one, requests))
 
 
 def sampled(url: str, prompt: list[int], n: int, concurrency: int, timeout: float) -> list[list[int]]:
@@ -281,7 +291,7 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
             state["up"] = True
             log.stamp(f"{run.name}: up in {time.time() - t0:.0f} s; {len(requests)} requests at {args.concurrency}")
             t0 = time.time()
-            results = drive(url, requests, args.concurrency, margins, args.request_timeout)
+            results = drive(url, requests, args.concurrency, margins, args.request_timeout, log)
             if args.sampled:
                 t1 = time.time()
                 state["samples"] = sampled(url, requests[0].input_ids, args.sampled, args.concurrency, args.request_timeout)
@@ -301,7 +311,28 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     state["failure_lines"] = [line for line in failing if not any(k in line for k in BENIGN_LINES)][:5]
     state.update(counters(folder))
     (out / f"{run.name}.json").write_text(json.dumps([asdict(r) for r in results]))
+    (out / f"{run.name}.samples.json").write_text(json.dumps(state.get("samples", [])))
     return dict(state, results=results)
+
+
+def reference_key(args) -> dict:
+    """What a stock reference must share with this run to be reused: the release, the device and the workload."""
+    try:
+        query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+        device = subprocess.run(query, capture_output=True, text=True, check=True).stdout.splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
+        device = "unknown"
+    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampled=args.sampled)
+
+
+def load_reference(folder: Path, key: dict) -> dict:
+    """Stock's row from an earlier call's --out (its results and samples), refused unless its key matches."""
+    saved = json.loads((folder / "reference.json").read_text())
+    if saved["key"] != key:
+        raise SystemExit(f"serving_suite: --reference {folder} was made for {saved['key']}, this run is {key}")
+    results = [Result(**r) for r in json.loads((folder / f"{h.STOCK}.json").read_text())]
+    samples = json.loads((folder / f"{h.STOCK}.samples.json").read_text())
+    return dict(saved["row"], results=results, samples=samples)
 
 
 def report(rows: dict[str, dict], args) -> tuple[str, bool]:
@@ -357,6 +388,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_suite"))
+    p.add_argument("--reference", type=Path, default=None,
+                   help="reuse stock's results from this earlier --out of the same release, device and workload "
+                        "instead of serving stock again (a device call is too short for stock and two of ours)")  # fmt: skip
     args = p.parse_args(argv)
     if not 0 <= args.abort_fraction <= 1 or args.requests < 1 or args.concurrency < 1:
         p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
@@ -383,10 +417,17 @@ def main(argv=None) -> int:
                                  skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i,
                                  grammar_backend="none")  # fmt: skip
     rows = {}
+    if args.reference:
+        rows[h.STOCK] = load_reference(args.reference, reference_key(args))
+        log.stamp(f"{h.STOCK}: reference from {args.reference}")
+        runs = [r for r in runs if r.name != h.STOCK]
     for run in runs:
         stock = run.name == h.STOCK
         load = requests if stock else with_aborts(requests, args.abort_fraction, args.seed, args.abort_window)
         rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
+        if stock:
+            row = {k: v for k, v in rows[run.name].items() if k not in ("results", "samples")}
+            (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args), row=row)))
         if not stock and rows[run.name]["results"] and rows[h.STOCK]["results"]:
             rows[run.name].update(judge(load, rows[run.name]["results"], rows[h.STOCK]["results"]))
             if args.sampled:

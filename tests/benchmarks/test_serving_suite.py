@@ -4,6 +4,7 @@ processes, on a fake SGLang tree."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import pytest
 from http_helpers import reply_json
 from paths import ROOT
 
@@ -168,3 +170,15 @@ def test_sampled_check_detects_a_two_percent_shift_at_its_default_size():
     moved = suite.sampled_verdict(draws(shifted, n, 3), draws(probs, n, 4))
     assert same[0] and not moved[0], (same, moved)
     assert not suite.sampled_verdict([], draws(probs, 10, 5))[0]
+
+
+def test_reference_reused_only_for_the_same_release_device_and_workload(tmp_path):
+    key = dict(sglang="0.5.11", device="NVIDIA H100", requests=3, seed=0, sampled=0)
+    results = [suite.Result("suite-000000", [1, 2], "length", margins=[0.5, 0.5])]
+    (tmp_path / "reference.json").write_text(json.dumps(dict(key=key, row=dict(up=True, alive_after=True))))
+    (tmp_path / "sglang.json").write_text(json.dumps([dataclasses.asdict(r) for r in results]))
+    (tmp_path / "sglang.samples.json").write_text("[[4, 5]]")
+    row = suite.load_reference(tmp_path, key)
+    assert row["results"] == results and row["samples"] == [[4, 5]] and row["alive_after"]
+    with pytest.raises(SystemExit, match="NVIDIA H200"):
+        suite.load_reference(tmp_path, dict(key, device="NVIDIA H200"))
