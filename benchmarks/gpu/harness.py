@@ -499,7 +499,10 @@ def _base_kwargs(args, target: Path) -> dict:
 def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     """The SGLang configurations: stock, then one per speculative algorithm (and DDTREE budget)."""
     base = sglang_base_kwargs(args, target)
-    runs = [SGLangRun(STOCK, plugin=False, engine_kwargs=base)]
+    stock = base
+    if args.radix_cache:  # ours take extra_buffer (server_args.resolve_radix_cache); SGLang's auto gives stock no_buffer
+        stock = dict(base, mamba_scheduler_strategy="extra_buffer", mamba_track_interval=TRACK_INTERVAL)
+    runs = [SGLangRun(STOCK, plugin=False, engine_kwargs=stock)]
     env = dict(item.split("=", 1) for item in args.plugin_env)
 
     def spec(algo: str, nodes: int | None) -> dict:  # nodes None: a chain's default, the drafter's block

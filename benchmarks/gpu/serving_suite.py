@@ -24,10 +24,13 @@ or leak report, and SGLang's idle memory check ran (it raises on a leaked KV slo
 server: SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default). Retractions, evictions and idle checks are
 counted in the server's processes by serving_counters/sitecustomize.py.
 
-Sampled (--sampled N, default 16,000): N samples of one prompt at temperature 0.7, top-p 0.9 (requests of n = 64),
-from stock and from each of ours; the tokens at output positions 0 and SAMPLED_LATER compared by a two-sample
-chi-square (`chi_square`; a p-value below SAMPLED_P, fixed here, fails). 16,000 a side detects a 2% shift of
-probability mass between two likely tokens (a CPU test shows it).
+Sampled (--sampled N, default 16,000): N samples of one prompt at temperature 0.7 (requests of n = 64), from stock
+and from each of ours; the tokens at output positions 0 and SAMPLED_LATER compared by a two-sample chi-square
+(`chi_square`; a p-value below SAMPLED_P, fixed here, fails). 16,000 a side detects a 2% shift of probability mass
+between two likely tokens (a CPU test shows it). No top-p here: at bf16 ours' verify and stock's decode differ in
+the last bit of some logits, and where a token's cumulative probability sits that close to top-p, it is inside
+one server's nucleus and outside the other's (a run at top-p 0.9 saw one: 2.3% of the mass moved, RESULTS); the
+nucleus and top-k rules are checked on CPU against SGLang's rule (tests/test_sampling.py).
 
 Output under --out (default $OUT): serving_suite.log, <run>.server.log, <run>.json (each request's result),
 report.md (the table).
@@ -58,7 +61,7 @@ from live_server import SERVE, healthy  # noqa: E402
 
 COUNTERS = Path(__file__).resolve().parent / "serving_counters"
 DONE = ("length", "stop")  # finish reasons of a completed request
-SAMPLING = dict(temperature=0.7, top_p=0.9)
+SAMPLING = dict(temperature=0.7, top_p=1.0, top_k=-1)  # no nucleus: see the module's docstring
 SAMPLED_LATER = 4  # the later output position whose token distribution is compared
 SAMPLED_P = 1e-3  # a two-sample chi-square p-value below this fails, fixed before any run
 FAILURE_LINES = ("Traceback", "memory leak detected", "Mem Leak Detected")
@@ -278,6 +281,9 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     env["PYTHONPATH"] = os.pathsep.join([str(COUNTERS), env["PYTHONPATH"]])
     server_log = out / f"{run.name}.server.log"
     state = dict(up=False, alive_after=False, answered_after=False, failure_lines=[])
+    if healthy(url):  # a server left from an earlier run would answer in place of this one
+        log.stamp(f"{run.name}: something already answers at {url}; not started")
+        return dict(state, results=[])
     with open(server_log, "w") as f:
         server = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(run.engine_kwargs)], env=env, stdout=f,
                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
@@ -315,14 +321,17 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     return dict(state, results=results)
 
 
-def reference_key(args) -> dict:
-    """What a stock reference must share with this run to be reused: the release, the device and the workload."""
+def reference_key(args, stock: h.SGLangRun) -> dict:
+    """What a stock reference must share with this run to be reused: the release, the device, the workload, the
+    sampling and stock's server arguments."""
     try:
         query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
         device = subprocess.run(query, capture_output=True, text=True, check=True).stdout.splitlines()[0]
     except (OSError, subprocess.CalledProcessError, IndexError):
         device = "unknown"
-    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampled=args.sampled)
+    server = {k: v for k, v in stock.engine_kwargs.items() if k != "port"}
+    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampled=args.sampled,
+                sampling=SAMPLING, server=server)  # fmt: skip
 
 
 def load_reference(folder: Path, key: dict) -> dict:
@@ -368,7 +377,8 @@ def main(argv=None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
     p.add_argument("--sglang", choices=h.RELEASES, default=h.RELEASES[0], help="the release of the carried wheels")
-    p.add_argument("--speculative-algorithm", nargs="+", default=["DDTREE", "DFLASH_CHAIN"], help="ours to test")
+    p.add_argument("--speculative-algorithm", nargs="*", default=["DDTREE", "DFLASH_CHAIN"],
+                   help="ours to test (none: stock alone, e.g. to make a --reference)")  # fmt: skip
     p.add_argument("--budgets", default="15", help="DDTREE budgets")
     p.add_argument("--also-overlap", action="store_true", help="each of ours once more under the overlap scheduler")
     p.add_argument("--requests", type=int, default=1000)
@@ -392,6 +402,7 @@ def main(argv=None) -> int:
                    help="reuse stock's results from this earlier --out of the same release, device and workload "
                         "instead of serving stock again (a device call is too short for stock and two of ours)")  # fmt: skip
     args = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's SIGTERM stops the servers too (serve's finally)
     if not 0 <= args.abort_fraction <= 1 or args.requests < 1 or args.concurrency < 1:
         p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
     hargs = h.parse_args(["--site", str(args.site), "--sglang", args.sglang, "--work", str(args.work), "--pair", "shipped",
@@ -418,7 +429,7 @@ def main(argv=None) -> int:
                                  grammar_backend="none")  # fmt: skip
     rows = {}
     if args.reference:
-        rows[h.STOCK] = load_reference(args.reference, reference_key(args))
+        rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0]))
         log.stamp(f"{h.STOCK}: reference from {args.reference}")
         runs = [r for r in runs if r.name != h.STOCK]
     for run in runs:
@@ -427,7 +438,7 @@ def main(argv=None) -> int:
         rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
         if stock:
             row = {k: v for k, v in rows[run.name].items() if k not in ("results", "samples")}
-            (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args), row=row)))
+            (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args, run), row=row)))
         if not stock and rows[run.name]["results"] and rows[h.STOCK]["results"]:
             rows[run.name].update(judge(load, rows[run.name]["results"], rows[h.STOCK]["results"]))
             if args.sampled:

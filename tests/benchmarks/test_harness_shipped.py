@@ -75,7 +75,8 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     """--plugin-env reaches every plugin run and its -nograph / -sglanggdn / -backendattn variants; the stock run gets
     none (-backendattn: the tree attention off, the plugin's GDN verify kept). With
     the radix cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's
-    block), and no run disables the cache. SGLang's own DFLASH runs with the plugin installed but none of
+    block; stock too, every 32, rather than SGLang's no_buffer for it, so that prefills split alike), and no run
+    disables the cache. SGLang's own DFLASH runs with the plugin installed but none of
     its switches."""
     args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
                                "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn", "--also-backend-attention",
@@ -86,7 +87,8 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
         n: runs[n].engine_kwargs.get("mamba_track_interval")
         for n in ("sglang", "sglang-dflash-chain", "sglang-ddtree16", "sglang-ddtree40")
     }
-    assert intervals == {"sglang": None, "sglang-dflash-chain": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
+    assert intervals == {"sglang": 32, "sglang-dflash-chain": 32, "sglang-ddtree16": 32, "sglang-ddtree40": 64}
+    assert runs["sglang"].engine_kwargs["mamba_scheduler_strategy"] == "extra_buffer"
     builtin = harness.sglang_runs(
         harness.parse_args(["--speculative-algorithm", "DFLASH", "--plugin-env", "X=1"]), Path("/t"), tmp_path
     )
