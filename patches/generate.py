@@ -44,7 +44,7 @@ from sglang_dflash.sglang.plugin.activate import installed_version  # noqa: E402
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
 # The SGLang-independent core, vendored as the package sglang.srt.speculative.<prefix>.
-CORE = ("ddtree.py", "dflash.py", "cuda_graph.py", "env.py", "kernels", "models")
+CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "cuda_graph.py", "env.py", "kernels", "models")
 
 # Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_ (the drafter model: models.<prefix>).
 FACING = {

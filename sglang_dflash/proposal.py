@@ -33,20 +33,31 @@ def propose(drafter, cache, roots: Tensor, slots: Tensor, seq_lens: Tensor, embe
     the tree (algo "ddtree", budget + 1 nodes) to verify."""
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {SCORINGS}, got {scoring!r}")
-    fmt = drafter.config.format
-    if fmt == "dflash":  # the logits are all it needs
-        hidden, logits = None, drafter(cache, roots, slots, seq_lens, embed, lm_head)
-    else:
-        hidden = drafter.hidden(cache, roots, slots, seq_lens, embed)
-        logits = drafter.logits(hidden, lm_head)
+    if not uses_heads(drafter.config, algo, scoring):  # the logits are all it needs
+        return draft(drafter, None, drafter(cache, roots, slots, seq_lens, embed, lm_head), roots, algo, budget, scoring)
+    hidden = drafter.hidden(cache, roots, slots, seq_lens, embed)
+    return draft(drafter, hidden, drafter.logits(hidden, lm_head), roots, algo, budget, scoring)
+
+
+def uses_heads(config, algo: str, scoring: str = "conditional") -> bool:
+    """Whether the draft of `algo` reads a conditional head (and so the drafter's hidden rows, not its logits alone)."""
+    if config.format == "dflash":
+        return False
+    return algo == "dflash" or not (scoring == "marginal" or config.markov_head_type == "rnn")
+
+
+def draft(drafter, hidden: Tensor | None, logits: Tensor, roots: Tensor, algo: str, budget: int,
+          scoring: str = "conditional") -> DraftTree:  # fmt: skip
+    """The chain or tree of one drafter pass: hidden [R, D, H] (None where `uses_heads` is False) and logits
+    [R, D, V]; a chain drafts every one of the D depths given (pass fewer rows for a shorter chain)."""
     if algo == "dflash":
-        if fmt == "dflash":
+        if not uses_heads(drafter.config, algo, scoring):
             return greedy_chain(logits, roots)
-        chain = selector_chain if fmt == "dflash2" else markov_chain
+        chain = selector_chain if drafter.config.format == "dflash2" else markov_chain
         return chain_tree(chain(drafter, hidden, logits, roots), roots)
-    if fmt == "dflash" or scoring == "marginal" or drafter.config.markov_head_type == "rnn":
+    if not uses_heads(drafter.config, algo, scoring):
         return build_ddtree(logits, roots, budget, validate=False)
-    heads = selector_heads if fmt == "dflash2" else markov_heads
+    heads = selector_heads if drafter.config.format == "dflash2" else markov_heads
     cand, first, step = heads(drafter, hidden, logits, roots, budget)
     return build_conditional_tree(cand, first, step, roots, budget, validate=False)
 

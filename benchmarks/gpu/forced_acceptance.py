@@ -95,7 +95,12 @@ def load() -> None:
     for module in modules:
         module.accept_greedy = accept
     run_drafter = worker_common.DDTreeWorkerBase._run_drafter
-    worker_common.DDTreeWorkerBase._run_drafter = lambda self, *a: sharpen(run_drafter(self, *a))
+
+    def sharpened(self, *args):  # (hidden, logits) of the pass, its logits sharpened
+        hidden, logits = run_drafter(self, *args)
+        return hidden, sharpen(logits)
+
+    worker_common.DDTreeWorkerBase._run_drafter = sharpened
 
 
 def install(work: Path) -> Path:

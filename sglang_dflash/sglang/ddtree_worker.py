@@ -224,9 +224,9 @@ class DDTreeWorker(DDTreeWorkerBase):
         return torch.tensor(last, dtype=torch.long, device=self.device)
 
     def _draft_tree(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> DraftTree:
-        local = self._run_drafter(roots, slots, seq_lens)
+        drafted = self._run_drafter(roots, slots, seq_lens)
         self.profile.mark("drafter")
-        return self._build_tree(roots, local)
+        return self._build_tree(roots, *drafted)
 
     def _forward_decode(self, batch, GenerationBatchResult, step):
         """draft -> verify -> accept -> commit (EAGLE v1's bookkeeping) -> GDN commit -> drafter context. step: where a

@@ -222,7 +222,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         """One drafter pass from each request's bonus token (the root) at the drafter's slots and lengths [bs]
         (`_drafter_rows`) -> the chain or tree to verify."""
         roots = batch.spec_info.bonus_tokens.long()
-        return self._build_tree(roots, self._run_drafter(roots, slots, seq_lens))
+        return self._build_tree(roots, *self._run_drafter(roots, slots, seq_lens))
 
     def _verify(self, batch, tree: DraftTree, seq_cpu: list[int]):
         """TARGET_VERIFY of the trees over req_to_token[seq_len : seq_len + N] (the scheduler mapped the slots).

@@ -1,8 +1,8 @@
 """What the DDTREE / DFLASH_CHAIN workers share, whichever SGLang schema runs them (`ddtree_worker`: spec v1,
 `ddtree_worker_v2`: spec v2): the drafter (its weights, TP sharding, context K/V at the target's KV slots and CUDA
-graphs), the hidden capture on the target's tapped layers, the draft (DFLASH_CHAIN: the chain of the drafter's argmax;
-DDTREE: the best budget = N - 1 prefixes of its per-depth marginals), the verify input, the per-request checks of a
-step, and the pure helpers (CPU-tested, tests/sglang/test_worker_common.py).
+graphs), the hidden capture on the target's tapped layers, the draft (`_build_tree`: a chain or tree as the standalone
+engine's `proposal` drafts it), the verify input, the per-request checks of a step, and the pure helpers (CPU-tested,
+tests/sglang/test_worker_common.py).
 
 Requests with min-p, penalties, custom logit processors, logit_bias, min_new_tokens, a sampling seed, beam search,
 watermarking, grammar or logprobs are aborted at admission with a message naming the feature (`request_unsupported`,
@@ -24,6 +24,7 @@ from ..cuda_graph import CapturedStep
 from ..ddtree import DraftTree, build_ddtree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from ..models.tp_shard import shard_drafter, shard_plan
+from ..proposal import draft, uses_heads
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .memory_plan import draft_max_len, draft_tp_size
 from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR, fields
@@ -284,6 +285,13 @@ class DDTreeWorkerBase:
         shard_drafter(self.drafter, tp_rank, self.draft_tp, get_tp_group().all_reduce)
         self.drafter.to(self.device)
         self.graph_context = graph_capture if self.draft_tp > 1 else None
+        # a DFlash2 / DSpark drafter's conditional head scores the draft (`proposal`) at TP = 1; past it, the vocabulary
+        # is sharded and the draft is the marginals' (the verify decides what is emitted either way)
+        self.heads = uses_heads(c, "dflash" if self.name == DFLASH_CHAIN else "ddtree")
+        if self.heads and self.tp_size > 1:
+            logger.warning("%s: the %s drafter's conditional head is used at TP = 1 only; at TP = %d the draft is "
+                           "scored by its per-depth logits.", self.name, c.format, self.tp_size)  # fmt: skip
+            self.heads = False
         if self.draft_tp != self.tp_size:
             logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
                            shard_plan(c, self.tp_size) or f"{env.DRAFT_TP.name}=0")  # fmt: skip
@@ -350,7 +358,7 @@ class DDTreeWorkerBase:
             for R in range(1, max_bs + 1):
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 slots = torch.full_like(zeros, -1)
-                tree = self._build_tree(zeros, self._run_drafter(zeros, slots, zeros))
+                tree = self._build_tree(zeros, *self._run_drafter(zeros, slots, zeros))
                 self._append_verified(R, slots, zeros, torch.full((R, tree.max_depth + 1), -1, device=self.device))
 
     # --- what the scheduler expects of a spec worker
@@ -484,22 +492,30 @@ class DDTreeWorkerBase:
             if slot is not None:  # under the overlap scheduler the request may ride one more step: a fault there
                 self.ctx_lens.forget(slot)
 
-    def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
-        """The drafter pass for roots [R] at request slots / sequence lengths [R]: eager, or the graph of R requests
-        (captured at the first pass of each R, on the scratch slot) replayed."""
+    def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> tuple[Tensor | None, Tensor]:
+        """The drafter pass for roots [R] at request slots / sequence lengths [R] -> its hidden rows [R, D, H] (None
+        unless a conditional head drafts: `heads`) and logits over this rank's vocabulary shard [R, D, Vs]: eager, or
+        the graph of R requests (captured at the first pass of each R, on the scratch slot) replayed."""
         if self.draft_graphs is None:
-            return self.drafter(self.cache, roots, slots, seq_lens, self.embed, self._lm_head)
+            return self._drafter_pass(roots, slots, seq_lens, self.embed)
         R = roots.shape[0]
         self.block_embed.load(roots)
         if R not in self.draft_graphs:
             self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
         return self.draft_graphs[R](roots, slots, seq_lens)
 
-    def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> Tensor:
-        """The drafter's logits over this rank's vocabulary shard [R, D, Vs] (D = config.num_depths), with the block embedding
-        of `block_embed` (loaded before the replay; SGLang's vocabulary-parallel embedding all-reduces outside the
-        graph). A sharded drafter's all-reduces are captured inside `graph_context`."""
-        return self.drafter(self.cache, roots, slots, seq_lens, self.block_embed, self._lm_head)
+    def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> tuple[Tensor | None, Tensor]:
+        """`_drafter_pass` with the block embedding of `block_embed` (loaded before the replay; SGLang's
+        vocabulary-parallel embedding all-reduces outside the graph). A sharded drafter's all-reduces are captured
+        inside `graph_context`."""
+        return self._drafter_pass(roots, slots, seq_lens, self.block_embed)
+
+    def _drafter_pass(self, roots: Tensor, slots: Tensor, seq_lens: Tensor, embed) -> tuple[Tensor | None, Tensor]:
+        """(hidden [R, D, H] or None, logits [R, D, Vs]), D = config.num_depths: `_run_drafter`'s pass."""
+        if not self.heads:
+            return None, self.drafter(self.cache, roots, slots, seq_lens, embed, self._lm_head)
+        hidden = self.drafter.hidden(self.cache, roots, slots, seq_lens, embed)
+        return hidden, self.drafter.logits(hidden, self._lm_head)
 
     def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
         """Drafter context of a verify's accepted nodes [R, P] (its taps: the capture buffer's first R * N rows),
@@ -516,15 +532,22 @@ class DDTreeWorkerBase:
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
 
-    def _build_tree(self, roots: Tensor, local: Tensor) -> DraftTree:
-        """The draft from the drafter's logits over this rank's vocabulary shard, local [R, D, Vs], identical on every
-        TP rank. DFLASH_CHAIN: the chain of the argmax tokens (N - 1 after the root). DDTREE: the best budget = N - 1
-        prefixes of the per-depth marginals (`ddtree.build_ddtree`; top-K merged over the shards at TP > 1); its verify
-        runs SGLang's tree mode (topk > 1: ancestor custom mask, retrieve_next_token / retrieve_next_sibling)."""
+    def _build_tree(self, roots: Tensor, hidden: Tensor | None, local: Tensor) -> DraftTree:
+        """The draft from one drafter pass (`_run_drafter`: hidden rows or None, logits over this rank's vocabulary
+        shard local [R, D, Vs]), identical on every TP rank. DFLASH_CHAIN: N - 1 tokens after the root; DDTREE: the
+        best budget = N - 1 prefixes. With a conditional head (`heads`, TP = 1) both as the standalone engine drafts
+        them (`proposal.draft`: the selector's or the Markov head's scores); else the argmax chain and the per-depth
+        marginals' tree (`ddtree.build_ddtree`; top-K merged over the shards at TP > 1). DDTREE's verify runs SGLang's
+        tree mode (topk > 1: ancestor custom mask, retrieve_next_token / retrieve_next_sibling)."""
+        if self.heads:
+            if self.name == DFLASH_CHAIN:  # a chain drafts depth by depth: its first N - 1 rows make N - 1 tokens
+                n = self.num_nodes - 1
+                return draft(self.drafter, hidden[:, :n], local[:, :n], roots, "dflash", n)
+            return draft(self.drafter, hidden, local, roots, "ddtree", self.num_nodes - 1)
         if self.name == DFLASH_CHAIN:
             local = local[:, : self.num_nodes - 1]
-            draft = argmax_vocab_parallel(local, self.vocab_start, self.tp_group) if self.tp_size > 1 else local.argmax(-1)
-            return chain_tree(draft, roots)
+            tokens = argmax_vocab_parallel(local, self.vocab_start, self.tp_group) if self.tp_size > 1 else local.argmax(-1)
+            return chain_tree(tokens, roots)
         budget = self.num_nodes - 1
         if self.tp_size > 1:
             logp, ids = draft_log_probs_vocab_parallel(local, budget, self.vocab_start, self.tp_group)

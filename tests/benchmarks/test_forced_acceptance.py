@@ -56,7 +56,7 @@ def test_patched_workers_accept_at_the_profiles_distribution(monkeypatch):
         monkeypatch.setattr(ddtree_worker_v2, "accept_greedy", ddtree_worker_v2.accept_greedy)
     except ImportError:
         pass
-    monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_run_drafter", lambda self, *a: torch.tensor([[0.0, 2.0, 1.0]]))
+    monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_run_drafter", lambda self, *a: (None, torch.tensor([[0.0, 2.0, 1.0]])))
     forced.load()
     R = 4000
     tree = chain_tree(torch.zeros(R, 6, dtype=torch.long), torch.zeros(R, dtype=torch.long))
@@ -64,7 +64,8 @@ def test_patched_workers_accept_at_the_profiles_distribution(monkeypatch):
     counts = torch.bincount(acc.accept_len, minlength=7).double()
     expected = forced.depth_probs(survival) * R
     assert ((counts - expected).abs() <= 5 * expected.clamp(min=1).sqrt()).all(), (counts, expected)
-    assert worker_common.DDTreeWorkerBase._run_drafter(None).tolist() == [[0.0, 32.0, 1.0]]
+    hidden, logits = worker_common.DDTreeWorkerBase._run_drafter(None)
+    assert hidden is None and logits.tolist() == [[0.0, 32.0, 1.0]]
 
 
 def test_install_makes_an_entry_point_sglang_finds(tmp_path):

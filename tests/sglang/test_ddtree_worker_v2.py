@@ -114,10 +114,10 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
 
     def drafter(roots, slots, seq_lens):
         rec.drafter_rows = (slots, seq_lens)
-        return torch.zeros(2, 2, VOCAB, device=dev)
+        return None, torch.zeros(2, 2, VOCAB, device=dev)
 
     w._run_drafter = drafter
-    w._build_tree = lambda roots, local: tree
+    w._build_tree = lambda roots, hidden, local: tree
     w._append_verified = context
     monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: rec)
     monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch: INTERVAL)

@@ -362,9 +362,9 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     trees = {}
     for name in ("DFLASH_CHAIN", "DDTREE"):
         worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
-        worker.name, worker.num_nodes, worker.tp_size = name, N, 1
+        worker.name, worker.num_nodes, worker.tp_size, worker.heads = name, N, 1, False
         worker.profile = StepProfile(None, torch.device("cpu"))
-        worker._run_drafter = lambda roots, slots, seq_lens: logits
+        worker._run_drafter = lambda roots, slots, seq_lens: (None, logits)
         trees[name] = worker._draft_tree(roots, None, None)
     chain, tree = trees["DFLASH_CHAIN"], trees["DDTREE"]
     assert torch.equal(chain.token_ids, chain_tree(logits[:, : N - 1].argmax(-1), roots).token_ids)
@@ -372,6 +372,58 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     for field in ("token_ids", "parents", "depths", "next_token", "next_sibling"):
         assert torch.equal(getattr(tree, field), getattr(expected, field)), field
     assert tree.num_nodes == chain.num_nodes == N
+
+
+@pytest.fixture(scope="module")
+def tiny_target_dir(tmp_path_factory):
+    from model_helpers import save_tiny_target, tiny_target_config
+
+    root = tmp_path_factory.mktemp("target")
+    save_tiny_target(root, tiny_target_config(layer_types=("linear_attention", "full_attention")), seed=3)
+    return root
+
+
+@pytest.mark.parametrize("fmt, heads", [("dflash2", dict(selector_rank=4, selector_top_k=3)),
+                                        ("dspark", dict(markov_rank=4, markov_head_type="vanilla"))])  # fmt: skip
+@pytest.mark.parametrize("name, N", [("DFLASH_CHAIN", 4), ("DDTREE", 7)])
+def test_workers_draft_with_a_conditional_head(tiny_target_dir, tmp_path, fmt, heads, name, N):
+    """TP=1, a DFlash2 / DSpark drafter: the worker's pass hands the drafter's hidden rows to the draft, which is the
+    standalone engine's for the same pass (`proposal`: its heads have their own hand-worked tests), a chain cut to
+    N - 1 tokens (a chain drafts depth by depth, so its first N - 1 tokens). The head changes the draft here: the
+    marginals' chain and tree differ."""
+    from sglang_dflash.init_draft import init_draft
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+    from sglang_dflash.proposal import markov_chain, markov_heads, selector_chain, selector_heads, uses_heads
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+
+    init_draft(tiny_target_dir, tmp_path, num_layers=1, block_size=6, taps=2, seed=5, format=fmt, heads=heads)
+    drafter = DFlashDrafter.from_pretrained(tmp_path)
+    c, R = drafter.config, 3
+    worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
+    worker.name, worker.num_nodes, worker.tp_size, worker.drafter = name, N, 1, drafter
+    worker.heads = uses_heads(c, "dflash" if name == "DFLASH_CHAIN" else "ddtree")
+    worker.draft_graphs, worker.cache = None, drafter.new_cache(R, 32)
+    gen = torch.Generator().manual_seed(0)
+    worker.embed = nn.Embedding(c.vocab_size, c.hidden_size)
+    worker.lm_head_weight, worker.vocab_local = torch.randn(c.vocab_size, c.hidden_size, generator=gen), c.vocab_size
+    roots, slots, lens = torch.tensor([5, 9, 2]), torch.arange(R), torch.tensor([0, 3, 7])
+
+    hidden, logits = worker._run_drafter(roots, slots, lens)
+    assert worker.heads and hidden.shape == (R, c.num_depths, c.hidden_size) and logits.shape[:2] == (R, c.num_depths)
+    tree = worker._build_tree(roots, hidden, logits)
+    assert tree.num_nodes == N
+    if name == "DFLASH_CHAIN":
+        full = (selector_chain if fmt == "dflash2" else markov_chain)(drafter, hidden, logits, roots)
+        assert torch.equal(tree.token_ids, chain_tree(full[:, : N - 1], roots).token_ids)
+        assert not torch.equal(full, logits.argmax(-1))
+        return
+    cand, first, step = (selector_heads if fmt == "dflash2" else markov_heads)(drafter, hidden, logits, roots, N - 1)
+    from sglang_dflash.conditional_tree import build_conditional_tree
+
+    expected = build_conditional_tree(cand, first, step, roots, N - 1)
+    for field in ("token_ids", "parents", "depths"):
+        assert torch.equal(getattr(tree, field), getattr(expected, field)), field
+    assert not torch.equal(tree.token_ids, build_ddtree(logits, roots, N - 1).token_ids)
 
 
 @pytest.mark.parametrize("interval", [1, 4, 16, 256])
@@ -514,7 +566,7 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=5, std=0.3)
     N = 4 if algorithm == "DFLASH_CHAIN" else 7
     w = DDTreeWorker.__new__(DDTreeWorker)
-    w.name = algorithm
+    w.name, w.heads = algorithm, False
     w.drafter, w.cache, w.num_nodes, w.device, w.tp_size, w.graph_context = (
         drafter,
         drafter.new_cache(3, 16),
@@ -565,7 +617,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     for graphs in (None, {}):
         w = DDTreeWorker.__new__(DDTreeWorker)
         w.drafter, w.capture, w.num_nodes, w.draft_graphs, w.context_graphs = drafter, capture, N, graphs, {}
-        w.graph_context = None
+        w.graph_context, w.heads = None, False
         w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
         w.lm_head_weight, w.vocab_local = head, 100
         w.block_embed = StaticBlockEmbedding(embed, c.mask_token_id, S, dev)
@@ -577,7 +629,9 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
             expected = drafter(eager.cache, roots, slots, lens, embed, eager._lm_head)
             graphed.block_embed.load(roots)
             step = step or CapturedStep.for_requests(graphed._graphed_drafter, R, dev)
-            torch.testing.assert_close(step(roots, slots, lens).clone(), expected, rtol=1e-5, atol=1e-5)
+            hidden, logits = step(roots, slots, lens)
+            assert hidden is None
+            torch.testing.assert_close(logits.clone(), expected, rtol=1e-5, atol=1e-5)
         nodes = torch.tensor([[0, 1, 4, -1], [0, -1, -1, -1], [0, 2, -1, -1]], device=dev)
         for w in workers:
             w._append_verified(R, slots, lens, nodes)
