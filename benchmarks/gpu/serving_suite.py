@@ -323,25 +323,27 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
 
 def reference_key(args, stock: h.SGLangRun) -> dict:
     """What a stock reference must share with this run to be reused: the release, the device, the workload, the
-    sampling and stock's server arguments."""
+    sampling and stock's server arguments (its number of samples is checked apart: `load_reference`)."""
     try:
         query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
         device = subprocess.run(query, capture_output=True, text=True, check=True).stdout.splitlines()[0]
     except (OSError, subprocess.CalledProcessError, IndexError):
         device = "unknown"
     server = {k: v for k, v in stock.engine_kwargs.items() if k != "port"}
-    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampled=args.sampled,
-                sampling=SAMPLING, server=server)  # fmt: skip
+    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampling=SAMPLING, server=server)
 
 
-def load_reference(folder: Path, key: dict) -> dict:
-    """Stock's row from an earlier call's --out (its results and samples), refused unless its key matches."""
+def load_reference(folder: Path, key: dict, samples: int) -> dict:
+    """Stock's row from an earlier call's --out (its results and its first `samples` samples), refused unless its key
+    matches and it holds that many samples."""
     saved = json.loads((folder / "reference.json").read_text())
     if saved["key"] != key:
         raise SystemExit(f"serving_suite: --reference {folder} was made for {saved['key']}, this run is {key}")
+    drawn = json.loads((folder / f"{h.STOCK}.samples.json").read_text())
+    if len(drawn) < samples:
+        raise SystemExit(f"serving_suite: --reference {folder} holds {len(drawn)} samples, --sampled asks {samples}")
     results = [Result(**r) for r in json.loads((folder / f"{h.STOCK}.json").read_text())]
-    samples = json.loads((folder / f"{h.STOCK}.samples.json").read_text())
-    return dict(saved["row"], results=results, samples=samples)
+    return dict(saved["row"], results=results, samples=drawn[:samples])
 
 
 def report(rows: dict[str, dict], args) -> tuple[str, bool]:
@@ -381,6 +383,9 @@ def main(argv=None) -> int:
                    help="ours to test (none: stock alone, e.g. to make a --reference)")  # fmt: skip
     p.add_argument("--budgets", default="15", help="DDTREE budgets")
     p.add_argument("--also-overlap", action="store_true", help="each of ours once more under the overlap scheduler")
+    p.add_argument("--runs", default=None,
+                   help="only these servers, comma-separated (as harness.py names them, e.g. sglang-ddtree15-overlap); "
+                        "stock is served too unless --reference")  # fmt: skip
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight at once (and the largest graph)")
     p.add_argument("--abort-fraction", type=float, default=0.2)
@@ -407,7 +412,8 @@ def main(argv=None) -> int:
         p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
     hargs = h.parse_args(["--site", str(args.site), "--sglang", args.sglang, "--work", str(args.work), "--pair", "shipped",
                           "--radix-cache", "--budgets", args.budgets, "--speculative-algorithm", *args.speculative_algorithm]
-                         + (["--also-overlap"] if args.also_overlap else []))  # fmt: skip
+                         + (["--also-overlap"] if args.also_overlap else [])
+                         + (["--runs", ",".join([h.STOCK, *args.runs.split(",")])] if args.runs else []))  # fmt: skip
     out = args.out or Path(os.environ.get("OUT") or args.work / "out")
     out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -429,7 +435,7 @@ def main(argv=None) -> int:
                                  grammar_backend="none")  # fmt: skip
     rows = {}
     if args.reference:
-        rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0]))
+        rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0]), args.sampled)
         log.stamp(f"{h.STOCK}: reference from {args.reference}")
         runs = [r for r in runs if r.name != h.STOCK]
     for run in runs:

@@ -173,12 +173,15 @@ def test_sampled_check_detects_a_two_percent_shift_at_its_default_size():
 
 
 def test_reference_reused_only_for_the_same_release_device_and_workload(tmp_path):
-    key = dict(sglang="0.5.11", device="NVIDIA H100", requests=3, seed=0, sampled=0)
+    key = dict(sglang="0.5.11", device="NVIDIA H100", requests=3, seed=0, sampling=suite.SAMPLING)
     results = [suite.Result("suite-000000", [1, 2], "length", margins=[0.5, 0.5])]
     (tmp_path / "reference.json").write_text(json.dumps(dict(key=key, row=dict(up=True, alive_after=True))))
     (tmp_path / "sglang.json").write_text(json.dumps([dataclasses.asdict(r) for r in results]))
-    (tmp_path / "sglang.samples.json").write_text("[[4, 5]]")
-    row = suite.load_reference(tmp_path, key)
+    (tmp_path / "sglang.samples.json").write_text("[[4, 5], [6, 7]]")
+    row = suite.load_reference(tmp_path, key, 1)
     assert row["results"] == results and row["samples"] == [[4, 5]] and row["alive_after"]
+    assert suite.load_reference(tmp_path, key, 0)["samples"] == []
     with pytest.raises(SystemExit, match="NVIDIA H200"):
-        suite.load_reference(tmp_path, dict(key, device="NVIDIA H200"))
+        suite.load_reference(tmp_path, dict(key, device="NVIDIA H200"), 1)
+    with pytest.raises(SystemExit, match="holds 2 samples"):
+        suite.load_reference(tmp_path, key, 3)
