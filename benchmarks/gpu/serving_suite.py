@@ -13,6 +13,9 @@ greedy. Requests go at up to --concurrency at once, so batch sizes pass between 
 
 Servers: stock SGLang first, without aborts and with top-2 logprobs (the reference and its margins); then each of
 ours with --abort-fraction of the requests aborted through /abort_request at a random time after they were sent.
+A device call holds stock and one of ours: `--speculative-algorithm` with no name serves stock alone, and a later
+call's `--reference OUT` reuses it (same release, device, workload and stock arguments, checked); `--runs` picks
+servers. Stock runs with ours' GDN state tracking (extra_buffer every 32 tokens), so that prefills split alike.
 Memory pressure: --max-total-tokens caps the KV pool far below what the concurrent requests need and
 --conservativeness lets the scheduler admit past its estimate of the room, so SGLang retracts
 requests and its radix cache evicts.
