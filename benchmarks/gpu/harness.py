@@ -1024,7 +1024,7 @@ def parse_args(argv=None):
     p.add_argument(
         "--radix-cache",
         action="store_true",
-        help="SGLang's radix cache on (else off in every run; plugin runs: extra_buffer tracking every "
+        help="SGLang's radix cache on (else off in every run; every run, stock too: extra_buffer tracking every "
         f"{TRACK_INTERVAL} tokens); every prompt after the second starts with the second whole, so that later requests "
         "hit the prefix cache, and a second turn (RUN-turn2) continues each prompt + its first output, so that it hits "
         "the states the workers tracked while decoding (the table counts the prompt tokens served from the cache)",

@@ -42,6 +42,7 @@ report.md (the table).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import itertools
 import json
 import os
@@ -70,6 +71,16 @@ SAMPLED_P = 1e-3  # a two-sample chi-square p-value below this fails, fixed befo
 FAILURE_LINES = ("Traceback", "memory leak detected", "Mem Leak Detected")
 # start-up tracebacks of optional parts the GPU image lacks (0.5.11's Responses API wants openai_harmony)
 BENIGN_LINES = ("Can not initialize OpenAIServingResponses",)
+SERVERS: set[subprocess.Popen] = set()  # live servers, stopped by `stop_servers` on SIGTERM (they run in own sessions)
+
+
+def stop_servers(*_) -> None:
+    """SIGTERM (a device call's timeout): kill the servers first (requests in flight would hold `serve`'s finally
+    until they time out), then exit."""
+    for server in list(SERVERS):
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    sys.exit(143)
 
 
 @dataclass
@@ -286,10 +297,11 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     state = dict(up=False, alive_after=False, answered_after=False, failure_lines=[])
     if healthy(url):  # a server left from an earlier run would answer in place of this one
         log.stamp(f"{run.name}: something already answers at {url}; not started")
-        return dict(state, results=[])
+        return dict(state, results=[], busy=True)
     with open(server_log, "w") as f:
         server = subprocess.Popen([sys.executable, "-c", SERVE, json.dumps(run.engine_kwargs)], env=env, stdout=f,
                                   stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+        SERVERS.add(server)
         try:
             t0 = time.time()
             while not healthy(url):
@@ -315,6 +327,7 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
             if server.poll() is None:
                 os.killpg(server.pid, signal.SIGKILL)
             server.wait()
+            SERVERS.discard(server)
     text = server_log.read_text(errors="replace")
     failing = [line for line in text.splitlines() if any(k in line for k in FAILURE_LINES)]
     state["failure_lines"] = [line for line in failing if not any(k in line for k in BENIGN_LINES)][:5]
@@ -324,16 +337,19 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     return dict(state, results=results)
 
 
-def reference_key(args, stock: h.SGLangRun) -> dict:
-    """What a stock reference must share with this run to be reused: the release, the device, the workload, the
-    sampling and stock's server arguments (its number of samples is checked apart: `load_reference`)."""
+def reference_key(args, stock: h.SGLangRun, requests: list[Request]) -> dict:
+    """What a stock reference must share with this run to be reused: the release, the device, the requests (a
+    digest of their ids, tokens and parameters), the sampling and stock's server arguments (its number of samples is
+    checked apart: `load_reference`). As JSON reads it back."""
     try:
         query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
         device = subprocess.run(query, capture_output=True, text=True, check=True).stdout.splitlines()[0]
     except (OSError, subprocess.CalledProcessError, IndexError):
         device = "unknown"
     server = {k: v for k, v in stock.engine_kwargs.items() if k != "port"}
-    return dict(sglang=args.sglang, device=device, requests=args.requests, seed=args.seed, sampling=SAMPLING, server=server)
+    digest = hashlib.sha256(json.dumps([(r.rid, r.input_ids, r.sampling_params) for r in requests]).encode()).hexdigest()
+    key = dict(sglang=args.sglang, device=device, requests=digest, sampling=SAMPLING, server=server)
+    return json.loads(json.dumps(key))
 
 
 def load_reference(folder: Path, key: dict, samples: int) -> dict:
@@ -354,10 +370,12 @@ def report(rows: dict[str, dict], args) -> tuple[str, bool]:
             "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines | sampled |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     ok = bool(rows.get(h.STOCK, {}).get("results"))  # no reference, no verdict
+    ok &= not args.speculative_algorithm or len(rows) > 1  # ours asked for: at least one judged
     for name, c in rows.items():
         if name != h.STOCK and "verdict" not in c:
             ok = False
-            head.append(f"| {name} | not judged: {'server not up' if not c.get('up') else 'no reference'} |" + " |" * 11)
+            why = "port already answers" if c.get("busy") else "server not up" if not c.get("up") else "no reference"
+            head.append(f"| {name} | not judged: {why} |" + " |" * 11)
             continue
         if name == h.STOCK:
             head.append(f"| {name} (reference) | {args.requests} | {sum(r.finish in DONE for r in c['results'])} | - | - "
@@ -410,7 +428,7 @@ def main(argv=None) -> int:
                    help="reuse stock's results from this earlier --out of the same release, device and workload "
                         "instead of serving stock again (a device call is too short for stock and two of ours)")  # fmt: skip
     args = p.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout's SIGTERM stops the servers too (serve's finally)
+    signal.signal(signal.SIGTERM, stop_servers)
     if not 0 <= args.abort_fraction <= 1 or args.requests < 1 or args.concurrency < 1:
         p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
     hargs = h.parse_args(["--site", str(args.site), "--sglang", args.sglang, "--work", str(args.work), "--pair", "shipped",
@@ -429,6 +447,9 @@ def main(argv=None) -> int:
     tokenizer = h.shipped_tokenizer()
     requests = workload(args.requests, args.seed, h.text_prompts(40, args.seed), "\n\n", tokenizer.token_to_id(":") or 0)
     runs = h.sglang_runs(hargs, target, draft)
+    unknown = set(args.runs.split(",") if args.runs else ()) - {r.name for r in runs}
+    if unknown:
+        p.error(f"--runs {', '.join(sorted(unknown))}: not among {', '.join(r.name for r in runs)}")
     graph_key = "cuda_graph_max_bs_decode" if args.sglang == "0.5.23" else "cuda_graph_max_bs"
     for i, run in enumerate(runs):
         run.engine_kwargs.update({graph_key: args.concurrency}, max_running_requests=args.concurrency,
@@ -438,16 +459,16 @@ def main(argv=None) -> int:
                                  grammar_backend="none")  # fmt: skip
     rows = {}
     if args.reference:
-        rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0]), args.sampled)
+        rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0], requests), args.sampled)
         log.stamp(f"{h.STOCK}: reference from {args.reference}")
         runs = [r for r in runs if r.name != h.STOCK]
     for run in runs:
         stock = run.name == h.STOCK
         load = requests if stock else with_aborts(requests, args.abort_fraction, args.seed, args.abort_window)
         rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
-        if stock:
+        if stock and rows[run.name]["results"]:
             row = {k: v for k, v in rows[run.name].items() if k not in ("results", "samples")}
-            (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args, run), row=row)))
+            (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args, run, requests), row=row)))
         if not stock and rows[run.name]["results"] and rows[h.STOCK]["results"]:
             rows[run.name].update(judge(load, rows[run.name]["results"], rows[h.STOCK]["results"]))
             if args.sampled:

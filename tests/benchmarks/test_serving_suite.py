@@ -71,10 +71,14 @@ def test_judge_hand_worked():
 def test_report_fails_without_a_reference_or_a_verdict():
     stock = dict(results=[result("r0", [1])], up=True, alive_after=True, answered_after=True, failure_lines=[])
     ours = dict(up=False, results=[])
-    args = type("A", (), dict(requests=1))
-    assert suite.report({"sglang": stock}, args)[1]
+    args = type("A", (), dict(requests=1, speculative_algorithm=[]))
+    assert suite.report({"sglang": stock}, args)[1]  # stock alone: a reference made
     assert not suite.report({"sglang": stock, "sglang-ddtree15": ours}, args)[1]
     assert not suite.report({"sglang": dict(stock, results=[])}, args)[1]
+    ours_asked = type("A", (), dict(requests=1, speculative_algorithm=["DDTREE"]))
+    assert not suite.report({"sglang": stock}, ours_asked)[1]  # ours asked for, none served (e.g. --runs matched none)
+    table, ok = suite.report({"sglang": stock, "sglang-ddtree15": dict(ours, busy=True)}, ours_asked)
+    assert not ok and "port already answers" in table
 
 
 class FakeServer(BaseHTTPRequestHandler):
@@ -173,7 +177,7 @@ def test_sampled_check_detects_a_two_percent_shift_at_its_default_size():
 
 
 def test_reference_reused_only_for_the_same_release_device_and_workload(tmp_path):
-    key = dict(sglang="0.5.11", device="NVIDIA H100", requests=3, seed=0, sampling=suite.SAMPLING)
+    key = dict(sglang="0.5.11", device="NVIDIA H100", requests="digest", sampling=suite.SAMPLING)
     results = [suite.Result("suite-000000", [1, 2], "length", margins=[0.5, 0.5])]
     (tmp_path / "reference.json").write_text(json.dumps(dict(key=key, row=dict(up=True, alive_after=True))))
     (tmp_path / "sglang.json").write_text(json.dumps([dataclasses.asdict(r) for r in results]))
@@ -185,3 +189,30 @@ def test_reference_reused_only_for_the_same_release_device_and_workload(tmp_path
         suite.load_reference(tmp_path, dict(key, device="NVIDIA H200"), 1)
     with pytest.raises(SystemExit, match="holds 2 samples"):
         suite.load_reference(tmp_path, key, 3)
+
+
+def test_reference_key_tells_workloads_apart():
+    """The key holds a digest of the requests themselves (results pair with them by position), as JSON reads it."""
+    stock = type("Run", (), dict(engine_kwargs=dict(port=1, model_path="/t", cuda_graph_bs=(1, 2))))
+    args = type("A", (), dict(sglang="0.5.11"))
+    a = suite.workload(20, 0, PROMPTS, "x", 7)
+    b = suite.workload(20, 1, PROMPTS, "x", 7)
+    key = suite.reference_key(args, stock, a)
+    assert key == json.loads(json.dumps(key)) and key["server"]["cuda_graph_bs"] == [1, 2] and "port" not in key["server"]
+    assert key == suite.reference_key(args, stock, suite.workload(20, 0, PROMPTS, "x", 7))
+    assert key["requests"] != suite.reference_key(args, stock, b)["requests"]
+
+
+def test_sigterm_kills_the_servers_first():
+    """The handler of a timeout's SIGTERM kills each live server's process group before exiting (a request in flight
+    would otherwise hold the driver until it times out, and the server, in its own session, would outlive it)."""
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    suite.SERVERS.add(server)
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            suite.stop_servers()
+        assert exit_.value.code == 143 and server.wait(timeout=10) == -9
+    finally:
+        suite.SERVERS.discard(server)
+        if server.poll() is None:
+            server.kill()
