@@ -88,14 +88,11 @@ def markov_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget:
     """DSpark (vanilla or gated head): each depth's top-K tokens of its logits (K = min(budget, V)), scored by the
     logits plus the Markov bias of the token before, normalised over the K -> (cand, first, step) as
     `selector_heads`."""
-    R, D, V = logits.shape
-    base, cand = logits.topk(min(budget, V), dim=-1)  # [R, D, K]
-    K, head = cand.shape[2], drafter.markov_head
+    base, cand = logits.topk(min(budget, logits.shape[-1]), dim=-1)  # [R, D, K]
+    head = drafter.markov_head
     bias, _ = head.bias_at(roots, hidden[:, 0], cand[:, 0])  # [R, K]
     first = torch.log_softmax(base[:, 0] + bias.float(), -1)
-    prev = cand[:, :-1]  # [R, D - 1, K]: the candidates of depths 1 .. D - 1 as parents
-    h = hidden[:, 1:, None].expand(R, D - 1, K, hidden.shape[-1])
-    bias, _ = head.bias_at(prev, h, cand[:, 1:, None].expand(R, D - 1, K, K))  # [R, D - 1, K(parent), K]
+    bias = head.bias_matrix(cand[:, :-1], hidden[:, 1:], cand[:, 1:])  # [R, D - 1, K(parent), K]
     step = torch.log_softmax(base[:, 1:, None] + bias.float(), -1)
     return cand, first, step
 

@@ -151,6 +151,19 @@ class VanillaMarkov(nn.Module):
         u, state = self._mixed(prev, hidden, state)
         return (self.markov_w2.weight[cand] * u[..., None, :]).sum(-1), state
 
+    def bias_matrix(self, prev: Tensor, hidden: Tensor, cand: Tensor) -> Tensor:
+        """`bias_at` of every parent prev [.., P] at every candidate cand [.., K], one hidden row [.., H] for all P
+        -> bias [.., P, K], as one matmul (no [.., P, K, r] tensor: a server batch's trees would need gigabytes)."""
+        _check(prev.shape[:-1] == cand.shape[:-1] == hidden.shape[:-1] and hidden.shape[-1] == self.hidden,
+               f"markov head: prev {list(prev.shape)}, hidden {list(hidden.shape)}, cand {list(cand.shape)}; "
+               "want [.., P], [.., H], [.., K]")  # fmt: skip
+        u = self._mix_rows(self.markov_w1(prev), hidden)
+        return u @ self.markov_w2.weight[cand].transpose(-1, -2)
+
+    def _mix_rows(self, e: Tensor, hidden: Tensor) -> Tensor:
+        """`_mix` of e [.., P, r] under one hidden row [.., H] per P parents -> [.., P, r] (no state)."""
+        return e
+
 
 class GatedMarkov(VanillaMarkov):
     """W2 (g * e), g = sigmoid(gate_proj([hidden ; e])): the step's hidden gates the previous token's embedding."""
@@ -162,6 +175,11 @@ class GatedMarkov(VanillaMarkov):
     def _mix(self, e, hidden, state):
         _check(hidden is not None, "gated markov head: needs the hidden row")
         return torch.sigmoid(self.gate_proj(torch.cat([hidden, e], dim=-1))) * e, state
+
+    def _mix_rows(self, e, hidden):  # gate_proj([hidden ; e]) split: the hidden part once per row
+        w, H = self.gate_proj.weight, self.hidden
+        gate = F.linear(hidden, w[:, :H], self.gate_proj.bias)[..., None, :] + F.linear(e, w[:, H:])
+        return torch.sigmoid(gate) * e
 
 
 class RNNMarkov(VanillaMarkov):
@@ -180,6 +198,9 @@ class RNNMarkov(VanillaMarkov):
         a, b, o = self.joint_proj(torch.cat([state.to(e.dtype), e, hidden], dim=-1)).chunk(3, dim=-1)
         g = torch.sigmoid(a)
         return torch.tanh(o), g * state + (1 - g) * torch.tanh(b)
+
+    def _mix_rows(self, e, hidden):
+        raise ValueError("rnn markov head: its bias depends on the whole path, not on the parent alone")
 
 
 MARKOV_HEADS = {"vanilla": VanillaMarkov, "gated": GatedMarkov, "rnn": RNNMarkov}

@@ -28,7 +28,8 @@ CUDA graphs are captured):
      drafter context where the target's KV is. It borrows the target's
      embedding (SGLang's VocabParallelEmbedding returns full rows on every rank) and the target's
      LM-head shard; the chain is the full-vocabulary argmax merged over TP
-     (`vocab_parallel.argmax_vocab_parallel`), so every rank drafts the same tokens.
+     (`vocab_parallel.argmax_vocab_parallel`), so every rank drafts the same tokens (a DFlash2 / DSpark
+     drafter at TP = 1: its conditional head's chain or tree, `proposal.draft`).
      Why not the SGLang-layer `draft_model.DFlashDraftModel`: it needs a draft ModelRunner, a draft
      KV pool at the target's slot indices, an ENCODER_ONLY attention backend in TARGET_VERIFY mode and
      its own graph runner; each is a new SGLang-internals surface. The standalone drafter is already
@@ -48,7 +49,7 @@ Decode:
   4. roots = each request's last output token (not yet in the KV cache, at position seq_len);
      `drafter(cache, roots, req_pool_indices, seq_lens, embed, lm_head shard)` -> TP-merged argmax ->
      `dflash.chain_tree` (N = --speculative-num-draft-tokens nodes; DDTREE: `ddtree.build_ddtree` of the
-     drafter's marginals, budget N - 1, top-K merged over TP) ->
+     drafter's marginals, budget N - 1, top-K merged over TP; `_build_tree`) ->
      `verify_io.eagle_verify_fields` -> `EagleVerifyInput(topk=1, DDTREE: > 1 for SGLang's tree-mode GDN
      verify)` (the algorithm answers
      is_eagle(), so SGLang's TARGET_VERIFY graphs expect exactly this class) ->

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from .. import env
 from ..cuda_graph import CapturedStep
-from ..ddtree import DraftTree, build_ddtree, build_ddtree_from_top_k
+from ..ddtree import DraftTree, build_ddtree_from_top_k
 from ..dflash import chain_tree
 from ..models.tp_shard import shard_drafter, shard_plan
 from ..proposal import draft, uses_heads
@@ -285,13 +285,7 @@ class DDTreeWorkerBase:
         shard_drafter(self.drafter, tp_rank, self.draft_tp, get_tp_group().all_reduce)
         self.drafter.to(self.device)
         self.graph_context = graph_capture if self.draft_tp > 1 else None
-        # a DFlash2 / DSpark drafter's conditional head scores the draft (`proposal`) at TP = 1; past it, the vocabulary
-        # is sharded and the draft is the marginals' (the verify decides what is emitted either way)
-        self.heads = uses_heads(c, "dflash" if self.name == DFLASH_CHAIN else "ddtree")
-        if self.heads and self.tp_size > 1:
-            logger.warning("%s: the %s drafter's conditional head is used at TP = 1 only; at TP = %d the draft is "
-                           "scored by its per-depth logits.", self.name, c.format, self.tp_size)  # fmt: skip
-            self.heads = False
+        self.heads = self._choose_heads(c)
         if self.draft_tp != self.tp_size:
             logger.warning("%s: drafter replicated on the %d TP ranks (%s).", self.name, self.tp_size,
                            shard_plan(c, self.tp_size) or f"{env.DRAFT_TP.name}=0")  # fmt: skip
@@ -368,6 +362,23 @@ class DDTreeWorkerBase:
 
     def clear_cache_pool(self):
         self.ctx_lens.clear()
+
+    def _choose_heads(self, c) -> bool:
+        """Whether the drafter's conditional head (DFlash2's selector, DSpark's Markov head) drafts, as `proposal`
+        does: at TP = 1 only (past it the vocabulary is sharded: the draft is the marginals', said at start). A DDTREE
+        budget that a DFlash2 selector cannot fill (its selector_top_k candidates per depth) is refused."""
+        heads = uses_heads(c, "dflash" if self.name == DFLASH_CHAIN else "ddtree")
+        if heads and self.tp_size > 1:
+            logger.warning("%s: the %s drafter's conditional head is used at TP = 1 only; at TP = %d the draft is "
+                           "scored by its per-depth logits.", self.name, c.format, self.tp_size)  # fmt: skip
+            return False
+        if heads and self.name != DFLASH_CHAIN and c.format == "dflash2":
+            most = sum(c.selector_top_k**d for d in range(1, c.num_depths + 1))
+            if self.num_nodes - 1 > most:
+                raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} asks a budget of "
+                                 f"{self.num_nodes - 1} nodes; the DFlash2 drafter's selector offers {most} prefixes "
+                                 f"(selector_top_k {c.selector_top_k}, {c.num_depths} depths)")  # fmt: skip
+        return heads
 
     def _check_num_nodes(self, chain_nodes: int) -> None:
         """DFLASH_CHAIN verifies up to the drafter's chain (root included); DDTREE any budget >= 1."""
@@ -534,22 +545,18 @@ class DDTreeWorkerBase:
 
     def _build_tree(self, roots: Tensor, hidden: Tensor | None, local: Tensor) -> DraftTree:
         """The draft from one drafter pass (`_run_drafter`: hidden rows or None, logits over this rank's vocabulary
-        shard local [R, D, Vs]), identical on every TP rank. DFLASH_CHAIN: N - 1 tokens after the root; DDTREE: the
-        best budget = N - 1 prefixes. With a conditional head (`heads`, TP = 1) both as the standalone engine drafts
-        them (`proposal.draft`: the selector's or the Markov head's scores); else the argmax chain and the per-depth
-        marginals' tree (`ddtree.build_ddtree`; top-K merged over the shards at TP > 1). DDTREE's verify runs SGLang's
-        tree mode (topk > 1: ancestor custom mask, retrieve_next_token / retrieve_next_sibling)."""
-        if self.heads:
-            if self.name == DFLASH_CHAIN:  # a chain drafts depth by depth: its first N - 1 rows make N - 1 tokens
-                n = self.num_nodes - 1
-                return draft(self.drafter, hidden[:, :n], local[:, :n], roots, "dflash", n)
-            return draft(self.drafter, hidden, local, roots, "ddtree", self.num_nodes - 1)
+        shard local [R, D, Vs]), identical on every TP rank. DFLASH_CHAIN: N - 1 tokens after the root (a chain
+        drafts depth by depth: its first N - 1 rows); DDTREE: the best budget = N - 1 prefixes. At TP = 1 the
+        standalone engine's draft (`proposal.draft`: a conditional head's where `heads`, else the argmax chain and
+        the per-depth marginals' tree); at TP > 1 the argmax and the marginals' top-K merged over the shards.
+        DDTREE's verify runs SGLang's tree mode (topk > 1: ancestor custom mask, retrieve_next_token /
+        retrieve_next_sibling)."""
+        n = self.num_nodes - 1
+        if self.tp_size == 1:
+            if self.name == DFLASH_CHAIN:
+                return draft(self.drafter, None if hidden is None else hidden[:, :n], local[:, :n], roots, "dflash", n)
+            return draft(self.drafter, hidden, local, roots, "ddtree", n)
         if self.name == DFLASH_CHAIN:
-            local = local[:, : self.num_nodes - 1]
-            tokens = argmax_vocab_parallel(local, self.vocab_start, self.tp_group) if self.tp_size > 1 else local.argmax(-1)
-            return chain_tree(tokens, roots)
-        budget = self.num_nodes - 1
-        if self.tp_size > 1:
-            logp, ids = draft_log_probs_vocab_parallel(local, budget, self.vocab_start, self.tp_group)
-            return build_ddtree_from_top_k(logp, ids, roots, budget)
-        return build_ddtree(local, roots, budget, validate=False)
+            return chain_tree(argmax_vocab_parallel(local[:, :n], self.vocab_start, self.tp_group), roots)
+        logp, ids = draft_log_probs_vocab_parallel(local, n, self.vocab_start, self.tp_group)
+        return build_ddtree_from_top_k(logp, ids, roots, n)

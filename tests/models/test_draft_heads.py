@@ -270,6 +270,29 @@ def test_bias_at_is_the_full_bias_gathered(kind):
             head.bias(prev, None)
 
 
+@pytest.mark.parametrize("kind", ["vanilla", "gated"])
+def test_bias_matrix_is_the_full_bias_of_each_parent_gathered(kind):
+    """bias_matrix's [.., P, K]: for each parent p, `bias` of that parent under the row's hidden, at the candidates."""
+    V, H, r = 13, 4, 3
+    head = randomise(markov_head(kind, V, H, r), seed=13)
+    g = torch.Generator().manual_seed(14)
+    prev, hidden = torch.randint(V, (2, 3, 4), generator=g), torch.randn(2, 3, H, generator=g, dtype=torch.float64)
+    cand = torch.randint(V, (2, 3, 5), generator=g)
+    with torch.no_grad():
+        got = head.bias_matrix(prev, hidden, cand)
+        for p in range(4):
+            full, _ = head.bias(prev[..., p], hidden)
+            torch.testing.assert_close(got[..., p, :], full.gather(-1, cand))
+    with pytest.raises(ValueError, match="want"):
+        head.bias_matrix(prev, hidden[:1], cand)
+
+
+def test_bias_matrix_refuses_the_rnn_head():
+    head = markov_head("rnn", 13, 4, 3)
+    with pytest.raises(ValueError, match="whole path"):
+        head.bias_matrix(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 4), torch.zeros(1, 3, dtype=torch.long))
+
+
 # --- confidence head ---
 
 

@@ -363,6 +363,7 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     for name in ("DFLASH_CHAIN", "DDTREE"):
         worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
         worker.name, worker.num_nodes, worker.tp_size, worker.heads = name, N, 1, False
+        worker.drafter = SimpleNamespace(config=SimpleNamespace(format="dflash", markov_head_type=None))
         worker.profile = StepProfile(None, torch.device("cpu"))
         worker._run_drafter = lambda roots, slots, seq_lens: (None, logits)
         trees[name] = worker._draft_tree(roots, None, None)
@@ -393,7 +394,7 @@ def test_workers_draft_with_a_conditional_head(tiny_target_dir, tmp_path, fmt, h
     marginals' chain and tree differ."""
     from sglang_dflash.init_draft import init_draft
     from sglang_dflash.models.dflash_draft import DFlashDrafter
-    from sglang_dflash.proposal import markov_chain, markov_heads, selector_chain, selector_heads, uses_heads
+    from sglang_dflash.proposal import markov_chain, markov_heads, selector_chain, selector_heads
     from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     init_draft(tiny_target_dir, tmp_path, num_layers=1, block_size=6, taps=2, seed=5, format=fmt, heads=heads)
@@ -401,7 +402,7 @@ def test_workers_draft_with_a_conditional_head(tiny_target_dir, tmp_path, fmt, h
     c, R = drafter.config, 3
     worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
     worker.name, worker.num_nodes, worker.tp_size, worker.drafter = name, N, 1, drafter
-    worker.heads = uses_heads(c, "dflash" if name == "DFLASH_CHAIN" else "ddtree")
+    worker.heads = worker._choose_heads(c)
     worker.draft_graphs, worker.cache = None, drafter.new_cache(R, 32)
     gen = torch.Generator().manual_seed(0)
     worker.embed = nn.Embedding(c.vocab_size, c.hidden_size)
@@ -424,6 +425,29 @@ def test_workers_draft_with_a_conditional_head(tiny_target_dir, tmp_path, fmt, h
     for field in ("token_ids", "parents", "depths"):
         assert torch.equal(getattr(tree, field), getattr(expected, field)), field
     assert not torch.equal(tree.token_ids, build_ddtree(logits, roots, N - 1).token_ids)
+
+
+def test_conditional_heads_at_tp1_only_and_a_budget_the_selector_can_fill(caplog):
+    """Which drafters draft through their head: DFlash2 and DSpark at TP = 1 (DSpark's rnn head: chains only), none
+    at TP = 2 (a warning says so); a DDTREE budget over what a DFlash2 selector offers (K + K^2 + .. + K^D prefixes)
+    is refused at start, naming the flag."""
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+
+    def config(fmt, **kw):  # what the choice reads of a DraftConfig; 2 draft depths
+        return SimpleNamespace(**{**dict(format=fmt, markov_head_type=None, selector_top_k=0, num_depths=2), **kw})
+
+    def heads(c, name="DDTREE", N=5, tp=1):
+        worker = DDTreeWorker.__new__(DDTreeWorker)
+        worker.name, worker.num_nodes, worker.tp_size = name, N, tp
+        return worker._choose_heads(c)
+
+    dflash2, rnn = config("dflash2", selector_top_k=2), config("dspark", markov_head_type="rnn")
+    assert not heads(config("dflash")) and heads(dflash2) and heads(config("dspark", markov_head_type="vanilla"))
+    assert heads(rnn, "DFLASH_CHAIN") and not heads(rnn)
+    assert not heads(dflash2, tp=2) and "TP = 1 only" in caplog.text
+    assert heads(dflash2, N=7) and heads(dflash2, "DFLASH_CHAIN", N=3)  # 2 + 4 prefixes over 2 depths
+    with pytest.raises(ValueError, match="--speculative-num-draft-tokens 8 asks a budget of 7 nodes.*offers 6"):
+        heads(dflash2, N=8)
 
 
 @pytest.mark.parametrize("interval", [1, 4, 16, 256])
