@@ -53,10 +53,10 @@ def main(argv: list[str] | None = None) -> int:
             target, prompts, args.max_new_tokens, algo, drafter, budget=args.budget, eos_token_ids=target.config.eos_token_ids
         )
     same = all(r.output_ids == results["ar"].output_ids for r in results.values())
-    print(f"{'algorithm':<16}{'tokens/pass':>12}{'tokens/s':>10}{'speed-up':>10}")
+    print(f"{'algorithm':<20}{'tokens/pass':>12}{'tokens/s':>10}{'speed-up':>10}")
     for algo, r in results.items():
         name = f"ddtree (budget {args.budget})" if algo == "ddtree" else algo
-        print(f"{name:<16}{r.mean_accept_len:>12.2f}{r.tokens_per_s:>10.1f}{r.tokens_per_s / results['ar'].tokens_per_s:>9.2f}x")
+        print(f"{name:<20}{r.mean_accept_len:>12.2f}{r.tokens_per_s:>10.1f}{r.tokens_per_s / results['ar'].tokens_per_s:>9.2f}x")
     print(f"\noutputs identical across algorithms: {'yes' if same else 'NO'}")
     if args.device == "cpu":
         print(

@@ -1,14 +1,11 @@
-"""Every Triton kernel of the package at Qwen3.6-27B's production shapes per GPU at TP=2 (test_sm86_compile.py's
-numbers): GDN with 8 QK and 24 V heads of 128 and its conv over 5,120 channels of width 4, 48 GDN layers committed
-in one launch; full attention with 12 query and 2 KV heads of 256 over 4,096 cached tokens, and the drafter's
-16-token block (16 / 4 heads of 128, with and without its 2,048-token window); the 248,320-token vocabulary; DFLASH's
-16-node chain and DDTree budgets 16, 31 (the A6000 preset) and 64 over L = 15 draft depths; R = 1 and 8 requests.
-Each against its reference beside it in `sglang_dflash/kernels/` (float64 recurrences and attention, torch's own
-sorts and argmax), outputs poisoned first; the tree GDN verify and tree attention also as their wrappers plan them
-on the production GPU, an RTX A6000 (SM86). GPU only: these shapes are far too slow under Triton's interpreter
-(the small-shape tests beside this file run the same kernels on CPU). Run it on the device with
-`python3 -m pytest -q tests/kernels/test_production_shapes.py`; the largest case (48 layers' GDN commit, R = 8 x 65
-nodes) needs about 5 GiB of GPU memory.
+"""Every Triton kernel of the package against its reference beside it in `sglang_dflash/kernels/` (float64
+recurrences and attention, torch's sorts and argmax; outputs poisoned first) at Qwen3.6-27B's shapes per GPU at TP=2,
+as test_sm86_compile.py has them: GDN with 8 QK / 24 V heads of 128 and its conv over 5,120 channels (48 layers
+committed in one launch), attention with 12 / 2 heads of 256 over 4,096 cached tokens and the drafter's block of 16, a
+vocabulary of 248,320; DFLASH's 16-node chain and DDTree budgets 16, 31 and 64 over 15 draft depths, for 1 and 8
+requests; the tree GDN verify and attention also as planned for the production GPU, an A6000. GPU only (far too slow
+under Triton's interpreter; the tests beside this one run the same kernels small on CPU); at most about 4.5 GiB of GPU
+memory (estimated: the GDN commit at R = 8 x 65). On the device: `python3 -m pytest -q tests/kernels/test_production_shapes.py`.
 """
 
 import zlib
@@ -238,13 +235,14 @@ def test_tree_attention(model, plan, R, N, monkeypatch):
         extra = dict(window=window, positions=lens[:, None] + torch.arange(N, device=DEVICE))
     else:
         mask, extra = draft_trees(R, N, gen).ancestor_mask, {}
-    q, k_tree, v_tree = randn(gen, R, N, hq, dh), randn(gen, R, N, hkv, dh), randn(gen, R, N, hkv, dh)
+    # queries scaled up: scores of standard deviation 2 weight some 75 of the 4,096 keys, not nearly all of them
+    q, k_tree, v_tree = randn(gen, R, N, hq, dh, scale=2.0), randn(gen, R, N, hkv, dh), randn(gen, R, N, hkv, dh)
     k_pool, v_pool, table, slots = paged_kv(R, hkv, dh, cpu, gen)
     ref = tree_attention_ref(q.double(), k_pool.double(), v_pool.double(), lens, k_tree.double(), v_tree.double(), mask,
                              slots=slots, table=table, **extra)  # fmt: skip
     with poisoned_outputs():
         out = tree_attention(q, k_pool, v_pool, lens, k_tree, v_tree, ancestor_bits(mask), slots=slots, table=table, **extra)
-    torch.testing.assert_close(out.double(), ref, rtol=3e-2, atol=3e-2)
+    assert rel_err(out, ref) <= 1e-2  # bf16 partials and output: two bf16 roundings (averaged outputs are small: no atol)
 
 
 @pytest.mark.parametrize("R,B", BUILDS)
