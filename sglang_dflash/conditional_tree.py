@@ -28,7 +28,12 @@ from torch import Tensor
 from .ddtree import LOGP_FLOOR, DraftTree, tree_from_parents
 from .kernels.tree_build.naive import best_of_beams
 
-__all__ = ["build_conditional_tree"]
+__all__ = ["build_conditional_tree", "prefix_count"]
+
+
+def prefix_count(K: int, L: int) -> int:
+    """The prefixes of L depths of K candidates each (K + K^2 + .. + K^L): the largest budget they can fill."""
+    return sum(K**d for d in range(1, L + 1))
 
 
 def build_conditional_tree(
@@ -46,7 +51,7 @@ def build_conditional_tree(
             f"shapes: cand_ids [R, L, K] = {list(cand_ids.shape)} needs first [R, K], step [R, L - 1, K, K], "
             f"roots [R]; got {list(first.shape)}, {list(step.shape)}, {list(root_tokens.shape)}"
         )
-    total = sum(K**d for d in range(1, L + 1))
+    total = prefix_count(K, L)
     if not isinstance(budget, int) or not 1 <= budget <= total:
         raise ValueError(f"budget={budget!r} must be in [1, {total}] (the prefixes of {L} depths of {K} candidates)")
     B, device = budget, first.device

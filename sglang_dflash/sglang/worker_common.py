@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import env
+from ..conditional_tree import prefix_count
 from ..cuda_graph import CapturedStep
 from ..ddtree import DraftTree, build_ddtree_from_top_k
 from ..dflash import chain_tree
@@ -373,7 +374,7 @@ class DDTreeWorkerBase:
                            "scored by its per-depth logits.", self.name, c.format, self.tp_size)  # fmt: skip
             return False
         if heads and self.name != DFLASH_CHAIN and c.format == "dflash2":
-            most = sum(c.selector_top_k**d for d in range(1, c.num_depths + 1))
+            most = prefix_count(c.selector_top_k, c.num_depths)
             if self.num_nodes - 1 > most:
                 raise ValueError(f"{self.name}: --speculative-num-draft-tokens {self.num_nodes} asks a budget of "
                                  f"{self.num_nodes - 1} nodes; the DFlash2 drafter's selector offers {most} prefixes "
