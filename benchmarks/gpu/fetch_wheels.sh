@@ -32,7 +32,7 @@ if ! ls "$root"/.whl/sglang-"$release"-*.whl >/dev/null 2>&1; then
     # shellcheck disable=SC2086
     $pip download -q "${opts[@]}" --platform manylinux_2_34_x86_64 -d "$root/.whl" "sglang==$release"
 fi
-grep -E '^#slim ' "$extra" | while read -r _ package prefixes; do
+{ grep -E '^#slim ' "$extra" || true; } | while read -r _ package prefixes; do  # (0.5.11 slims nothing)
     for wheel in "$dest/$package"-*.whl "$root/.whl/$package"-*.whl; do
         # shellcheck disable=SC2086
         [ -f "$wheel" ] && python3 "$root/benchmarks/gpu/slim_wheel.py" "$wheel" $prefixes

@@ -127,6 +127,9 @@ def install_wheels(site: Path, release: str, log: Log) -> tuple | None:
     if marker.is_file() and marker.read_text() == names:
         log.stamp(f"wheels: already installed in {site}")
         return None
+    if marker.is_file():  # another set (e.g. another release) is there: its metadata would stay beside the new one's
+        log.stamp(f"wheels: another set is installed in {site}: removing it first")
+        shutil.rmtree(site)
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
     cmd += ["--upgrade", "--target", str(site), *map(str, wheels)]
     log.stamp(f"wheels: installing {len(wheels)} into {site}")

@@ -274,3 +274,26 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
     for key, batch in res["batches"].items():
         assert batch.get("margins") == ([[0.5, 3.0]] * 3 if margins else None), key
         assert all("output_top_logprobs" not in m for m in batch["meta"])  # kept: the margins only
+
+
+def test_wheels_of_another_set_are_removed_before_installing(tmp_path, monkeypatch):
+    """A warm GPU machine keeps --site between calls: installing another release's wheels over it would leave the
+    old release's metadata beside the new one (SGLang then looks like neither); the site is emptied first. The same
+    set is not reinstalled."""
+    wheels = tmp_path / "whl"
+    (wheels / "gpu").mkdir(parents=True)
+    (wheels / "release").write_text("0.5.23\n")
+    for name in ("gpu/a-1-py3-none-any.whl", "sglang-0.5.23-py3-none-any.whl"):
+        (wheels / name).write_text("")
+    monkeypatch.setattr(harness, "WHEELS", wheels)
+    started = []
+    monkeypatch.setattr(harness.subprocess, "Popen", lambda cmd: started.append(cmd) or "proc")
+    site = tmp_path / "site"
+    (site / "sglang-0.5.11.dist-info").mkdir(parents=True)
+    (site / ".harness-wheels").write_text("a-1-py3-none-any.whl\nsglang-0.5.11-py3-none-any.whl")
+    proc, marker, names = harness.install_wheels(site, "0.5.23", harness.Log(None))
+    assert not site.exists() and started and names.endswith("sglang-0.5.23-py3-none-any.whl")
+    site.mkdir()
+    marker.write_text(names)
+    (site / "kept").write_text("")
+    assert harness.install_wheels(site, "0.5.23", harness.Log(None)) is None and (site / "kept").exists()
