@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 import torch
 
 from sglang_dflash.env import PROFILE, PROFILE_KERNELS
@@ -56,18 +57,26 @@ def test_mark_before_start_is_ignored(tmp_path):
     assert prof.summary() == {}
 
 
-def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkeypatch):
+@pytest.mark.parametrize("rank_on_worker", [True, False], ids=["rank-on-worker", "rank-in-runtime-context"])
+def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkeypatch, rank_on_worker):
     """The plugin's `profile_decode` hook: a TpModelWorker's DECODE forwards are timed as "decode" by batch size (stock
     SGLang's step, measured as the workers' are); other forward modes (our workers' verify and extend) are not. (It
-    goes on only with SGLANG_DFLASH_PROFILE set: `test_sglang_plugin`.)"""
+    goes on only with SGLANG_DFLASH_PROFILE set: `test_sglang_plugin`.) The worker's rank: its attribute (0.5.11), or
+    SGLang's runtime context where the worker has none (0.5.23, whose TpModelWorker has no tp_rank)."""
     from types import SimpleNamespace
 
     from sglang_dflash.sglang.plugin.activate import around
     from sglang_dflash.sglang.plugin.patches import profile_decode
 
+    if not rank_on_worker:
+        context = pytest.importorskip("sglang.srt.runtime_context", reason="SGLang 0.5.23's runtime context")
+        monkeypatch.setattr(context, "_PARALLEL", SimpleNamespace(tp_rank=0))
+
     def worker_class():
         class TpModelWorker:
-            tp_rank, model_runner = 0, SimpleNamespace(device="cpu")
+            model_runner = SimpleNamespace(device="cpu")
+            if rank_on_worker:
+                tp_rank = 0
 
             def forward_batch_generation(self, batch, *args, **kwargs):
                 time.sleep(0.002)

@@ -280,9 +280,19 @@ def profile_decode(original, self, model_worker_batch, *args, **kwargs):
 
         from ..step_profile import StepProfile
 
-        profile = self._sglang_dflash_profile = StepProfile.from_env(torch.device(self.model_runner.device), self.tp_rank)
+        device = torch.device(self.model_runner.device)
+        profile = self._sglang_dflash_profile = StepProfile.from_env(device, _tp_rank(self))
     profile.start()
     out = original(self, model_worker_batch, *args, **kwargs)
     profile.mark("decode")
     profile.end(len(model_worker_batch.seq_lens))
     return out
+
+
+def _tp_rank(worker) -> int:
+    """A TpModelWorker's tensor-parallel rank: its own attribute up to 0.5.11, SGLang's runtime context on 0.5.23."""
+    if hasattr(worker, "tp_rank"):
+        return worker.tp_rank
+    from sglang.srt.runtime_context import get_parallel
+
+    return get_parallel().tp_rank
