@@ -8,8 +8,11 @@
 | dspark  | each depth's argmax of its logits plus the Markov  | the Markov head's bias among each depth's    |
 |         | bias of the token before                           | top-budget tokens, given the token before    |
 
-Scoring "marginal" (and DSpark's rnn head, whose bias depends on the whole path) gives DDTree's tree of the per-depth
-logits. Whatever is proposed, the target's verify decides what is emitted.
+A conditional score is log q(c_d | c_{d-1}) over the depth's K candidates plus log P(the depth's token is among
+them), the K's mass under the depth's marginals: so heads that add nothing (zero bias) give DDTree's tree exactly, and
+a depth whose K candidates are unlikely is as costly to extend as in DDTree. Scoring "marginal" (and DSpark's rnn
+head, whose bias depends on the whole path) gives DDTree's tree of the per-depth logits. Whatever is proposed, the
+target's verify decides what is emitted.
 
 Shapes: R requests, D depths (`config.num_depths`), V vocabulary, K candidates per depth, B budget.
 """
@@ -20,7 +23,7 @@ import torch
 from torch import Tensor
 
 from .conditional_tree import build_conditional_tree
-from .ddtree import DraftTree, build_ddtree
+from .ddtree import DraftTree, build_ddtree, draft_log_probs
 from .dflash import chain_tree, greedy_chain
 from .models.draft_heads import chain_predecessors, selector_scores
 
@@ -63,11 +66,12 @@ def draft(drafter, hidden: Tensor | None, logits: Tensor, roots: Tensor, algo: s
 
 
 def selector_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget: int):
-    """DFlash2: each depth's top selector_top_k tokens and their selector log-scores, given the anchor at depth 1 and
-    each candidate of the depth before later -> (cand [R, D, K], first [R, K], step [R, D - 1, K, K])."""
-    unary, cand = logits.topk(drafter.config.selector_top_k, dim=-1)
+    """DFlash2: each depth's top selector_top_k tokens and their selector log-scores plus the depth's log-mass, given
+    the anchor at depth 1 and each candidate of the depth before later -> (cand [R, D, K], first [R, K],
+    step [R, D - 1, K, K])."""
+    logp, cand, mass = _candidates(logits, drafter.config.selector_top_k)
     edge = drafter.candidate_selector.edge_scores(hidden, cand, chain_predecessors(roots, cand))
-    scores = selector_scores(unary, edge)  # [R, D, K, K]; depth 1's rows all the anchor's
+    scores = selector_scores(logp, edge) + mass[:, :, None, None]  # [R, D, K, K]; depth 1's rows all the anchor's
     return cand, scores[:, 0, 0], scores[:, 1:]
 
 
@@ -86,15 +90,22 @@ def selector_chain(drafter, hidden: Tensor, logits: Tensor, roots: Tensor) -> Te
 
 def markov_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget: int):
     """DSpark (vanilla or gated head): each depth's top-K tokens of its logits (K = min(budget, V)), scored by the
-    logits plus the Markov bias of the token before, normalised over the K -> (cand, first, step) as
-    `selector_heads`."""
-    base, cand = logits.topk(min(budget, logits.shape[-1]), dim=-1)  # [R, D, K]
+    logits plus the Markov bias of the token before, normalised over the K, plus the depth's log-mass -> (cand, first,
+    step) as `selector_heads`."""
+    logp, cand, mass = _candidates(logits, min(budget, logits.shape[-1]))
     head = drafter.markov_head
     bias, _ = head.bias_at(roots, hidden[:, 0], cand[:, 0])  # [R, K]
-    first = torch.log_softmax(base[:, 0] + bias.float(), -1)
+    first = torch.log_softmax(logp[:, 0] + bias.float(), -1) + mass[:, 0, None]
     bias = head.bias_matrix(cand[:, :-1], hidden[:, 1:], cand[:, 1:])  # [R, D - 1, K(parent), K]
-    step = torch.log_softmax(base[:, 1:, None] + bias.float(), -1)
+    step = torch.log_softmax(logp[:, 1:, None] + bias.float(), -1) + mass[:, 1:, None, None]
     return cand, first, step
+
+
+def _candidates(logits: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Each depth's top-k tokens as DDTree picks them -> (their log-probabilities [R, D, k], ids [R, D, k], the
+    log-mass of the k [R, D])."""
+    logp, cand = draft_log_probs(logits, k)
+    return logp, cand, logp.logsumexp(-1)
 
 
 def markov_chain(drafter, hidden: Tensor, logits: Tensor, roots: Tensor) -> Tensor:

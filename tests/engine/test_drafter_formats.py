@@ -146,7 +146,8 @@ def test_dspark_settings(tmp_path):
 
 def test_conditional_scores_from_the_heads_by_hand(target, drafter):
     """The (candidates, first, step) that the tree is built from, recomputed element by element in float64 from the
-    heads' parameters: the selector's sum over its rank (DFlash2), the Markov bias W2[c] . w1[prev] (vanilla DSpark)."""
+    heads' parameters: the selector's sum over its rank (DFlash2), the Markov bias W2[c] . w1[prev] (vanilla DSpark),
+    normalised over the K candidates, plus the log of the K's probability under the depth's own softmax."""
     from sglang_dflash.proposal import markov_heads, selector_heads
 
     c = drafter.config
@@ -176,17 +177,66 @@ def test_conditional_scores_from_the_heads_by_hand(target, drafter):
         w1, w2 = drafter.markov_head.markov_w1.weight, drafter.markov_head.markov_w2.weight
         return float(logits[r, d, tok]) + sum(float(w2[tok, j]) * float(w1[prev, j]) for j in range(c.markov_rank))
 
-    def log_softmax(xs):
+    def log_sum_exp(xs):
         m = max(xs)
-        z = m + torch.tensor([x - m for x in xs], dtype=torch.float64).exp().sum().log().item()
+        return m + torch.tensor([x - m for x in xs], dtype=torch.float64).exp().sum().log().item()
+
+    def log_softmax(xs):
+        z = log_sum_exp(xs)
         return [x - z for x in xs]
 
+    def log_mass(r, d):  # log P(depth d + 1's token is one of its K candidates) under the drafter's marginals
+        row = [float(x) for x in logits[r, d]]
+        return log_sum_exp([row[int(t)] for t in cand[r, d]]) - log_sum_exp(row)
+
     for r in range(R):
-        expected = log_softmax([raw(r, 0, int(roots[r]), k) for k in range(K)])
+        expected = [x + log_mass(r, 0) for x in log_softmax([raw(r, 0, int(roots[r]), k) for k in range(K)])]
         torch.testing.assert_close(first[r].double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-4, atol=1e-4)
         for d in range(1, D):
             for p in range(K):
-                expected = log_softmax([raw(r, d, int(cand[r, d - 1, p]), k) for k in range(K)])
+                scores = log_softmax([raw(r, d, int(cand[r, d - 1, p]), k) for k in range(K)])
+                expected = [x + log_mass(r, d) for x in scores]
                 torch.testing.assert_close(
                     step[r, d - 1, p].double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-4, atol=1e-4
                 )
+
+
+def test_heads_that_add_nothing_give_ddtrees_tree(target, drafter):
+    """A conditional head whose bias is zero (DFlash2's successor codebook, DSpark's W2 zeroed) must score every
+    prefix by the product of its depths' marginals: the tree is DDTree's own (build_ddtree, tested against brute force
+    over paths) for the same logits, path for path. K >= budget, so every token DDTree could pick is a candidate."""
+    import copy
+
+    from sglang_dflash.ddtree import build_ddtree
+    from sglang_dflash.proposal import draft, uses_heads
+
+    c = drafter.config
+    if not uses_heads(c, "ddtree"):
+        pytest.skip("no conditional head here: the tree is DDTree's by construction")
+    zeroed = copy.deepcopy(drafter)
+    with torch.no_grad():
+        if c.format == "dflash2":
+            zeroed.candidate_selector.successor_codebook.zero_()
+        else:
+            zeroed.markov_head.markov_w2.weight.zero_()
+    budget = min(c.selector_top_k, 6) if c.format == "dflash2" else 6  # DDTree uses <= budget tokens per depth
+    g = torch.Generator().manual_seed(1)
+    R, D = 3, c.num_depths
+    hidden, logits = torch.randn(R, D, c.hidden_size, generator=g), 2 * torch.randn(R, D, c.vocab_size, generator=g)
+    roots = torch.tensor([3, 7, 11])
+
+    def paths(tree):
+        out = []
+        for r in range(R):
+            parent, tok = tree.parents[r].tolist(), tree.token_ids[r].tolist()
+
+            def path(i):
+                return () if i == 0 else path(parent[i]) + (tok[i],)
+
+            out.append(sorted(path(i) for i in range(1, len(tok))))
+        return out
+
+    got = draft(zeroed, hidden, logits, roots, "ddtree", budget)
+    assert paths(got) == paths(build_ddtree(logits, roots, budget))
+    if c.format == "dspark":  # the head with its trained-looking random W2 does change the tree here
+        assert paths(draft(drafter, hidden, logits, roots, "ddtree", budget)) != paths(got)
