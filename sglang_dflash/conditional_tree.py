@@ -15,18 +15,17 @@ depth d + 1's best B are among depth d's best B extended by their K candidates. 
 shallower one, then the order of generation (parent rank, candidate index), as `build_ddtree` numbers its nodes.
 
 Shapes: R requests, L depths, K candidates per depth, B = budget; N = B + 1 nodes (node 0 the root).
-Plain torch on any device (a Triton build is future work).
+On the GPU one Triton program per request (`kernels.tree_build.conditional_tree_build`), else torch
+(`kernels.tree_build.select_conditional_prefixes_ref`).
 """
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor
 
-from .ddtree import LOGP_FLOOR, DraftTree, tree_from_parents
-from .kernels.tree_build.naive import best_of_beams
+from .ddtree import LOGP_FLOOR, DraftTree, _is_capturing, tree_from_parents
+from .kernels.tree_build import conditional_fits, conditional_tree_build, select_conditional_prefixes_ref
 
 __all__ = ["build_conditional_tree", "prefix_count"]
 
@@ -54,32 +53,14 @@ def build_conditional_tree(
     total = prefix_count(K, L)
     if not isinstance(budget, int) or not 1 <= budget <= total:
         raise ValueError(f"budget={budget!r} must be in [1, {total}] (the prefixes of {L} depths of {K} candidates)")
-    B, device = budget, first.device
     # a NaN score (a drafter's NaN or +inf) counts as the floor, so the result is still a tree
-    first, step = (torch.where(torch.isnan(x), LOGP_FLOOR, x.double()) for x in (first, step))
-
-    # depth 1's beam: the candidates themselves (padded with no-prefix entries up to B)
-    width = min(B, K)
-    score, cand = torch.sort(first, dim=1, descending=True, stable=True)
-    score, cand = score[:, :width], cand[:, :width]
-    scores = [_pad(score, B, -math.inf)]
-    cands = [_pad(cand, B, 0)]
-    parents = [torch.full((R, B), -1, device=device, dtype=torch.long)]
-    rows = torch.arange(R, device=device)[:, None, None]
-    for d in range(1, L):
-        prev_score, prev_cand = scores[-1], cands[-1]
-        ext = prev_score[:, :, None] + step[rows, d - 1, prev_cand[:, :, None], torch.arange(K, device=device)]  # [R, B, K]
-        score, flat = torch.sort(ext.flatten(1), dim=1, descending=True, stable=True)
-        score, flat = score[:, :B], flat[:, :B]
-        scores.append(score)
-        cands.append(flat % K)
-        parents.append(flat // K + (d - 1) * B)  # the parent's entry in the flattened beams
-    scores, cands, parents = (torch.stack(t, 1).flatten(1) for t in (scores, cands, parents))  # [R, L * B]
-    if validate and (torch.isfinite(scores).sum(1) < B).any():
-        raise ValueError(f"fewer than {B} prefixes have a finite score")
-    token_ids, parent_ids = best_of_beams(scores, parents, cands, cand_ids, root_tokens, B)
-    return tree_from_parents(token_ids, parent_ids, max_depth=L)
-
-
-def _pad(t: Tensor, width: int, value) -> Tensor:
-    return torch.cat([t, t.new_full((t.shape[0], width - t.shape[1]), value)], dim=1) if t.shape[1] < width else t
+    first, step = (torch.where(torch.isnan(x), LOGP_FLOOR, x.float()) for x in (first, step))
+    if first.is_cuda and conditional_fits(budget, K):
+        fields, best = conditional_tree_build(first, step, cand_ids, root_tokens, budget)
+        tree = DraftTree(**fields, max_depth=L)
+    else:
+        token_ids, parent_ids, best = select_conditional_prefixes_ref(cand_ids, first, step, root_tokens, budget)
+        tree = tree_from_parents(token_ids, parent_ids, max_depth=L)
+    if validate and not _is_capturing() and not bool(torch.isfinite(best).all()):
+        raise ValueError(f"fewer than {budget} prefixes have a finite score")
+    return tree

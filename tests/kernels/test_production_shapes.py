@@ -19,7 +19,12 @@ from sglang_dflash.dflash import chain_tree
 from sglang_dflash.kernels import device as gpu
 from sglang_dflash.kernels.layer_table import LayerTable
 from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention, tree_attention_ref
-from sglang_dflash.kernels.tree_build import select_prefixes_ref, tree_build
+from sglang_dflash.kernels.tree_build import (
+    conditional_tree_build,
+    select_conditional_prefixes_ref,
+    select_prefixes_ref,
+    tree_build,
+)
 from sglang_dflash.kernels.tree_conv import tree_causal_conv1d_ref, tree_conv_commit_ref
 from sglang_dflash.kernels.tree_conv.tree_conv import conv_windows, tree_causal_conv1d_triton, tree_conv_commit_triton
 from sglang_dflash.kernels.tree_gdn import solve_step_nodes, tree_gdn_commit_ref, tree_gdn_verify_ref
@@ -257,6 +262,26 @@ def test_tree_build(R, B):
         got = tree_build(logp, ids, roots, B)
     for name, value in got.items():
         assert torch.equal(value, getattr(ref, name)), name
+
+
+@pytest.mark.parametrize("R,B,K", [pytest.param(R, B, K, id=f"R{R}-B{B}-K{K}") for R in BATCHES for B in BUDGETS
+                                     for K in (16, B)])  # fmt: skip
+def test_conditional_tree_build(R, B, K):
+    """The conditional build over 15 depths of K candidates (DFlash2's released selector: 16; DSpark's Markov head:
+    the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties included): every DraftTree field
+    and the chosen scores equal to the reference's (`select_conditional_prefixes_ref`, then `tree_from_parents`)."""
+    cpu, _ = generators("conditional", R, B, K)
+    first = (-torch.randint(0, 128, (R, K), generator=cpu).float() / 16).to(DEVICE)
+    step = (-torch.randint(0, 128, (R, DEPTHS - 1, K, K), generator=cpu).float() / 16).to(DEVICE)
+    cand = torch.stack([torch.randperm(VOCAB, generator=cpu)[:K] for _ in range(R * DEPTHS)]).view(R, DEPTHS, K).to(DEVICE)
+    roots = torch.randint(VOCAB, (R,), generator=cpu).to(DEVICE)
+    token_ids, parents, best = select_conditional_prefixes_ref(cand, first, step, roots, B)
+    ref = tree_from_parents(token_ids, parents, max_depth=DEPTHS)
+    with poisoned_outputs():
+        got, got_best = conditional_tree_build(first, step, cand, roots, B)
+    for name, value in got.items():
+        assert torch.equal(value, getattr(ref, name)), name
+    assert torch.equal(got_best.double(), best)
 
 
 def forced_targets(tree, cpu):

@@ -99,6 +99,10 @@ def production_calls(kernels):
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
 
+    def build_conditional_tree(B, K):  # DFlash2's selector (16 candidates) and DSpark's Markov head (K = B)
+        first, step = e(1, K), e(1, DEPTHS - 1, K, K)
+        kernels.tree_build.conditional_tree_build(first, step, e(1, DEPTHS, K, dtype=long), e(1, dtype=long), B)
+
     calls = [(f"N{N}", partial(f, N)) for f in (walk, conv_step) for N in NODES]
     calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
     calls += [(f"N{N}", partial(greedy_walk, 1, N)) for N in NODES] + [("R8-N65", partial(greedy_walk, 8, 65))]
@@ -107,6 +111,7 @@ def production_calls(kernels):
     calls += [("R8-N129", partial(gdn_gather, 129, 8))]  # the first launch by groups of V-heads
     calls += [("R8-N16", partial(gdn_step, 16, 8))]  # DFLASH's chains at batch 8: the verify's register cap
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
+    calls += [(f"B{B}-K{K}", partial(build_conditional_tree, B, K)) for B in (16, 64) for K in sorted({16, B})]
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 
 

@@ -9,7 +9,12 @@ from tree_helpers import DEVICE, poisoned_outputs, root_path
 
 from sglang_dflash.ddtree import DraftTree, build_ddtree, tree_from_parents
 from sglang_dflash.dflash import chain_tree
-from sglang_dflash.kernels.tree_build import select_prefixes_ref, tree_build
+from sglang_dflash.kernels.tree_build import (
+    conditional_tree_build,
+    select_conditional_prefixes_ref,
+    select_prefixes_ref,
+    tree_build,
+)
 from sglang_dflash.kernels.tree_walk import greedy_walk, tree_walk, walk_tree_ref
 from sglang_dflash.kernels.vocab import argmax, draft_log_probs, draft_log_probs_ref
 
@@ -48,6 +53,45 @@ def test_tree_build_matches_torch(R, L, V, B, ties):
         got = tree_build(logp.to(DEVICE), ids.to(DEVICE), roots.to(DEVICE), B)
     for name, value in got.items():
         assert torch.equal(value.cpu(), getattr(ref, name)), name
+
+
+def dyadic_heads(R, L, K, gen, ties, masked=0.0):
+    """Conditional scores that are multiples of 2^-4 (ties: of 2^-1, so many prefixes tie) and >= -16: every sum of
+    up to 15 is exact in float32 and float64 alike, so the kernel and the float64 reference rank the same prefixes;
+    `masked`: that share of step's entries -inf (candidates a head rules out)."""
+    scale = 2 if ties else 16
+    first = -torch.randint(0, 8 * scale, (R, K), generator=gen).float() / scale
+    step = -torch.randint(0, 8 * scale, (R, L - 1, K, K), generator=gen).float() / scale
+    step[torch.rand(step.shape, generator=gen) < masked] = -math.inf
+    cand_ids = torch.stack([torch.randperm(1000, generator=gen)[:K] for _ in range(R * L)]).view(R, L, K)
+    return cand_ids, first, step
+
+
+@pytest.mark.parametrize(
+    "R,L,K,B,ties,masked",
+    [
+        (1, 1, 3, 2, False, 0.0),
+        (2, 4, 3, 20, False, 0.0),
+        (3, 5, 5, 17, True, 0.0),
+        (1, 15, 16, 64, True, 0.0),  # DFlash2's released selector (top 16) at budget 64, 15 deep
+        (2, 3, 6, 4, True, 0.0),  # more candidates than the budget
+        (1, 3, 64, 64, False, 0.0),  # DSpark: K = budget
+        (2, 4, 2, 30, True, 0.0),  # every prefix (2 + 4 + 8 + 16)
+        (3, 5, 7, 33, False, 0.3),
+    ],
+)
+def test_conditional_tree_build_matches_torch(R, L, K, B, ties, masked):
+    gen = torch.Generator().manual_seed(R * 1000 + K * 10 + B)
+    cand_ids, first, step = dyadic_heads(R, L, K, gen, ties, masked)
+    roots = torch.randint(0, 1000, (R,), generator=gen)
+    token_ids, parents, best = select_conditional_prefixes_ref(cand_ids, first, step, roots, B)
+    assert torch.isfinite(best).all()  # the case's masking leaves at least B finite prefixes
+    ref = tree_from_parents(token_ids, parents, max_depth=L)
+    with poisoned_outputs():
+        got, got_best = conditional_tree_build(first.to(DEVICE), step.to(DEVICE), cand_ids.to(DEVICE), roots.to(DEVICE), B)
+    for name, value in got.items():
+        assert torch.equal(value.cpu(), getattr(ref, name)), name
+    assert torch.equal(got_best.cpu().double(), best)
 
 
 @pytest.mark.parametrize("R,L,V,B", [(3, 4, 6, 20), (2, 15, 30, 64), (1, 1, 4, 2), (5, 6, 3, 50)])

@@ -63,6 +63,40 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
     return best_of_beams(*flat, top_ids, root_tokens, B)
 
 
+def select_conditional_prefixes_ref(
+    cand_ids: Tensor, first: Tensor, step: Tensor, root_tokens: Tensor, budget: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The best `budget` prefixes under conditional scores (`conditional_tree`'s contract): cand_ids long [R, L, K],
+    first [R, K], step [R, L - 1, K, K] (<= 0, no NaN), root_tokens long [R] -> (token_ids, parents) long
+    [R, budget + 1], node 0 the root, and the chosen prefixes' scores float64 [R, budget] in node order (-inf: fewer
+    than `budget` finite prefixes; the tree is then unspecified). Scores are summed in float64.
+
+    Per-depth beams of B entries: depth 1's the candidates sorted (stable), depth d + 1's the best B of every
+    (beam entry i, candidate j) pair in (i, j) order (stable), a prefix among the best B having its parent among the
+    best B of its depth; then the global best B as `best_of_beams` takes them."""
+    R, L, K = cand_ids.shape
+    B, device = budget, first.device
+    first, step = first.double(), step.double()
+    width = min(B, K)
+    score, cand = torch.sort(first, dim=1, descending=True, stable=True)
+    scores, cands = [_pad(score[:, :width], B, -math.inf)], [_pad(cand[:, :width], B, 0)]
+    parents = [torch.full((R, B), -1, device=device, dtype=torch.long)]
+    rows = torch.arange(R, device=device)[:, None, None]
+    for d in range(1, L):
+        ext = scores[-1][:, :, None] + step[rows, d - 1, cands[-1][:, :, None], torch.arange(K, device=device)]  # [R, B, K]
+        score, flat = torch.sort(ext.flatten(1), dim=1, descending=True, stable=True)
+        scores.append(score[:, :B])
+        cands.append(flat[:, :B] % K)
+        parents.append(flat[:, :B] // K + (d - 1) * B)  # the parent's entry in the flattened beams
+    scores, cands, parents = (torch.stack(t, 1).flatten(1) for t in (scores, cands, parents))  # [R, L * B]
+    token_ids, parent_ids = best_of_beams(scores, parents, cands, cand_ids, root_tokens, B)
+    return token_ids, parent_ids, torch.sort(scores, dim=1, descending=True, stable=True).values[:, :B]
+
+
+def _pad(t: Tensor, width: int, value) -> Tensor:
+    return torch.cat([t, t.new_full((t.shape[0], width - t.shape[1]), value)], dim=1) if t.shape[1] < width else t
+
+
 def best_of_beams(
     scores: Tensor, parent_entry: Tensor, token_rank: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int
 ) -> tuple[Tensor, Tensor]:

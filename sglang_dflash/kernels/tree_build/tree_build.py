@@ -1,13 +1,16 @@
-"""Triton: a whole DDTree build in one kernel, one program per request.
+"""Triton: a whole draft-tree build in one kernel, one program per request.
 
-Same selection as `naive.select_prefixes_ref` (per-depth beams over the (i + 1)(j + 2) <= B
-pairs, then the global top B), with ties broken the same way, and it also writes the tree
-tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling. Sorting
-uses packed int64 keys (order-preserving float bits << 32 | reversed candidate index), so one
-`tl.topk` both ranks by score and breaks ties by candidate order, like a stable sort.
+`tree_build`: DDTree's tree, the same selection as `naive.select_prefixes_ref` (per-depth beams over the
+(i + 1)(j + 2) <= B pairs of sorted marginals). `conditional_tree_build`: the tree of conditional scores, the same
+selection as `naive.select_conditional_prefixes_ref` (per-depth beams over every (beam entry, candidate) pair, the
+candidate scored given its parent's candidate). Both then take the global top B with ties broken as the references
+do, and write the tree tensors (`ddtree.tree_from_parents`): depths, ancestor mask, first child, next sibling.
+Sorting uses packed int64 keys (order-preserving float bits << 32 | reversed candidate index), so one `tl.topk` both
+ranks by score and breaks ties by candidate order, like a stable sort.
 
-Shapes: logp float32 [R, L, K] (sorted descending, <= 0, K <= budget), top_ids long [R, L, K],
-root_tokens long [R]; outputs [R, N] (N = budget + 1) and ancestor_mask bool [R, N, N].
+Shapes: logp float32 [R, L, K] (sorted descending, <= 0, K <= budget), top_ids long [R, L, K]; or first float32
+[R, K], step float32 [R, L - 1, K, K] (<= 0, no NaN), cand_ids long [R, L, K]; root_tokens long [R]; outputs [R, N]
+(N = budget + 1) and ancestor_mask bool [R, N, N].
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from .. import device as gpu
 from .naive import merge_pattern
 
 MAX_TRITON_BUDGET = 512  # the global sort holds L * next_pow2(B) keys in one program
+MAX_CONDITIONAL_PAIRS = 8192  # a conditional depth sorts next_pow2(B) * next_pow2(K) keys in one program
 
 
 @triton.jit
@@ -38,46 +42,11 @@ def _unordered(o):
 
 
 @triton.jit
-def _tree_build_kernel(
-    logp,
-    top_ids,
-    roots,
-    pat_i,
-    pat_j,
-    s_score,
-    s_parent,
-    s_rank,
-    s_node,
-    s_sort,
-    token_ids,
-    parents,
-    depths,
-    positions,
-    anc,
-    next_token,
-    next_sibling,
-    K,
-    P,
-    L: tl.constexpr,
-    B: tl.constexpr,
-    BB: tl.constexpr,
-    PP: tl.constexpr,
-    LB: tl.constexpr,
-    NN: tl.constexpr,
-    RB: tl.constexpr,
-    PDL: tl.constexpr,
-):
-    gpu.pdl_start(PDL)
-    r = tl.program_id(0).to(tl.int64)
-    N: tl.constexpr = B + 1
-    lp = logp + r * L * K
-    ids = top_ids + r * L * K
-    sc = s_score + r * L * BB
-    sp = s_parent + r * L * BB
-    sr = s_rank + r * L * BB
-    sn = s_node + r * LB
+def _marginal_beams(lp, sc, sp, sr, pat_i, pat_j, K, P, L: tl.constexpr, B: tl.constexpr, BB: tl.constexpr,
+                    PP: tl.constexpr):  # fmt: skip
+    """DDTree's per-depth beams of sorted marginals lp [L, K] into sc / sp / sr [L, BB] (score, parent entry, token
+    rank)."""
     b = tl.arange(0, BB)
-
     # Depth 1 beam: the top tokens themselves. Each depth's beam stays in registers for the next (a gather by the
     # pairs' beam ranks); its entries are also stored for the global top B below, and no depth waits on memory.
     beam = tl.load(lp + b, mask=b < K, other=float("-inf"))
@@ -105,6 +74,94 @@ def _tree_build_kernel(
         tl.store(sp + d * BB + b, pair // BB + (d - 1) * BB)
         tl.store(sr + d * BB + b, pair % BB)
         tok_lp = nxt_lp
+
+
+@triton.jit
+def _conditional_beams(first, step, sc, sp, sr, K, L: tl.constexpr, B: tl.constexpr, BB: tl.constexpr,
+                       KK: tl.constexpr, CC: tl.constexpr):  # fmt: skip
+    """Per-depth beams of conditional scores (first [K], step [L - 1, K, K]) into sc / sp / sr [L, BB]. Every (beam
+    entry i, candidate j) pair competes (a parent's children are scored by its own row of step: no pair pattern);
+    its key carries i * KK + j, so ties go to the lexicographic (i, j) order, as the reference's stable sort."""
+    b = tl.arange(0, BB)
+    c = tl.arange(0, CC)  # CC = max(BB, KK): depth 1's candidates, padded to at least the beam
+    f = tl.load(first + c, mask=c < K, other=float("-inf"))
+    top = tl.topk((_ordered(f).to(tl.int64) << 32) | (CC - 1 - c).to(tl.int64), BB)
+    beam = tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf"))
+    rank = (CC - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+    rank = tl.where(rank < K, rank, 0)
+    tl.store(sc + b, beam)
+    tl.store(sp + b, tl.full([BB], -1, tl.int32))
+    tl.store(sr + b, rank)
+
+    q = tl.arange(0, BB * KK)
+    qi = q // KK
+    qj = q % KK
+    qm = (qi < B) & (qj < K)
+    low = (BB * KK - 1 - q).to(tl.int64)
+    for d in range(1, L):
+        row = tl.gather(rank, qi, 0)  # each pair's parent candidate: its row of step
+        edge = tl.load(step + ((d - 1) * K + row) * K + qj, mask=qm, other=0.0)
+        cand = tl.where(qm, tl.gather(beam, qi, 0) + edge, float("-inf"))
+        top = tl.topk((_ordered(cand).to(tl.int64) << 32) | low, BB)
+        pair = (BB * KK - 1) - (top & 0x7FFFFFFF).to(tl.int32)
+        beam = tl.where(b < B, _unordered((top >> 32).to(tl.int32)), float("-inf"))
+        rank = tl.where(pair % KK < K, pair % KK, 0)
+        tl.store(sc + d * BB + b, beam)
+        tl.store(sp + d * BB + b, pair // KK + (d - 1) * BB)
+        tl.store(sr + d * BB + b, rank)
+
+
+@triton.jit
+def _tree_build_kernel(
+    logp,
+    top_ids,
+    roots,
+    pat_i,
+    pat_j,
+    first,
+    step,
+    s_best,
+    s_score,
+    s_parent,
+    s_rank,
+    s_node,
+    s_sort,
+    token_ids,
+    parents,
+    depths,
+    positions,
+    anc,
+    next_token,
+    next_sibling,
+    K,
+    P,
+    L: tl.constexpr,
+    B: tl.constexpr,
+    BB: tl.constexpr,
+    PP: tl.constexpr,
+    LB: tl.constexpr,
+    NN: tl.constexpr,
+    RB: tl.constexpr,
+    COND: tl.constexpr,
+    KK: tl.constexpr,
+    CC: tl.constexpr,
+    PDL: tl.constexpr,
+):
+    gpu.pdl_start(PDL)
+    r = tl.program_id(0).to(tl.int64)
+    N: tl.constexpr = B + 1
+    lp = logp + r * L * K
+    ids = top_ids + r * L * K
+    sc = s_score + r * L * BB
+    sp = s_parent + r * L * BB
+    sr = s_rank + r * L * BB
+    sn = s_node + r * LB
+    b = tl.arange(0, BB)
+    if COND:
+        _conditional_beams(first + r * K, step + r * (L - 1) * K * K, sc, sp, sr, K, L, B, BB, KK, CC)
+    else:
+        _marginal_beams(lp, sc, sp, sr, pat_i, pat_j, K, P, L, B, BB, PP)
+    tl.store(sn + tl.arange(0, LB), tl.zeros([LB], tl.int32))  # an entry never chosen reads as the root
     tl.debug_barrier()
 
     # Global top B of all beam entries; ties: smaller flat index (shallower, then beam rank) first.
@@ -114,6 +171,7 @@ def _tree_build_kernel(
     top = tl.topk((_ordered(s).to(tl.int64) << 32) | tl.where(ev, LB - 1 - e, 0).to(tl.int64), BB)
     chosen = (LB - 1) - (top & 0x7FFFFFFF).to(tl.int32)
     keep = b < B
+    tl.store(s_best + r * BB + b, _unordered((top >> 32).to(tl.int32)))  # the chosen scores (validation)
     tl.store(sn + chosen, b + 1, mask=keep)
     tl.debug_barrier()
     pe = tl.load(sp + chosen, mask=keep, other=-1)
@@ -176,12 +234,37 @@ def tree_build(
     """The DraftTree fields (token_ids, parents, depths, positions (= depths), ancestor_mask, next_token, next_sibling) of
     the top-`budget` prefixes. logp float32 [R, L, K] (K <= budget), top_ids long [R, L, K]."""
     R, L, K = logp.shape
-    B, N, device = budget, budget + 1, logp.device
-    if B > MAX_TRITON_BUDGET:
-        raise ValueError(f"budget={B} is above the Triton tree build's limit {MAX_TRITON_BUDGET}")
-    pat_i, pat_j = _pattern_i32(B, K, device)
+    if budget > MAX_TRITON_BUDGET:
+        raise ValueError(f"budget={budget} is above the Triton tree build's limit {MAX_TRITON_BUDGET}")
+    pat_i, pat_j = _pattern_i32(budget, K, logp.device)
+    out, _ = _launch(logp.contiguous(), logp, logp, top_ids, root_tokens, budget, pat_i, pat_j, False, num_warps)
+    return out
+
+
+def conditional_tree_build(
+    first: Tensor, step: Tensor, cand_ids: Tensor, root_tokens: Tensor, budget: int, num_warps: int | None = None
+) -> tuple[dict[str, Tensor], Tensor]:
+    """The DraftTree fields of the top-`budget` prefixes under conditional scores (as `tree_build`'s), and the chosen
+    prefixes' scores float32 [R, budget] (a -inf one: fewer than `budget` finite prefixes; the tree is then
+    unspecified). first float32 [R, K], step float32 [R, L - 1, K, K] (no NaN), cand_ids long [R, L, K]."""
+    R, L, K = cand_ids.shape
+    if not conditional_fits(budget, K):
+        raise ValueError(f"budget={budget} with {K} candidates a depth is above the Triton conditional build's limits")
+    none = torch.empty(0, device=first.device, dtype=torch.int32)
+    return _launch(first, first.contiguous(), step.contiguous(), cand_ids, root_tokens, budget, none, none, True, num_warps)
+
+
+def conditional_fits(budget: int, K: int) -> bool:
+    """Whether the Triton conditional build takes this budget and candidate count."""
+    pow2 = triton.next_power_of_2
+    return budget <= MAX_TRITON_BUDGET and max(2, pow2(budget)) * max(2, pow2(K)) <= MAX_CONDITIONAL_PAIRS
+
+
+def _launch(logp, first, step, top_ids, root_tokens, budget, pat_i, pat_j, cond: bool, num_warps):
+    L, K = top_ids.shape[1:]
+    R, B, N, device = top_ids.shape[0], budget, budget + 1, top_ids.device
     P = pat_i.numel()
-    BB, NN = (max(2, triton.next_power_of_2(n)) for n in (B, N))
+    BB, NN, KK = (max(2, triton.next_power_of_2(n)) for n in (B, N, K))
     PP = max(BB, triton.next_power_of_2(P))  # small budgets have fewer pairs than B
     LB = triton.next_power_of_2(L * BB)
     i32 = dict(device=device, dtype=torch.int32)
@@ -194,12 +277,16 @@ def tree_build(
         next_token=torch.empty(R, N, device=device, dtype=torch.long),
         next_sibling=torch.empty(R, N, device=device, dtype=torch.long),
     )
+    best = torch.empty(R, BB, device=device)
     _tree_build_kernel[(R,)](
-        logp.contiguous(),
+        logp,
         top_ids.contiguous(),
         root_tokens.to(device=device, dtype=torch.long),
         pat_i,
         pat_j,
+        first,
+        step,
+        best,
         torch.empty(R, L, BB, device=device),
         torch.empty(R, L, BB, **i32),
         torch.empty(R, L, BB, **i32),
@@ -221,7 +308,10 @@ def tree_build(
         LB=LB,
         NN=NN,
         RB=max(1, 4096 // NN),
+        COND=cond,
+        KK=KK,
+        CC=max(BB, KK),
         num_warps=num_warps or (4 if BB < 64 else 8),
         **gpu.pdl_launch(device),
     )
-    return out
+    return out, best[:, :B]
