@@ -350,6 +350,7 @@ def build_checkpoints(work: Path, args, log: Log) -> tuple[Path, Path]:
     del model
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft)]
     cmd += ["--layers", str(args.draft_layers), "--block-size", str(args.block_size), "--seed", str(args.seed + 1)]
+    cmd += ["--format", args.draft_format]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=repo_env())
     log.stamp(f"checkpoints: target {target} ({4 * args.groups} layers, hidden {args.hidden}, vocab {args.vocab}, bf16);",
               out.stdout.strip())  # fmt: skip
@@ -1063,9 +1064,19 @@ def parse_args(argv=None):
     )
     p.add_argument("--draft-layers", type=int, default=2, help="random pair only")
     p.add_argument("--block-size", type=int, default=16, help="random pair only")
+    p.add_argument(
+        "--draft-format",
+        choices=("dflash", "dflash2", "dspark"),
+        default="dflash",
+        help="random pair only: the drafter's format (init_draft --format, its default heads); at TP=1 the workers "
+        "draft with DFlash2's selector or DSpark's Markov head",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--_sglang-worker", dest="sglang_worker", default=None, help=argparse.SUPPRESS)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.pair == "shipped" and args.draft_format != "dflash":
+        p.error("--draft-format: the shipped pair's drafter is DFlash-format (use --pair random)")
+    return args
 
 
 def main(argv=None) -> int:

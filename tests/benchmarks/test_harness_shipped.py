@@ -297,3 +297,17 @@ def test_wheels_of_another_set_are_removed_before_installing(tmp_path, monkeypat
     marker.write_text(names)
     (site / "kept").write_text("")
     assert harness.install_wheels(site, "0.5.23", harness.Log(None)) is None and (site / "kept").exists()
+
+
+@pytest.mark.parametrize("fmt", ["dflash2", "dspark"])
+def test_random_pair_in_each_drafter_format(tmp_path, fmt):
+    """--draft-format makes the random pair's drafter in that format (its own config, loadable strictly); the shipped
+    pair's drafter is DFlash-format, so the two together are refused."""
+    from sglang_dflash.models.dflash_draft import DFlashDrafter
+
+    args = harness.parse_args(["--vocab", "64", "--hidden", "64", "--groups", "2", "--draft-layers", "1",
+                               "--block-size", "4", "--draft-format", fmt])  # fmt: skip
+    _, draft = harness.build_checkpoints(tmp_path, args, harness.Log(None))
+    assert DFlashDrafter.from_pretrained(draft).config.format == fmt
+    with pytest.raises(SystemExit):
+        harness.parse_args(["--pair", "shipped", "--draft-format", fmt])
