@@ -1,7 +1,7 @@
 """Step costs inside stock SGLang at Qwen3.6-27B shapes, on the GPU machine.
 
-    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
-        [--budgets 32,64] [--out $OUT]
+    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.23|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
+        [--budgets 32,64] [--runs sglang,sglang-mtp,sglang-eagle-tree,sglang-ddtree64] [--out $OUT]
 
 (device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s:
 benchmarks/RESULTS.md. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
@@ -11,8 +11,11 @@ with SGLang's random `load_format="dummy"` weights (no checkpoint is written, on
 random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window layers + 1 full, block 16).
 SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
-SGLang's own DFLASH where the release has one (0.5.11; the same drafter, timed by wall clock only), our DFLASH_CHAIN
-(chain of 16), DDTREE at each budget, their GDN layers verified by our tree kernels (the default);
+SGLang's own DFLASH where the release has one (0.5.11; the same drafter, timed by wall clock only), SGLang's own MTP
+on 0.5.23 (what Qwen3.6 users run today: NEXTN with the target as its own draft, SGLang's one-layer
+`Qwen3_5ForCausalLMMTP` with dummy weights; `sglang-mtp` a chain of 3 steps / 4 tokens, `sglang-eagle-tree` topk 4 x
+3 steps / 8 tokens; wall clock only, `mtp_runs`), our DFLASH_CHAIN (chain of 16), DDTREE at each budget, their GDN
+layers verified by our tree kernels (the default);
 with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
 which is SGLang's MTP-style verify with a state snapshot per node; with --also-backend-attention each plugin run again
 with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFLASH_TREE_ATTENTION=0) instead of the
@@ -84,17 +87,25 @@ def tp2_shard(text: dict) -> dict:
     return dict(text, **{k: text[k] // 2 for k in half})
 
 
-def build(work: Path, log: h.Log, text: dict = QWEN36_27B_TEXT) -> tuple[Path, Path]:
-    """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it (its
-    heads follow the target's, as init_draft makes them)."""
+def write_target(target: Path, text: dict = QWEN36_27B_TEXT) -> Path:
+    """config.json of a Qwen3.5/3.6 target of these text shapes, as SGLang loads it (its weights: SGLang's dummy
+    loader). The MTP runs take the same directory as their draft: SGLang builds its MTP layer from this config
+    (`Qwen3_5ForCausalLMMTP`, one layer whatever the checkpoint's `mtp_num_hidden_layers`, which nothing reads), so
+    the target needs no MTP field and stays the one every run loads."""
     from transformers import Qwen3_5Config
 
-    target, draft = work / "target27b", work / "draft27b"
-    _, vision = h.target_configs(512, 5120, 1)
+    _, vision = h.target_configs(512, text["hidden_size"], 1)
     cfg = Qwen3_5Config(text_config=text, vision_config=vision, tie_word_embeddings=False)
     cfg.eos_token_id = None
     cfg.architectures = ["Qwen3_5ForConditionalGeneration"]  # what SGLang picks the model class by
     cfg.save_pretrained(target)
+    return target
+
+
+def build(work: Path, log: h.Log, text: dict = QWEN36_27B_TEXT) -> tuple[Path, Path]:
+    """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it (its
+    heads follow the target's, as init_draft makes them)."""
+    target, draft = write_target(work / "target27b", text), work / "draft27b"
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft), "--layers", "5",
            "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16"]  # fmt: skip
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=h.repo_env())
@@ -126,6 +137,60 @@ def forced_runs(runs: list[h.SGLangRun], taus: dict[str, float], work: Path, env
             run.env = dict(run.env, PYTHONPATH=path, **{forced.ENV: ",".join(f"{a:.6f}" for a in survival)})
 
 
+MTP, EAGLE_TREE = "sglang-mtp", "sglang-eagle-tree"  # SGLang's own EAGLE/NEXTN with the target's MTP layer
+# 0.5.23 only: its EAGLE runs on Triton and JIT-built CUDA kernels of its own (sglang.kernels.ops.speculative), while
+# 0.5.11's imports sgl_kernel's compiled build_tree_kernel_efficient / verify_tree_greedy / fast_topk, which the GPU
+# image's stand-in (tests/sgl_kernel_stub) does not have (0.5.11's server arguments resolve the same runs on CPU)
+MTP_RELEASES = ("0.5.23",)
+MTP_SHAPES = {  # speculative_num_steps, speculative_eagle_topk, speculative_num_draft_tokens
+    MTP: (3, 1, 4),  # the usual MTP chain: 3 draft steps, 4 tokens verified
+    EAGLE_TREE: (3, 4, 8),  # a tree: the top 4 per step over 3 steps, the best 8 tokens (root included) verified
+}
+
+
+def mtp_runs(args, target: Path) -> list[h.SGLangRun]:
+    """SGLang's own MTP speculative decoding, what a Qwen3.5/3.6 user runs today: NEXTN (EAGLE's alias) with the target
+    checkpoint as its own draft, which SGLang loads as `Qwen3_5ForCausalLMMTP` (its one MTP layer, sharing the
+    target's embedding and LM head), as a chain (topk 1) and as a tree (topk > 1: spec v2's tree verify of the GDN
+    layers). The drafter's weights are dummy too. With the plugin installed, as the user would have it (SGLang stays
+    stock for an algorithm not ours); without our profile (the table gives their wall time per step and tokens per
+    pass)."""
+    if args.sglang not in MTP_RELEASES:
+        return []
+    base = h.sglang_base_kwargs(args, target)
+    return [
+        h.SGLangRun(name, plugin=True, engine_kwargs=dict(base, speculative_algorithm="NEXTN",
+                    speculative_draft_model_path=str(target), speculative_draft_load_format="dummy",
+                    speculative_num_steps=steps, speculative_eagle_topk=topk, speculative_num_draft_tokens=tokens))
+        for name, (steps, topk, tokens) in MTP_SHAPES.items()
+    ]  # fmt: skip
+
+
+def select(runs: list[h.SGLangRun], names: list[str] | None) -> list[h.SGLangRun]:
+    """The runs named by --runs, in its order (all without it), as harness.sglang_runs selects its own."""
+    if not names:
+        return runs
+    return sorted((r for r in runs if r.name in names), key=lambda r: names.index(r.name))
+
+
+def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]:
+    """The configurations, in --runs order: the harness's (stock, SGLang's DFLASH, ours), each with the plugin loaded
+    and profiled, then SGLang's MTP (`mtp_runs`: wall clock only); every one on dummy weights."""
+    runs = h.sglang_runs(hargs, target, draft)
+    for run in runs:
+        profile = work / f"{run.name}.profile.json"
+        # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
+        # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
+        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
+    runs = select(runs + mtp_runs(hargs, target), hargs.runs)
+    for run in runs:
+        run.engine_kwargs.update(load_format="dummy", context_length=2048)
+        profile = work / f"{run.name}.profile.json"  # none left from an earlier call
+        profile.unlink(missing_ok=True)
+        profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
+    return runs
+
+
 def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     """Markdown: per run and batch size, wall ms per forward step (every run, the same way) and, for plugin runs,
     the profiled step by phase (profiles: run name -> step_profile summary)."""
@@ -150,7 +215,8 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         "included; warm: a warm-up at each batch size runs first), the same for every run. profiled step and phases: "
         "medians on the GPU timeline "
         "(SGLANG_DFLASH_PROFILE) over the workers' decode steps, or stock SGLang's decode forwards; x stock: the "
-        "ratio to stock decode's, each way. overhead: all phases but the drafter pass and the verify forward.",
+        "ratio to stock decode's, each way. overhead: all phases but the drafter pass and the verify forward. "
+        "SGLang's own algorithms (builtin DFLASH, MTP chain and tree) have no profile: wall clock and tokens per pass.",
         "",
         "| run | batch | wall / step | x stock | profiled step | x stock | "
         + " | ".join(PHASES)
@@ -252,15 +318,7 @@ def main(argv=None) -> int:
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
-    runs = h.sglang_runs(hargs, target, draft)
-    for run in runs:
-        run.engine_kwargs.update(load_format="dummy", context_length=2048)
-        profile = mine.work / f"{run.name}.profile.json"
-        profile.unlink(missing_ok=True)
-        profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
-        # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
-        # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
-        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
+    runs = step_runs(hargs, target, draft, mine.work)
     if mine.forced_tau:
         forced_runs(runs, mine.forced_tau, mine.work, env, json.loads((draft / "config.json").read_text())["block_size"])
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)

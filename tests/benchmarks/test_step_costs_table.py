@@ -1,13 +1,21 @@
 """benchmarks/gpu/sglang_step_costs.py's table: plugin rows from the step profile (phases, overhead, ratio to
-stock decode), stock rows from wall time per pass, failed runs with their error."""
+stock decode), stock rows from wall time per pass, failed runs with their error; its runs of SGLang's own MTP (chain
+and tree), and SGLang 0.5.23's resolution of them on CPU."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
 import sys
+import textwrap
 from types import SimpleNamespace
 
-from paths import ROOT
+import pytest
+from paths import ROOT, STUB
+
+from sglang_dflash.sglang.plugin.activate import installed_version
 
 sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
 spec = importlib.util.spec_from_file_location("sglang_step_costs", ROOT / "benchmarks" / "gpu" / "sglang_step_costs.py")
@@ -60,3 +68,99 @@ def test_tp2_shard_halves_what_tp2_splits():
     assert (text["num_attention_heads"], text["num_key_value_heads"]) == (12, 2)
     assert (text["linear_num_key_heads"], text["linear_num_value_heads"], text["intermediate_size"]) == (8, 24, 8704)
     assert text["hidden_size"] == 5120 and text["vocab_size"] == 248_320 and text["num_hidden_layers"] == 64
+
+
+def test_mtp_runs_are_sglangs_nextn_with_the_target_as_draft(tmp_path):
+    """0.5.23: SGLang's own MTP (NEXTN, the target its own draft, dummy weights) as a chain and as a tree, after the
+    harness's runs, with the plugin loaded and no profile; --runs picks and orders them with the rest."""
+    argv = ["--sglang", "0.5.23", "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "DFLASH", "--budgets", "63"]
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"block_size": 16}')
+    (tmp_path / "sglang-mtp.profile.json").write_text("{}")  # an earlier call's: gone, as the other runs' are
+    runs = {r.name: r for r in costs.step_runs(h.parse_args(argv), target, draft, tmp_path)}
+    assert list(runs) == ["sglang", "sglang-dflash-chain", "sglang-ddtree63", h.BUILTIN, costs.MTP, costs.EAGLE_TREE]
+    assert not (tmp_path / "sglang-mtp.profile.json").exists()
+    stock = runs["sglang"].engine_kwargs
+    for name, shape in [(costs.MTP, (3, 1, 4)), (costs.EAGLE_TREE, (3, 4, 8))]:
+        run = runs[name]
+        kw = run.engine_kwargs
+        assert run.plugin and "SGLANG_DFLASH_PROFILE" not in run.env  # stock SGLang for NEXTN; wall clock only
+        assert (kw["speculative_algorithm"], kw["speculative_draft_model_path"]) == ("NEXTN", str(target))
+        assert (kw["speculative_num_steps"], kw["speculative_eagle_topk"], kw["speculative_num_draft_tokens"]) == shape
+        assert kw["load_format"] == kw["speculative_draft_load_format"] == "dummy"
+        assert {k: v for k, v in kw.items() if not k.startswith("speculative_")} == stock  # the stock run's, else
+    assert stock["load_format"] == "dummy" and stock["context_length"] == 2048 and "cuda_graph_max_bs_decode" in stock
+    assert all("SGLANG_DFLASH_PROFILE" in runs[n].env for n in list(runs)[:4])
+    picked = costs.step_runs(h.parse_args([*argv, "--runs", "sglang-eagle-tree,sglang,sglang-mtp"]), target, draft, tmp_path)
+    assert [r.name for r in picked] == [costs.EAGLE_TREE, "sglang", costs.MTP]
+    for release in ("0.5.11", "0.5.10.post1"):  # their EAGLE needs sgl_kernel ops the GPU image's stand-in lacks
+        assert not costs.mtp_runs(h.parse_args(["--sglang", release]), target)
+
+
+def test_table_rows_of_sglangs_own_mtp():
+    """No profile: wall time per step (their target passes, spec_verify_ct) and tokens per pass, as builtin DFLASH."""
+    stock = h.Run("sglang", 1, outputs=[[1]] * 2, wall_s=0.64, extra=dict(meta=[dict(completion_tokens=32)] * 2))
+    passes = [dict(completion_tokens=32, spec_verify_ct=16)] * 2
+    mtp = h.Run(costs.MTP, 1, outputs=[[1]] * 2, wall_s=0.96, extra=dict(meta=passes, tokens_per_pass=2.0))
+    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=2, max_new_tokens=32, forced_tau=None)
+    text = costs.table([stock, mtp], {"sglang": {"1": {"steps": 31, "median_us": dict(decode=9000, step=9000)}}}, args)
+    row = next(line.split(" | ") for line in text.splitlines() if line.startswith(f"| {costs.MTP} |"))
+    assert row[2:6] == ["30.00", "3.00", "-", "-"]  # 0.96 s / 32 passes; stock 0.64 s / 64 tokens
+    assert row[-2:] == ["-", "2.00 |"]
+
+
+MTP_PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from sglang.srt.plugins import load_plugins; load_plugins()  # as the Engine's processes do: the plugin loaded
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+    from sglang.srt.configs.model_config import ModelConfig
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+    import sglang_step_costs as costs
+
+    h = costs.h
+    text = dict(costs.QWEN36_27B_TEXT, vocab_size=512, hidden_size=256, intermediate_size=512, num_hidden_layers=8,
+                layer_types=[h.LIN, h.LIN, h.LIN, h.FULL] * 2, num_attention_heads=4, num_key_value_heads=2,
+                head_dim=64, linear_num_key_heads=2, linear_num_value_heads=4)
+    target = costs.write_target(Path(sys.argv[1]), text)
+    out = {}
+    for run in costs.mtp_runs(h.parse_args(["--sglang", "0.5.23", "--mem-fraction", "0.85"]), target):
+        a = ServerArgs(**dict(run.engine_kwargs, load_format="dummy", context_length=2048, device="cpu"))
+        a.resolve_once()
+        v = resolved_view(a)
+        row = {k: getattr(v, k) for k in ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+               "speculative_num_draft_tokens", "speculative_draft_model_path", "speculative_draft_load_format")}
+        row["target"] = ModelConfig.from_server_args(v).hf_config.architectures
+        row["draft"] = ModelConfig.from_server_args(v, model_path=v.speculative_draft_model_path,
+                                                    is_draft_model=True).hf_config.architectures
+        worker = SpeculativeAlgorithm.from_string(v.speculative_algorithm).create_worker(a)
+        row["worker"] = f"{worker.__module__}.{worker.__name__}"
+        out[run.name] = row
+    print("RESULTS" + json.dumps(out))
+    """
+)
+
+
+@pytest.mark.sglang
+@pytest.mark.skipif(installed_version() not in costs.MTP_RELEASES, reason="the MTP runs are 0.5.23's")
+def test_sglang_resolves_the_mtp_runs(tmp_path):
+    """SGLang 0.5.23's server-argument resolution (on CPU) takes both runs as built: NEXTN becomes EAGLE on spec v2's
+    worker, topk 4 stays (tree drafting on a hybrid GDN target), and the draft of a Qwen3.5 target is its MTP layer."""
+    path = os.pathsep.join([str(STUB), str(ROOT / "benchmarks" / "gpu"), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}  # the import-only sgl_kernel stand-in, the script's folder
+    out = subprocess.run([sys.executable, "-c", MTP_PROBE, str(tmp_path / "target")], capture_output=True, text=True,
+                         timeout=600, env=env)  # fmt: skip
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULTS")]
+    assert lines, out.stdout[-2000:] + out.stderr[-4000:]
+    res = json.loads(lines[0].removeprefix("RESULTS"))
+    target = str(tmp_path / "target")
+    for name, shape in [(costs.MTP, [3, 1, 4]), (costs.EAGLE_TREE, [3, 4, 8])]:
+        row = res[name]
+        assert row["speculative_algorithm"] == "EAGLE"  # NEXTN is its alias
+        assert [row["speculative_num_steps"], row["speculative_eagle_topk"], row["speculative_num_draft_tokens"]] == shape
+        assert (row["speculative_draft_model_path"], row["speculative_draft_load_format"]) == (target, "dummy")
+        assert (row["target"], row["draft"]) == (["Qwen3_5ForConditionalGeneration"], ["Qwen3_5ForCausalLMMTP"])
+        assert row["worker"] == "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2"
