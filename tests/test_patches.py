@@ -217,12 +217,12 @@ def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
         assert {"DDTREE", "DFLASH_CHAIN", "EAGLE"} <= set(res["choices"])
         assert ("DFLASH" in res["choices"]) == TARGET.table.has_dflash  # SGLang's own DFLASH where it has one
     ddtree = res["ddtree"]
-    # spec v2 (0.5.23): not EAGLE, topk 2 x 16 steps; spec v1: EAGLE's tree verify, topk 8 x 15 steps
+    # spec v2 (0.5.23): not EAGLE, topk 2 x 16 steps; spec v1: EAGLE's tree verify, topk 2 x 15 steps
     assert (ddtree["algo"], ddtree["is_eagle"], ddtree["spec_v2"]) == (
         ("DDTREE", False, None) if TARGET.v2 else ("DDTREE", True, False)
     )
     steps = [ddtree[f"speculative_{k}"] for k in ("num_steps", "eagle_topk", "num_draft_tokens")]
-    assert steps == ([16, 2, 33] if TARGET.v2 else [15, 8, 33]), ddtree
+    assert steps == ([16, 2, 33] if TARGET.v2 else [15, 2, 33]), ddtree
     strategy = ddtree["mamba_radix_cache_strategy" if TARGET.v2 else "mamba_scheduler_strategy"]
     assert ddtree["disable_overlap_schedule"] and strategy == "extra_buffer"
     workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DDTreeWorker")

@@ -26,7 +26,10 @@ class ServerArgsError(ValueError):
 
 
 DDTREE_DEFAULT_NODES = 32  # budget 31: whole blocks of the tree GDN verify, no root pass (`verify_blocks`)
-DDTREE_TOPK = 8  # > 1 puts SGLang's attention backends in tree-mask mode; no other meaning for DDTREE
+# > 1 puts SGLang's attention backends in tree-mask mode. Spec v1 also reserves max(steps x topk, nodes) KV slots a
+# request and step from it (the scheduler's decode estimate, which retracts below it, and the tokenizer's reserve):
+# with the drafter's 15 steps, 2 keeps that at the verify's nodes from budget 30 on (8 reserved 120 a step).
+DDTREE_TOPK = 2
 
 
 def load_config_dict(path: str, revision: str | None = None) -> dict:

@@ -74,6 +74,11 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
         row["all_fields"] = {k: repr(x) for k, x in fields.items()}
         row["graph_capacity"] = graph_capacity(a)
         row["graph_capacity_of_view"] = graph_capacity(v)  # a resolved view is taken as it is
+        try:  # the KV slots SGLang reserves a request and decode step (its memory estimate; spec v1)
+            from sglang.srt.managers.utils import get_alloc_len_per_decode
+            row["alloc_len_per_decode"] = get_alloc_len_per_decode(v) if not algo.is_none() else None
+        except (ImportError, TypeError, AttributeError):
+            row["alloc_len_per_decode"] = None
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
         if not algo.is_none() and a.speculative_algorithm in ("DFLASH_CHAIN", "DDTREE"):
@@ -172,12 +177,14 @@ def test_launch_server_help_lists_our_algorithms():
 
 
 def test_issue_command_resolves_to_our_algorithm(probe):
-    """The issue's command. Spec v1 (0.5.11): EAGLE's tree verify with topk 8 over 15 steps, the v1 workers. Spec v2
-    (0.5.23): not EAGLE (SGLang hangs EAGLE's draft model on is_eagle()), topk 2 x 16 steps (SGLang maps
-    max(steps x topk, nodes) KV slots a step), the v2 worker for both of ours."""
+    """The issue's command. Spec v1 (0.5.11): EAGLE's tree verify with topk 2 over 15 steps, the v1 workers; SGLang
+    reserves max(steps x topk, nodes) KV slots a request and step, so exactly the verify's 33 (topk 8 made it 120, and
+    the scheduler retracted for room the step never used). Spec v2 (0.5.23): not EAGLE (SGLang hangs EAGLE's draft
+    model on is_eagle()), topk 2 x 16 steps, the v2 worker for both of ours."""
     r = probe[0]["ddtree_cmd"]
     assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is (not V2), r
-    steps = (16, 2, 33) if V2 else (15, 8, 33)
+    assert r["alloc_len_per_decode"] in (None, 33), r["alloc_len_per_decode"]
+    steps = (16, 2, 33) if V2 else (15, 2, 33)
     assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == steps
     assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert not r["disable_radix_cache"] and r["all_fields"][STRATEGY] == "'extra_buffer'"
