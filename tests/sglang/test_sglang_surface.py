@@ -41,6 +41,7 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/algorithm.py", "sglang.srt.speculative.spec_registry"): "the registered spec class",
     ("sglang/plugin/activate.py", "sglang.srt.speculative.spec_registry"): "registration",
     ("sglang/names.py", "sglang.srt.arg_groups.model_override_base"): "resolved server arguments",
+    ("sglang/plugin/patches.py", "sglang.srt.runtime_context"): "the TP rank where the TpModelWorker has none",
 }
 NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
     ("sglang/worker_common.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
