@@ -13,9 +13,11 @@ greedy. Requests go at up to --concurrency at once, so batch sizes pass between 
 
 Servers: stock SGLang first, without aborts and with top-2 logprobs (the reference and its margins); then each of
 ours with --abort-fraction of the requests aborted through /abort_request at a random time after they were sent.
-A device call holds stock and one of ours: `--speculative-algorithm` with no name serves stock alone, and a later
-call's `--reference OUT` reuses it (same release, device, workload and stock arguments, checked); `--runs` picks
-servers. Stock runs with ours' GDN state tracking (extra_buffer every 32 tokens), so that prefills split alike.
+One after another, a device call holds stock and one of ours; `--parallel` serves them all at once (each on its own
+port; GPU and CPU shared), so one call holds stock and both of ours. `--speculative-algorithm` with no name serves
+stock alone, and a later call's `--reference OUT` reuses it (same release, device, workload and stock arguments,
+checked); `--runs` picks servers. Stock runs with ours' GDN state tracking (extra_buffer every 32 tokens), so that
+prefills split alike.
 Memory pressure: --max-total-tokens caps the KV pool far below what the concurrent requests need and
 --conservativeness lets the scheduler admit past its estimate of the room, so SGLang retracts
 requests and its radix cache evicts.
@@ -337,6 +339,17 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     return dict(state, results=results)
 
 
+def serve_all(runs: list[h.SGLangRun], loads: dict, serve_one, parallel: bool) -> dict[str, dict]:
+    """Each run's `serve_one(run)` row by name: one server after another, or (parallel) every server at once on the
+    GPU, each on its own port, counters folder and log (the verdict compares tokens, which sharing the GPU does not
+    change; retraction and abort counts do change with the timing)."""
+    if not parallel:
+        return {run.name: serve_one(run) for run in runs}
+    with ThreadPoolExecutor(max_workers=max(1, len(runs))) as pool:
+        futures = {run.name: pool.submit(serve_one, run) for run in runs}
+        return {name: f.result() for name, f in futures.items()}
+
+
 def reference_key(args, stock: h.SGLangRun, requests: list[Request]) -> dict:
     """What a stock reference must share with this run to be reused: the release, the device, the requests (a
     digest of their ids, tokens and parameters), the sampling and stock's server arguments (its number of samples is
@@ -421,6 +434,9 @@ def main(argv=None) -> int:
     p.add_argument("--request-timeout", type=float, default=300)
     p.add_argument("--start-timeout", type=float, default=300)
     p.add_argument("--port", type=int, default=30100)
+    p.add_argument("--parallel", action="store_true",
+                   help="serve stock and each of ours at once (one device call holds them all; timing-dependent counts "
+                   "such as retractions then differ from a run alone)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_suite"))
@@ -462,10 +478,13 @@ def main(argv=None) -> int:
         rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0], requests), args.sampled)
         log.stamp(f"{h.STOCK}: reference from {args.reference}")
         runs = [r for r in runs if r.name != h.STOCK]
+    loads = {r.name: requests if r.name == h.STOCK else with_aborts(requests, args.abort_fraction, args.seed,
+                                                                     args.abort_window) for r in runs}  # fmt: skip
+    served = serve_all(runs, loads, lambda run: serve(run, env, out, args.work, args, log, loads[run.name],
+                                                      margins=run.name == h.STOCK), args.parallel)  # fmt: skip
     for run in runs:
         stock = run.name == h.STOCK
-        load = requests if stock else with_aborts(requests, args.abort_fraction, args.seed, args.abort_window)
-        rows[run.name] = serve(run, env, out, args.work, args, log, load, margins=stock)
+        load, rows[run.name] = loads[run.name], served[run.name]
         if stock and rows[run.name]["results"]:
             row = {k: v for k, v in rows[run.name].items() if k not in ("results", "samples")}
             (out / "reference.json").write_text(json.dumps(dict(key=reference_key(args, run, requests), row=row)))

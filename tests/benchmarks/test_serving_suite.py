@@ -216,3 +216,28 @@ def test_sigterm_kills_the_servers_first():
         suite.SERVERS.discard(server)
         if server.poll() is None:
             server.kill()
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_serve_all_one_after_another_or_at_once(parallel):
+    """Every run is served once with its own row; with --parallel all servers are up at the same time (each waits
+    until every other has started), one after another otherwise (never two at once)."""
+    from types import SimpleNamespace
+
+    runs = [SimpleNamespace(name=n) for n in ("sglang", "sglang-ddtree15", "sglang-dflash-chain")]
+    live, most, lock = set(), [0], threading.Lock()
+    started = threading.Barrier(len(runs)) if parallel else None
+
+    def serve_one(run):
+        with lock:
+            live.add(run.name)
+            most[0] = max(most[0], len(live))
+        if started:
+            started.wait(timeout=10)
+        with lock:
+            live.discard(run.name)
+        return {"served": run.name}
+
+    rows = suite.serve_all(runs, {}, serve_one, parallel)
+    assert rows == {r.name: {"served": r.name} for r in runs}
+    assert most[0] == (len(runs) if parallel else 1)
