@@ -434,9 +434,12 @@ def main(argv=None) -> int:
     p.add_argument("--request-timeout", type=float, default=300)
     p.add_argument("--start-timeout", type=float, default=300)
     p.add_argument("--port", type=int, default=30100)
-    p.add_argument("--parallel", action="store_true",
-                   help="serve stock and each of ours at once (one device call holds them all; timing-dependent counts "
-                   "such as retractions then differ from a run alone)")
+    p.add_argument(
+        "--parallel",
+        action="store_true",
+        help="serve stock and each of ours at once (one device call holds them all; timing-dependent counts "
+        "such as retractions then differ from a run alone)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_suite"))
