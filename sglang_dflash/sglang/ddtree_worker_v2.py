@@ -27,8 +27,8 @@ A decode step that raises ends its batch, not the server (`_abort_batch`): befor
 published, every request of the batch ends aborted with the error and emits nothing this step (accept length 0);
 if the drafter's context append fails after, the step's tokens stand (the target's state is whole) and the requests
 end aborted; either way they stay out of the radix cache. Where the CUDA context itself is broken (a sticky error:
-every later call fails), at TP > 1 (ranks cannot agree without a collective a failed rank may never join), or for an
-exception after the publish outside the context append, the server ends as before.
+every later call fails), at TP > 1 unless every rank failed the step (`FailureAgreement`), or for an exception after
+the publish outside the context append, the server ends as before.
 
 The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
 until a GPU run verifies it lossless there.

@@ -139,6 +139,36 @@ def device_usable(device: torch.device) -> bool:
     return True
 
 
+FAILURE_WAIT_S = 30.0  # how long a TP rank whose step failed waits for every other rank to report the same failure
+
+
+class FailureAgreement:
+    """At TP > 1: whether every rank of the TP group failed the same step (`all_failed`). A failure that follows from
+    the batch (its requests: the same code on the same inputs) reaches every rank at the same point, and then all ranks
+    abort that batch alike and serve on; a rank that failed alone has left the others inside a GPU collective it never
+    joins, so its wait times out and the server ends, as before. A gloo group of its own, made by every rank at start
+    (torch's new_group is collective): no collective of SGLang's can pair with these."""
+
+    def __init__(self, ranks: list[int], timeout_s: float = FAILURE_WAIT_S):
+        import torch.distributed as dist
+
+        self.group = dist.new_group(ranks=ranks, backend="gloo")
+        self.size, self.timeout_s = len(ranks), timeout_s
+
+    def all_failed(self) -> bool:
+        from datetime import timedelta
+
+        import torch.distributed as dist
+
+        failed = torch.ones(1)
+        work = dist.all_reduce(failed, group=self.group, async_op=True)
+        try:
+            work.wait(timedelta(seconds=self.timeout_s))
+        except RuntimeError:  # gloo's "Operation timed out!": some rank did not fail this step
+            return False
+        return int(failed.item()) == self.size
+
+
 def request_slot(req) -> int | None:
     """A request's req_to_token row (SGLang 0.5.23 keeps it in `req.kv`, earlier releases on the request)."""
     kv = getattr(req, "kv", None)
@@ -247,6 +277,8 @@ class DDTreeWorkerBase:
     """The drafting, checks and verify input of DDTREE and DFLASH_CHAIN (by `server_args.speculative_algorithm`);
     the spec-v1 and spec-v2 workers add the step and the lifecycle their scheduler expects."""
 
+    failure_agreement: FailureAgreement | None = None  # TP > 1: whether all ranks failed a step (`_abort_batch`)
+
     # --- construction, in phases: SGLang 0.5.23's spec-v2 lifecycle calls them at different points
     def _load_drafter(self, server_args, gpu_id: int, tp_rank: int, target_worker) -> None:
         """Fields, checks, the drafter's weights (TP-sharded where they divide) and the target's embedding / LM head."""
@@ -276,6 +308,11 @@ class DDTreeWorkerBase:
         self.tp_size = get_tensor_model_parallel_world_size()
         self.tp_group = get_tp_group().device_group if self.tp_size > 1 else None
         self.tp_src = get_tp_group().first_rank if self.tp_size > 1 else 0  # global rank of TP rank 0
+        if self.tp_size > 1:
+            import torch.distributed as dist
+
+            if dist.get_world_size() == self.tp_size:  # new_group needs every process of the world (no DP / PP here)
+                self.failure_agreement = FailureAgreement(list(get_tp_group().ranks))
         # the drafter's heads and MLP split over the TP ranks where they divide (SGLANG_DFLASH_DRAFT_TP=0: replicated);
         # a sharded one is loaded on the host first, so that the GPU never holds more than the memory plan's share,
         # and its graphs capture the all-reduces inside SGLang's graph_capture
@@ -489,12 +526,15 @@ class DDTreeWorkerBase:
     def _abort_batch(self, batch, error: Exception) -> None:
         """Inside an `except`: every request of the batch ends aborted with the error as its message, kept out of the
         radix cache (its GDN state or drafter context may be half written; SGLang 0.5.10.post1 has no such switch).
-        Re-raises where the device is unusable afterwards, and at TP > 1: a rank that failed alone would leave the
-        others waiting in a collective it never joins, so there the server ends as before."""
+        Re-raises where the device is unusable afterwards, and at TP > 1 unless every rank failed this step
+        (`FailureAgreement`: a rank that failed alone leaves the others waiting in a collective it never joins, so
+        there the server ends as before)."""
         from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-        if self.tp_size > 1 or not device_usable(self.device):
+        if not device_usable(self.device):
             raise  # the exception being handled
+        if self.tp_size > 1 and (self.failure_agreement is None or not self.failure_agreement.all_failed()):
+            raise
         logger.exception("%s: a decode step of %d requests failed; they end aborted", self.name, len(batch.reqs))
         message = f"{self.name}: the decode step failed ({type(error).__name__}: {error}); please report this sglang-dflash bug"
         for req in batch.reqs:

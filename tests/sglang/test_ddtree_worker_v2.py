@@ -237,13 +237,35 @@ def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
         assert "RuntimeError: context broke" in req.to_finish.message and req.skip_radix_cache_insert is True
 
 
-@pytest.mark.parametrize("why", ["device", "tp"])
-def test_a_step_that_breaks_the_device_or_runs_at_tp_2_still_ends_the_server(monkeypatch, why):
-    """Where the device is unusable after the exception (a sticky CUDA error), or at TP > 1 (a rank that failed alone
-    would leave the others in a collective), the exception goes on to the scheduler."""
+@pytest.mark.parametrize("why", ["device", "tp-alone", "tp-no-agreement"])
+def test_a_step_that_breaks_the_device_or_fails_one_tp_rank_still_ends_the_server(monkeypatch, why):
+    """Where the device is unusable after the exception (a sticky CUDA error), or at TP > 1 where not every rank
+    failed the step (a rank that failed alone leaves the others in a collective) or the ranks have no way to agree,
+    the exception goes on to the scheduler."""
+    from types import SimpleNamespace
+
     from sglang_dflash.sglang import worker_common
 
     if why == "device":
         monkeypatch.setattr(worker_common, "device_usable", lambda device: False)
+    if why == "tp-alone":
+        agreement = SimpleNamespace(all_failed=lambda: False)
+        monkeypatch.setattr(worker_common.DDTreeWorkerBase, "failure_agreement", agreement)
     with pytest.raises(RuntimeError, match="verify broke"):
-        decode_step(monkeypatch, "cpu", False, fail="verify", tp_size=2 if why == "tp" else 1)
+        decode_step(monkeypatch, "cpu", False, fail="verify", tp_size=1 if why == "device" else 2)
+
+
+def test_a_step_that_fails_on_every_tp_rank_ends_its_batch_not_the_server(monkeypatch):
+    """At TP > 1, where every rank failed the same step (`FailureAgreement.all_failed`), each aborts the batch as at
+    TP = 1 and the server goes on."""
+    from types import SimpleNamespace
+
+    from sglang_dflash.sglang import worker_common
+
+    asked = []
+    agreement = SimpleNamespace(all_failed=lambda: asked.append(1) or True)
+    monkeypatch.setattr(worker_common.DDTreeWorkerBase, "failure_agreement", agreement)
+    result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="verify", tp_size=2)
+    assert asked == [1] and result.accept_lens.tolist() == [0, 0]
+    for req in rec.batch.reqs:
+        assert "RuntimeError: verify broke" in req.to_finish.message and req.skip_radix_cache_insert is True

@@ -754,3 +754,39 @@ def test_roots_out_of_the_embedding_are_faults():
     roots = w._roots(SimpleNamespace(reqs=reqs), faults)
     assert roots.tolist() == [4, 2, 0]
     assert faults == {0: "earlier", 2: "DFLASH_CHAIN: last token 12 outside the embedding's 10 rows"}
+
+
+AGREEMENT = """
+import sys, time
+import torch.distributed as dist
+from sglang_dflash.sglang.worker_common import FailureAgreement
+rank, store, failed = int(sys.argv[1]), sys.argv[2], sys.argv[3] == "1"
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+agreement = FailureAgreement([0, 1], timeout_s=3)
+if failed:
+    t0 = time.time()
+    print("ALL_FAILED", agreement.all_failed(), round(time.time() - t0, 1))
+else:
+    time.sleep(5)  # busy elsewhere (in a real server: waiting in a GPU collective for the failed rank)
+    print("DID_NOT_FAIL")
+"""
+
+
+@pytest.mark.parametrize("second_failed", [True, False], ids=["both-failed", "one-failed"])
+def test_failure_agreement_over_gloo(tmp_path, second_failed):
+    """Two processes of a gloo world: where both failed the step, both learn that every rank failed (and abort the
+    batch alike); where only rank 0 failed, its wait ends after its timeout with False (the server then ends)."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    failed = ["1", "1" if second_failed else "0"]
+    procs = [subprocess.Popen([sys.executable, "-c", AGREEMENT, str(rank), str(store), failed[rank]],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]  # fmt: skip
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    lines = [next(line for line in out.splitlines() if line.startswith(("ALL_FAILED", "DID_NOT_FAIL"))) for out in outs]
+    if second_failed:
+        assert [line.split()[:2] for line in lines] == [["ALL_FAILED", "True"]] * 2
+    else:
+        answer, waited = lines[0].split()[1:]
+        assert answer == "False" and float(waited) >= 2.5 and lines[1] == "DID_NOT_FAIL"
