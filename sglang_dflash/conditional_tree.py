@@ -21,6 +21,8 @@ On the GPU one Triton program per request (`kernels.tree_build.conditional_tree_
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -42,8 +44,11 @@ def build_conditional_tree(
 
     cand_ids long [R, L, K]: each depth's candidate tokens. first float [R, K]: depth 1's log-scores (after the root).
     step float [R, L - 1, K, K]: step[r, d, i, j], the log-score of candidate j at depth d + 2 after candidate i at
-    depth d + 1. Scores must be <= 0 (-inf: not a candidate; NaN counts as LOGP_FLOOR). root_tokens long [R]. validate: refuse a
-    request with fewer than `budget` finite prefixes (reads one flag back to the host; off inside CUDA graphs)."""
+    depth d + 1. Scores are log-probabilities (-inf: not a candidate; NaN and +inf count as LOGP_FLOOR, anything above 0
+    as 0). root_tokens long [R]. validate: refuse a request with fewer than `budget` finite prefixes (reads one flag
+    back to the host; off inside CUDA graphs). The GPU build sums the scores in float32, the CPU reference in float64:
+    at a near tie of two prefixes they may keep different ones (the tree holds the best `budget` either way, up to
+    rounding)."""
     R, L, K = cand_ids.shape
     if first.shape != (R, K) or step.shape != (R, L - 1, K, K) or root_tokens.shape != (R,):
         raise ValueError(
@@ -53,8 +58,10 @@ def build_conditional_tree(
     total = prefix_count(K, L)
     if not isinstance(budget, int) or not 1 <= budget <= total:
         raise ValueError(f"budget={budget!r} must be in [1, {total}] (the prefixes of {L} depths of {K} candidates)")
-    # a NaN score (a drafter's NaN or +inf) counts as the floor, so the result is still a tree
-    first, step = (torch.where(torch.isnan(x), LOGP_FLOOR, x.float()) for x in (first, step))
+    # a NaN or +inf score (a drafter's NaN or +inf) counts as the floor, and none is above 0 (a rounding error there
+    # would let a child outscore its parent), so the result is always a tree
+    floor = dict(nan=LOGP_FLOOR, posinf=LOGP_FLOOR, neginf=-math.inf)
+    first, step = (torch.nan_to_num(x.float(), **floor).clamp_max(0.0) for x in (first, step))
     if first.is_cuda and conditional_fits(budget, K):
         fields, best = conditional_tree_build(first, step, cand_ids, root_tokens, budget)
         tree = DraftTree(**fields, max_depth=L)

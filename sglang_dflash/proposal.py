@@ -103,9 +103,10 @@ def markov_heads(drafter, hidden: Tensor, logits: Tensor, roots: Tensor, budget:
 
 def _candidates(logits: Tensor, k: int) -> tuple[Tensor, Tensor, Tensor]:
     """Each depth's top-k tokens as DDTree picks them -> (their log-probabilities [R, D, k], ids [R, D, k], the
-    log-mass of the k [R, D])."""
+    log-mass of the k [R, D], at most 0: float32 rounding puts a peaked row's a few 1e-6 above it, and a score above 0
+    would let a child outscore its parent)."""
     logp, cand = draft_log_probs(logits, k)
-    return logp, cand, logp.logsumexp(-1)
+    return logp, cand, logp.logsumexp(-1).clamp_max(0.0)
 
 
 def markov_chain(drafter, hidden: Tensor, logits: Tensor, roots: Tensor) -> Tensor:

@@ -76,6 +76,19 @@ def test_marginal_scores_give_ddtrees_tree():
         assert sorted(paths(tree, r)) == sorted(paths(expected, r))
 
 
+def test_scores_a_rounding_error_above_zero_still_give_a_tree():
+    """A score a little above 0 (float32 rounding of a head's log-mass) or +inf must not let a child outscore its
+    parent: every node's parent comes before it and is one depth up."""
+    cand_ids, first, step = random_heads(2, 4, 3, 40, seed=5)
+    step = step.clone()
+    step[:, :, :, 0] = 1e-6  # every candidate 0 "more likely than certain" after any parent
+    step[1, 0, 1, 2] = float("inf")
+    tree = build_conditional_tree(cand_ids, first, step, torch.tensor([1, 2]), 20)
+    for r in range(2):
+        parents, depths = tree.parents[r].tolist(), tree.depths[r].tolist()
+        assert all(0 <= parents[i] < i and depths[i] == depths[parents[i]] + 1 for i in range(1, len(parents)))
+
+
 def test_refusals():
     cand_ids, first, step = random_heads(1, 2, 2, 10, 0)
     with pytest.raises(ValueError, match="budget"):

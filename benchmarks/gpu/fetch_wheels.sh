@@ -35,7 +35,7 @@ fi
 { grep -E '^#slim ' "$extra" || true; } | while read -r _ package prefixes; do  # (0.5.11 slims nothing)
     for wheel in "$dest/$package"-*.whl "$root/.whl/$package"-*.whl; do
         # shellcheck disable=SC2086
-        [ -f "$wheel" ] && python3 "$root/benchmarks/gpu/slim_wheel.py" "$wheel" $prefixes
+        if [ -f "$wheel" ]; then python3 "$root/benchmarks/gpu/slim_wheel.py" "$wheel" $prefixes; fi
     done
 done
 

@@ -127,8 +127,8 @@ def install_wheels(site: Path, release: str, log: Log) -> tuple | None:
     if marker.is_file() and marker.read_text() == names:
         log.stamp(f"wheels: already installed in {site}")
         return None
-    if marker.is_file():  # another set (e.g. another release) is there: its metadata would stay beside the new one's
-        log.stamp(f"wheels: another set is installed in {site}: removing it first")
+    if site.exists():  # another set (another release, or an install cut short): its metadata would stay beside ours
+        log.stamp(f"wheels: {site} holds another set or an unfinished install: removing it first")
         shutil.rmtree(site)
     cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile", "--no-cache-dir"]
     cmd += ["--upgrade", "--target", str(site), *map(str, wheels)]

@@ -297,6 +297,8 @@ def test_wheels_of_another_set_are_removed_before_installing(tmp_path, monkeypat
     marker.write_text(names)
     (site / "kept").write_text("")
     assert harness.install_wheels(site, "0.5.23", harness.Log(None)) is None and (site / "kept").exists()
+    marker.unlink()  # an install cut short (no marker): its files go too
+    assert harness.install_wheels(site, "0.5.23", harness.Log(None)) is not None and not site.exists()
 
 
 @pytest.mark.parametrize("fmt", ["dflash2", "dspark"])

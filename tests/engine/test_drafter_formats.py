@@ -5,6 +5,8 @@ Configs that are not one of the formats, or mix them, are refused in one line.""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from model_helpers import save_tiny_target, tiny_target_config
@@ -199,6 +201,30 @@ def test_conditional_scores_from_the_heads_by_hand(target, drafter):
                 torch.testing.assert_close(
                     step[r, d - 1, p].double(), torch.tensor(expected, dtype=torch.float64), rtol=1e-4, atol=1e-4
                 )
+
+
+def test_scores_are_log_probabilities_where_the_candidates_hold_all_the_mass(target, drafter):
+    """Drafter logits with as many finite tokens a depth as the head has candidates, one far ahead: the candidates'
+    log-mass and that one's score among them are 0 up to float32 rounding, which puts some rows a few 1e-7 above 0
+    unless clamped, and a score above 0 would let a child outscore its parent. Every score <= 0, and the tree has
+    each parent before its child."""
+    from sglang_dflash.proposal import draft, markov_heads, selector_heads, uses_heads
+
+    c = drafter.config
+    if not uses_heads(c, "ddtree"):
+        pytest.skip("no conditional head here")
+    K = c.selector_top_k if c.format == "dflash2" else 6  # DSpark: min(budget, V) candidates
+    g = torch.Generator().manual_seed(2)
+    R, D, V = 8, c.num_depths, c.vocab_size
+    hidden, logits = torch.randn(R, D, c.hidden_size, generator=g), 2 * torch.randn(R, D, V, generator=g)
+    live = torch.rand(R, D, V, generator=g).argsort(-1)[..., :K]
+    logits = torch.full_like(logits, -math.inf).scatter_(2, live, logits.gather(2, live))
+    logits.scatter_add_(2, live[..., :1], torch.full((R, D, 1), 20.0))  # one far ahead: its own score ~ 0 too
+    roots = torch.arange(R)
+    _, first, step = (selector_heads if c.format == "dflash2" else markov_heads)(drafter, hidden, logits, roots, 6)
+    assert first.max() <= 0 and step.max() <= 0
+    tree = draft(drafter, hidden, logits, roots, "ddtree", 6)
+    assert all(0 <= p < i for row in tree.parents.tolist() for i, p in enumerate(row) if i)
 
 
 def test_heads_that_add_nothing_give_ddtrees_tree(target, drafter):

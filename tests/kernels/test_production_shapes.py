@@ -268,11 +268,14 @@ def test_tree_build(R, B):
                                      for K in (16, B)])  # fmt: skip
 def test_conditional_tree_build(R, B, K):
     """The conditional build over 15 depths of K candidates (DFlash2's released selector: 16; DSpark's Markov head:
-    the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties included): every DraftTree field
+    the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties and signed zeros included): every DraftTree field
     and the chosen scores equal to the reference's (`select_conditional_prefixes_ref`, then `tree_from_parents`)."""
     cpu, _ = generators("conditional", R, B, K)
-    first = (-torch.randint(0, 128, (R, K), generator=cpu).float() / 16).to(DEVICE)
-    step = (-torch.randint(0, 128, (R, DEPTHS - 1, K, K), generator=cpu).float() / 16).to(DEVICE)
+    first = -torch.randint(0, 128, (R, K), generator=cpu).float() / 16
+    step = -torch.randint(0, 128, (R, DEPTHS - 1, K, K), generator=cpu).float() / 16
+    for x in (first, step):  # zeros of both signs (negation gave -0.0), equal as torch's sorts take them
+        x[(x == 0) & (torch.rand(x.shape, generator=cpu) < 0.5)] = 0.0
+    first, step = first.to(DEVICE), step.to(DEVICE)
     cand = torch.stack([torch.randperm(VOCAB, generator=cpu)[:K] for _ in range(R * DEPTHS)]).view(R, DEPTHS, K).to(DEVICE)
     roots = torch.randint(VOCAB, (R,), generator=cpu).to(DEVICE)
     token_ids, parents, best = select_conditional_prefixes_ref(cand, first, step, roots, B)

@@ -62,6 +62,9 @@ def dyadic_heads(R, L, K, gen, ties, masked=0.0):
     scale = 2 if ties else 16
     first = -torch.randint(0, 8 * scale, (R, K), generator=gen).float() / scale
     step = -torch.randint(0, 8 * scale, (R, L - 1, K, K), generator=gen).float() / scale
+    if ties:  # zeros of both signs (negation gave -0.0): equal scores, as torch's sorts take them
+        first[(first == 0) & (torch.rand(first.shape, generator=gen) < 0.5)] = 0.0
+        step[(step == 0) & (torch.rand(step.shape, generator=gen) < 0.5)] = 0.0
     step[torch.rand(step.shape, generator=gen) < masked] = -math.inf
     cand_ids = torch.stack([torch.randperm(1000, generator=gen)[:K] for _ in range(R * L)]).view(R, L, K)
     return cand_ids, first, step

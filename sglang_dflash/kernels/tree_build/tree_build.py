@@ -26,13 +26,15 @@ from .. import device as gpu
 from .naive import merge_pattern
 
 MAX_TRITON_BUDGET = 512  # the global sort holds L * next_pow2(B) keys in one program
-MAX_CONDITIONAL_PAIRS = 8192  # a conditional depth sorts next_pow2(B) * next_pow2(K) keys in one program
+# a conditional depth sorts next_pow2(B) * next_pow2(K) keys in one program: DFlash2's 16 candidates up to budget 512,
+# DSpark's K = budget up to 64 (above, `build_conditional_tree` takes the torch build, about 1 ms at B = 64)
+MAX_CONDITIONAL_PAIRS = 8192
 
 
 @triton.jit
 def _ordered(x):
-    """float32 -> int32 whose signed order is the float order (no NaN)."""
-    bits = x.to(tl.int32, bitcast=True)
+    """float32 -> int32 whose signed order is the float order (no NaN; -0.0 as +0.0, equal as in torch's sorts)."""
+    bits = tl.where(x == 0.0, 0.0, x).to(tl.int32, bitcast=True)  # (x + 0.0 may be folded to x)
     return bits ^ ((bits >> 31) & 0x7FFFFFFF)
 
 
