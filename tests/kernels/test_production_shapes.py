@@ -268,8 +268,9 @@ def test_tree_build(R, B):
                                      for K in (16, B)])  # fmt: skip
 def test_conditional_tree_build(R, B, K):
     """The conditional build over 15 depths of K candidates (DFlash2's released selector: 16; DSpark's Markov head:
-    the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties and signed zeros included): every DraftTree field
-    and the chosen scores equal to the reference's (`select_conditional_prefixes_ref`, then `tree_from_parents`)."""
+    the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties and signed zeros included): every
+    DraftTree field and the chosen scores equal to the reference's (`select_conditional_prefixes_ref`, then
+    `tree_from_parents`)."""
     cpu, _ = generators("conditional", R, B, K)
     first = -torch.randint(0, 128, (R, K), generator=cpu).float() / 16
     step = -torch.randint(0, 128, (R, DEPTHS - 1, K, K), generator=cpu).float() / 16
