@@ -265,7 +265,7 @@ def test_tree_build(R, B):
 
 
 @pytest.mark.parametrize("R,B,K", [pytest.param(R, B, K, id=f"R{R}-B{B}-K{K}") for R in BATCHES for B in BUDGETS
-                                     for K in (16, B)])  # fmt: skip
+                                     for K in sorted({16, B})])  # fmt: skip
 def test_conditional_tree_build(R, B, K):
     """The conditional build over 15 depths of K candidates (DFlash2's released selector: 16; DSpark's Markov head:
     the budget), scores multiples of 2^-4 (sums exact in float32 and float64, ties and signed zeros included): every
