@@ -57,7 +57,7 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
     except ImportError:
         resolved_view = lambda a: a
     from sglang_dflash.sglang.hidden_capture import graph_capacity
-    results = {}
+    results, views = {}, {}
     for name, kw in json.loads(sys.argv[1]).items():
         try:
             a = ServerArgs(device="cpu", random_seed=0, **kw)  # the seed is random per process otherwise
@@ -74,11 +74,7 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
         row["all_fields"] = {k: repr(x) for k, x in fields.items()}
         row["graph_capacity"] = graph_capacity(a)
         row["graph_capacity_of_view"] = graph_capacity(v)  # a resolved view is taken as it is
-        try:  # the KV slots SGLang reserves a request and decode step (its memory estimate; spec v1)
-            from sglang.srt.managers.utils import get_alloc_len_per_decode
-            row["alloc_len_per_decode"] = get_alloc_len_per_decode(v) if not algo.is_none() else None
-        except (ImportError, TypeError, AttributeError):
-            row["alloc_len_per_decode"] = None
+        views[name] = (v, algo)
         row["algo"] = repr(algo)
         row["is_eagle"] = algo.is_eagle() if not algo.is_none() else None
         if not algo.is_none() and a.speculative_algorithm in ("DFLASH_CHAIN", "DDTREE"):
@@ -88,6 +84,17 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
                 row["create_worker"] = f"{type(e).__name__}: {e}"
         results[name] = row
     results["_plugin_modules"] = sorted(m for m in sys.modules if m.startswith("sglang_dflash"))
+    # last (its module needs sgl_kernel: the import-only stand-in where the real one does not load): the KV slots
+    # SGLang reserves a request and decode step, its memory estimate (spec v1; 0.5.23 estimates per request)
+    from paths import use_sgl_kernel_stand_in
+    use_sgl_kernel_stand_in()
+    try:
+        from sglang.srt.managers.utils import get_alloc_len_per_decode
+    except ImportError:
+        get_alloc_len_per_decode = None
+    for name, (v, algo) in views.items():
+        alloc = get_alloc_len_per_decode and not algo.is_none()
+        results[name]["alloc_len_per_decode"] = get_alloc_len_per_decode(v) if alloc else None
     print("RESULTS" + json.dumps(results))
     """
 )
