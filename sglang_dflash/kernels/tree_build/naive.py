@@ -60,7 +60,8 @@ def select_prefixes_ref(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, budg
         parent_entry.append(pi[order] + (d - 1) * B)
         token_rank.append(pj[order])
     flat = (torch.stack(t, 1).flatten(1) for t in (scores, parent_entry, token_rank))
-    return best_of_beams(*flat, top_ids, root_tokens, B)
+    token_ids, parents, _ = best_of_beams(*flat, top_ids, root_tokens, B)
+    return token_ids, parents
 
 
 def select_conditional_prefixes_ref(
@@ -89,8 +90,7 @@ def select_conditional_prefixes_ref(
         cands.append(flat[:, :B] % K)
         parents.append(flat[:, :B] // K + (d - 1) * B)  # the parent's entry in the flattened beams
     scores, cands, parents = (torch.stack(t, 1).flatten(1) for t in (scores, cands, parents))  # [R, L * B]
-    token_ids, parent_ids = best_of_beams(scores, parents, cands, cand_ids, root_tokens, B)
-    return token_ids, parent_ids, torch.sort(scores, dim=1, descending=True, stable=True).values[:, :B]
+    return best_of_beams(scores, parents, cands, cand_ids, root_tokens, B)
 
 
 def _pad(t: Tensor, width: int, value) -> Tensor:
@@ -99,15 +99,15 @@ def _pad(t: Tensor, width: int, value) -> Tensor:
 
 def best_of_beams(
     scores: Tensor, parent_entry: Tensor, token_rank: Tensor, top_ids: Tensor, root_tokens: Tensor, budget: int
-) -> tuple[Tensor, Tensor]:
+) -> tuple[Tensor, Tensor, Tensor]:
     """The global best `budget` entries of per-depth beams of B = budget entries each, as (token_ids, parents) long
-    [R, budget + 1], node 0 the root. scores float [R, L * B] (flat index = depth_index * B + rank; -inf: no such
-    prefix), parent_entry long [R, L * B] (the parent's flat index; < 0 at depth 1), token_rank long [R, L * B] (the
-    last token's index among its depth's candidates top_ids long [R, L, K]). The stable sort puts shallower entries
-    first on ties."""
+    [R, budget + 1], node 0 the root, and their scores [R, budget] in node order. scores float [R, L * B] (flat index
+    = depth_index * B + rank; -inf: no such prefix), parent_entry long [R, L * B] (the parent's flat index; < 0 at
+    depth 1), token_rank long [R, L * B] (the last token's index among its depth's candidates top_ids long
+    [R, L, K]). The stable sort puts shallower entries first on ties."""
     R, L, K = top_ids.shape
     B, device = budget, scores.device
-    chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :B]  # [R, B]
+    best, chosen = (t[:, :B] for t in torch.sort(scores, dim=1, descending=True, stable=True))  # [R, B]
     node_of_entry = torch.full((R, L * B), -1, device=device, dtype=torch.long)
     node_of_entry.scatter_(1, chosen, torch.arange(1, B + 1, device=device).expand(R, B))
     parent_of_chosen = parent_entry.gather(1, chosen)
@@ -115,7 +115,7 @@ def best_of_beams(
     tokens = top_ids.flatten(1).gather(1, (chosen // B) * K + token_rank.gather(1, chosen))
     token_ids = torch.cat([root_tokens.to(device=device, dtype=torch.long)[:, None], tokens], dim=1)
     parents = torch.cat([torch.full((R, 1), -1, device=device, dtype=torch.long), parent_node], dim=1)
-    return token_ids, parents
+    return token_ids, parents, best
 
 
 def ancestors(parents: Tensor, max_depth: int) -> Tensor:
