@@ -339,7 +339,7 @@ def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, 
     return dict(state, results=results)
 
 
-def serve_all(runs: list[h.SGLangRun], loads: dict, serve_one, parallel: bool) -> dict[str, dict]:
+def serve_all(runs: list[h.SGLangRun], serve_one, parallel: bool) -> dict[str, dict]:
     """Each run's `serve_one(run)` row by name: one server after another, or (parallel) every server at once on the
     GPU, each on its own port, counters folder and log (the verdict compares tokens, which sharing the GPU does not
     change; retraction and abort counts do change with the timing)."""
@@ -483,7 +483,7 @@ def main(argv=None) -> int:
         runs = [r for r in runs if r.name != h.STOCK]
     loads = {r.name: requests if r.name == h.STOCK else with_aborts(requests, args.abort_fraction, args.seed,
                                                                      args.abort_window) for r in runs}  # fmt: skip
-    served = serve_all(runs, loads, lambda run: serve(run, env, out, args.work, args, log, loads[run.name],
+    served = serve_all(runs, lambda run: serve(run, env, out, args.work, args, log, loads[run.name],
                                                       margins=run.name == h.STOCK), args.parallel)  # fmt: skip
     for run in runs:
         stock = run.name == h.STOCK

@@ -238,6 +238,6 @@ def test_serve_all_one_after_another_or_at_once(parallel):
             live.discard(run.name)
         return {"served": run.name}
 
-    rows = suite.serve_all(runs, {}, serve_one, parallel)
+    rows = suite.serve_all(runs, serve_one, parallel)
     assert rows == {r.name: {"served": r.name} for r in runs}
     assert most[0] == (len(runs) if parallel else 1)
