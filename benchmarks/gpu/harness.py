@@ -543,9 +543,14 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin and "-sglanggdn" not in r.name
         ]
-    if not args.runs:
+    return select_runs(runs, args.runs)
+
+
+def select_runs(runs: list, names: list[str] | None) -> list:
+    """The runs named (--runs), in that order; all of them without names."""
+    if not names:
         return runs
-    return sorted((r for r in runs if r.name in args.runs), key=lambda r: args.runs.index(r.name))  # in --runs order
+    return sorted((r for r in runs if r.name in names), key=lambda r: names.index(r.name))
 
 
 def sglang_worker(spec_file: str) -> int:

@@ -166,13 +166,6 @@ def mtp_runs(args, target: Path) -> list[h.SGLangRun]:
     ]  # fmt: skip
 
 
-def select(runs: list[h.SGLangRun], names: list[str] | None) -> list[h.SGLangRun]:
-    """The runs named by --runs, in its order (all without it), as harness.sglang_runs selects its own."""
-    if not names:
-        return runs
-    return sorted((r for r in runs if r.name in names), key=lambda r: names.index(r.name))
-
-
 def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]:
     """The configurations, in --runs order: the harness's (stock, SGLang's DFLASH, ours), each with the plugin loaded
     and profiled, then SGLang's MTP (`mtp_runs`: wall clock only); every one on dummy weights."""
@@ -182,7 +175,7 @@ def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]
         # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
         # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
         run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
-    runs = select(runs + mtp_runs(hargs, target), hargs.runs)
+    runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
         run.engine_kwargs.update(load_format="dummy", context_length=2048)
         profile = work / f"{run.name}.profile.json"  # none left from an earlier call
