@@ -81,6 +81,12 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 STUB = REPO / "tests" / "sgl_kernel_stub"
+SERVER_SITE = Path(__file__).resolve().parent / "server_site"  # its sitecustomize: counters, the renorm fallback
+FLASHINFER_SAMPLING_SOURCES = """
+import importlib.util, pathlib
+spec = importlib.util.find_spec("flashinfer")
+print(bool(spec) and any((pathlib.Path(p) / "data/csrc/sampling.cu").exists() for p in spec.submodule_search_locations))
+"""
 WHEELS = REPO / ".whl"
 RELEASES = ("0.5.11", "0.5.23", "0.5.10.post1")
 LIN, FULL = "linear_attention", "full_attention"
@@ -151,9 +157,11 @@ def probe_python(code: str, env: dict) -> subprocess.CompletedProcess:
 
 
 def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
-    """Environment of the SGLang subprocesses: PYTHONPATH = [stand-in sgl_kernel if needed] : site : repo; the GDN
-    conv-state pool in the model's dtype (SGLang keeps it bf16 by default, and its conv kernel then mixes types)."""
-    path = ([str(site)] if site else []) + [str(REPO)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    """Environment of the SGLang subprocesses: PYTHONPATH = [stand-in sgl_kernel if needed] : server_site : site :
+    repo; the GDN conv-state pool in the model's dtype (SGLang keeps it bf16 by default, and its conv kernel then mixes
+    types)."""
+    path = [str(SERVER_SITE)] + ([str(site)] if site else []) + [str(REPO)]
+    path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", SGLANG_MAMBA_CONV_DTYPE=dtype)
     env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"  # 0.5.23 checks the kernel wheels' versions (slimmed / stand-in)
     r = probe_python("import sgl_kernel", env)
@@ -163,6 +171,12 @@ def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
         last = (r.stderr.strip().splitlines() or ["?"])[-1]
         env["PYTHONPATH"] = os.pathsep.join([str(STUB)] + path)
         log.stamp(f"sgl_kernel: `import sgl_kernel` fails ({last[:200]}); using the TEST-ONLY stand-in {STUB.relative_to(REPO)}")
+    if probe_python(FLASHINFER_SAMPLING_SOURCES, env).stdout.strip() == "False":
+        env["HARNESS_TORCH_RENORM"] = "1"
+        log.stamp(
+            "flashinfer: its sampling sources are not carried (slimmed wheel), so SGLang's DFLASH renormalises "
+            "non-greedy verify probabilities with SGLang's own torch code (server_site/sitecustomize.py)"
+        )
     pinned, installed = (["-", "-"] + probe_python(TORCH_PIN, env).stdout.split())[-2:]
     if pinned not in ("-", installed):
         env["SGLANG_UNIFIED_RADIX_TREE_CORE_BACKEND"] = "python"
@@ -465,16 +479,24 @@ class SGLangRun:
         return env
 
 
-RENAMED_0_5_23 = {"cuda_graph_max_bs": "cuda_graph_max_bs_decode", "disable_piecewise_cuda_graph": "disable_prefill_cuda_graph"}
+RENAMED_0_5_23 = {
+    "cuda_graph_max_bs": "cuda_graph_max_bs_decode",
+    "disable_piecewise_cuda_graph": "disable_prefill_cuda_graph",
+    "mamba_scheduler_strategy": "mamba_radix_cache_strategy",
+}
+
+
+def spelled(args, kwargs: dict) -> dict:
+    """Engine arguments in the release's spelling (written in 0.5.11's)."""
+    if args.sglang == "0.5.23":
+        return {RENAMED_0_5_23.get(k, k): v for k, v in kwargs.items()}
+    return kwargs
 
 
 def sglang_base_kwargs(args, target: Path) -> dict:
     """Engine arguments stock SGLang runs with on the GPU machine (with the sgl_kernel stand-in), in the release's
     spelling."""
-    kwargs = _base_kwargs(args, target)
-    if args.sglang == "0.5.23":
-        kwargs = {RENAMED_0_5_23.get(k, k): v for k, v in kwargs.items()}
-    return kwargs
+    return spelled(args, _base_kwargs(args, target))
 
 
 def _base_kwargs(args, target: Path) -> dict:
@@ -505,7 +527,7 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
     base = sglang_base_kwargs(args, target)
     stock = base
     if args.radix_cache:  # ours take extra_buffer (server_args.resolve_radix_cache); SGLang's auto gives stock no_buffer
-        stock = dict(base, mamba_scheduler_strategy="extra_buffer", mamba_track_interval=TRACK_INTERVAL)
+        stock = dict(base, **spelled(args, dict(mamba_scheduler_strategy="extra_buffer")), mamba_track_interval=TRACK_INTERVAL)
     runs = [SGLangRun(STOCK, plugin=False, engine_kwargs=stock)]
     env = dict(item.split("=", 1) for item in args.plugin_env)
 

@@ -27,7 +27,7 @@ that request or differs first at a near tie of stock's logits (`verdict.judge`, 
 requests end refused with a message naming it; afterwards, idle, the server still answers, its log has no traceback
 or leak report, and SGLang's idle memory check ran (it raises on a leaked KV slot or request slot, which ends the
 server: SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default). Retractions, evictions and idle checks are
-counted in the server's processes by serving_counters/sitecustomize.py.
+counted in the server's processes by server_site/sitecustomize.py.
 
 Sampled (--sampled N, default 16,000): N samples of one prompt at temperature 0.7 (requests of n = 64), from stock
 and from each of ours; the tokens at output positions 0 and SAMPLED_LATER compared by a two-sample chi-square
@@ -65,7 +65,6 @@ import harness as h  # noqa: E402
 import verdict  # noqa: E402
 from live_server import SERVE, healthy  # noqa: E402
 
-COUNTERS = Path(__file__).resolve().parent / "serving_counters"
 DONE = ("length", "stop")  # finish reasons of a completed request
 SAMPLING = dict(temperature=0.7, top_p=1.0, top_k=-1)  # no nucleus: see the module's docstring
 SAMPLED_LATER = 4  # the later output position whose token distribution is compared
@@ -247,7 +246,7 @@ def sampled_verdict(ours: list[list[int]], stock: list[list[int]]) -> tuple[bool
 
 
 def counters(folder: Path) -> dict:
-    """Totals of serving_counters' event lines under folder."""
+    """Totals of the counters' event lines (server_site/sitecustomize.py) under folder."""
     totals = dict(retractions=0, evicted_tokens=0, evicted_states=0, idle_checks=0)
     for path in folder.glob("*.log"):
         for line in path.read_text().splitlines():
@@ -289,12 +288,19 @@ def judge(requests: list[Request], ours: list[Result], stock: list[Result]) -> d
     return c
 
 
+def serving_kwargs(args, port: int) -> dict:
+    """What every server of the suite runs with beyond the harness's engine arguments, in the release's spelling."""
+    return h.spelled(args, dict(cuda_graph_max_bs=args.concurrency, max_running_requests=args.concurrency,
+                                max_total_tokens=args.max_total_tokens, chunked_prefill_size=args.chunked_prefill_size,
+                                schedule_conservativeness=args.conservativeness, skip_tokenizer_init=False,
+                                host="127.0.0.1", port=port, grammar_backend="none"))  # fmt: skip
+
+
 def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, requests, margins: bool) -> dict:
     """Start run's server, drive the requests, idle, check it, stop it. Returns its counts (no 'verdict' yet)."""
     url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
     folder = work / f"counters-{run.name}"
-    env = dict(run.environ(env, log), SERVING_COUNTERS=str(folder))
-    env["PYTHONPATH"] = os.pathsep.join([str(COUNTERS), env["PYTHONPATH"]])
+    env = dict(run.environ(env, log), SERVING_COUNTERS=str(folder))  # server_site is on its path (h.sglang_env)
     server_log = out / f"{run.name}.server.log"
     state = dict(up=False, alive_after=False, answered_after=False, failure_lines=[])
     if healthy(url):  # a server left from an earlier run would answer in place of this one
@@ -469,13 +475,8 @@ def main(argv=None) -> int:
     unknown = set(args.runs.split(",") if args.runs else ()) - {r.name for r in runs}
     if unknown:
         p.error(f"--runs {', '.join(sorted(unknown))}: not among {', '.join(r.name for r in runs)}")
-    graph_key = "cuda_graph_max_bs_decode" if args.sglang == "0.5.23" else "cuda_graph_max_bs"
     for i, run in enumerate(runs):
-        run.engine_kwargs.update({graph_key: args.concurrency}, max_running_requests=args.concurrency,
-                                 max_total_tokens=args.max_total_tokens, chunked_prefill_size=args.chunked_prefill_size,
-                                 schedule_conservativeness=args.conservativeness,
-                                 skip_tokenizer_init=False, host="127.0.0.1", port=args.port + i,
-                                 grammar_backend="none")  # fmt: skip
+        run.engine_kwargs.update(serving_kwargs(args, args.port + i))
     rows = {}
     if args.reference:
         rows[h.STOCK] = load_reference(args.reference, reference_key(args, runs[0], requests), args.sampled)

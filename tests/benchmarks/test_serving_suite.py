@@ -125,6 +125,8 @@ FAKE_SGLANG = {
     "sglang/srt/mem_cache/radix_cache.py": "class EvictResult:\n    def __init__(self, t, m):\n"
     "        self.num_tokens_evicted, self.mamba_num_evicted = t, m\n"
     "class RadixCache:\n    def evict(self, t, m):\n        return EvictResult(t, m)\n",
+    "sglang/srt/speculative/__init__.py": "",
+    "sglang/srt/speculative/dflash_utils.py": "top_k_renorm_prob = top_p_renorm_prob = print\n",
 }
 CALLS = (
     "from sglang.srt.managers.schedule_batch import ScheduleBatch\n"
@@ -140,13 +142,27 @@ def test_counters_in_a_fresh_process(tmp_path):
     for name, text in FAKE_SGLANG.items():
         (tmp_path / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "tree" / name).write_text(text)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.COUNTERS), str(tmp_path / "tree")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.h.SERVER_SITE), str(tmp_path / "tree")]))
     env["SERVING_COUNTERS"] = str(tmp_path / "counts")
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
     assert suite.counters(tmp_path / "counts") == dict(retractions=5, evicted_tokens=14, evicted_states=1, idle_checks=2)
     env.pop("SERVING_COUNTERS")  # off: nothing is written, nothing wrapped
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
     assert len(list((tmp_path / "counts").glob("*.log"))) == 1
+
+
+def test_torch_renorm_switch_in_a_fresh_process(tmp_path):
+    """HARNESS_TORCH_RENORM=1 leaves SGLang's DFLASH without its FlashInfer renorm ops (it then runs its torch code);
+    unset, they stay."""
+    for name, text in FAKE_SGLANG.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    code = "import sglang.srt.speculative.dflash_utils as u; print(u.top_k_renorm_prob, u.top_p_renorm_prob)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.h.SERVER_SITE), str(tmp_path)]))
+    env.pop("SERVING_COUNTERS", None)
+    run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, check=True, capture_output=True, text=True)  # noqa: E731
+    assert run(dict(env, HARNESS_TORCH_RENORM="1")).stdout.split() == ["None", "None"]
+    assert run(env).stdout.split() == ["<built-in", "function", "print>"] * 2
 
 
 def test_chi_square_hand_worked():
@@ -241,3 +257,29 @@ def test_serve_all_one_after_another_or_at_once(parallel):
     rows = suite.serve_all(runs, serve_one, parallel)
     assert rows == {r.name: {"served": r.name} for r in runs}
     assert most[0] == (len(runs) if parallel else 1)
+
+
+@pytest.mark.sglang
+def test_every_server_argument_is_the_installed_releases(tmp_path):
+    """Each server the suite and the harness start (stock with its GDN state tracking, ours, SGLang's own DFLASH, the
+    overlap variants) passes only fields of the installed SGLang's ServerArgs, in that release's spelling (0.5.23
+    renamed several; stock on 0.5.23 once failed at start on `mamba_scheduler_strategy`)."""
+    import inspect
+
+    from sglang.srt.server_args import ServerArgs  # a dataclass in 0.5.11, a msgspec Struct in 0.5.23
+
+    from sglang_dflash.sglang.plugin.activate import installed_version
+
+    release = installed_version()
+    h = suite.h
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    hargs = h.parse_args(["--sglang", release, "--radix-cache", "--also-overlap", "--budgets", "15",
+                          "--speculative-algorithm", "DDTREE", "DFLASH_CHAIN", "DFLASH"])  # fmt: skip
+    args = dataclasses.make_dataclass("A", ["sglang", "concurrency", "max_total_tokens", "chunked_prefill_size",
+                                            "conservativeness"])(release, 64, 6144, 128, 0.3)  # fmt: skip
+    fields = set(inspect.signature(ServerArgs).parameters)
+    runs = h.sglang_runs(hargs, tmp_path, tmp_path)
+    assert len(runs) >= 4
+    for run in runs:
+        kwargs = dict(run.engine_kwargs, **suite.serving_kwargs(args, 30000))
+        assert set(kwargs) <= fields, (run.name, sorted(set(kwargs) - fields))

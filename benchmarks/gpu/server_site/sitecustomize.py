@@ -1,6 +1,8 @@
-"""Counters for serving_suite.py, in every Python process of a server it starts (this folder is put first on the
-server's PYTHONPATH; benchmark-only, never part of the package). With SERVING_COUNTERS=DIR set, each process appends
-one line per event to DIR/<pid>.log once SGLang's modules load:
+"""Loaded first in every Python process of an SGLang server or Engine that the GPU scripts start (this folder goes
+first on its PYTHONPATH; benchmark-only, never part of the package). Each part acts only under its variable:
+
+SERVING_COUNTERS=DIR (serving_suite.py): each process appends one line per event to DIR/<pid>.log once SGLang's
+modules load:
 
     retract N          ScheduleBatch.retract_decode retracted N requests
     evict T M          a prefix cache's evict() freed T KV tokens and M GDN states
@@ -8,6 +10,11 @@ one line per event to DIR/<pid>.log once SGLang's modules load:
 
 SGLang's idle check raises on a leak (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default), so a leak ends
 the server; the count says the check ran at all.
+
+HARNESS_TORCH_RENORM=1 (harness.sglang_env, where the carried FlashInfer lacks its sampling sources): SGLang's DFLASH
+renormalises top-k / top-p probabilities with SGLang's own torch code, the path it takes on platforms without
+FlashInfer, instead of JIT-building FlashInfer's sampling module (whose sources the slimmed wheel drops). Only
+non-greedy verify reaches these ops (and SGLang's start-up rehearsal of it).
 """
 
 import functools
@@ -16,7 +23,9 @@ import os
 import sys
 
 DIR = os.environ.get("SERVING_COUNTERS")
-WATCHED = ("sglang.srt.managers.", "sglang.srt.mem_cache.")
+COUNTED = ("sglang.srt.managers.", "sglang.srt.mem_cache.")
+TORCH_RENORM = os.environ.get("HARNESS_TORCH_RENORM") == "1"
+RENORMED = "sglang.srt.speculative.dflash_utils"
 
 
 def _log(line: str) -> None:
@@ -46,7 +55,12 @@ def _evicted(result) -> str | None:
     return f"evict {tokens} {states}" if tokens or states else None
 
 
-def _instrument(module) -> None:
+def _torch_renorm(module) -> None:
+    if hasattr(module, "top_p_renorm_prob"):
+        module.top_k_renorm_prob = module.top_p_renorm_prob = None  # its torch fallbacks run
+
+
+def _count(module) -> None:
     for cls in list(vars(module).values()):
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
@@ -58,11 +72,21 @@ def _instrument(module) -> None:
             _wrap(cls, "_check_req_pool", lambda r: "idle_check")
 
 
+def _after(name: str):
+    """What to do to module `name` right after it executes, or None."""
+    if DIR and name.startswith(COUNTED):
+        return _count
+    if TORCH_RENORM and name == RENORMED:
+        return _torch_renorm
+    return None
+
+
 class _Finder(importlib.abc.MetaPathFinder):
-    """Instruments each watched module right after it executes."""
+    """Runs _after's action on each module it names, right after the module executes."""
 
     def find_spec(self, name, path, target=None):
-        if not name.startswith(WATCHED):
+        action = _after(name)
+        if action is None:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
@@ -73,7 +97,7 @@ class _Finder(importlib.abc.MetaPathFinder):
 
                 def run(module, exec_module=exec_module):
                     exec_module(module)
-                    _instrument(module)
+                    action(module)
 
                 spec.loader.exec_module = run
                 return spec
@@ -84,4 +108,5 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 if DIR:
     os.makedirs(DIR, exist_ok=True)
+if DIR or TORCH_RENORM:
     sys.meta_path.insert(0, _Finder())
