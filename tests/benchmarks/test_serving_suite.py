@@ -126,7 +126,8 @@ FAKE_SGLANG = {
     "        self.num_tokens_evicted, self.mamba_num_evicted = t, m\n"
     "class RadixCache:\n    def evict(self, t, m):\n        return EvictResult(t, m)\n",
     "sglang/srt/speculative/__init__.py": "",
-    "sglang/srt/speculative/dflash_utils.py": "top_k_renorm_prob = top_p_renorm_prob = print\n",
+    "sglang/srt/speculative/dflash_utils.py": "top_k_renorm_prob = top_p_renorm_prob = print\n"
+    "tree_speculative_sampling_target_only = print\n_DFLASH_SAMPLING_VERIFY_AVAILABLE = True\n",
 }
 CALLS = (
     "from sglang.srt.managers.schedule_batch import ScheduleBatch\n"
@@ -151,18 +152,21 @@ def test_counters_in_a_fresh_process(tmp_path):
     assert len(list((tmp_path / "counts").glob("*.log"))) == 1
 
 
-def test_torch_renorm_switch_in_a_fresh_process(tmp_path):
-    """HARNESS_TORCH_RENORM=1 leaves SGLang's DFLASH without its FlashInfer renorm ops (it then runs its torch code);
-    unset, they stay."""
+def test_no_sampling_jit_switch_in_a_fresh_process(tmp_path):
+    """HARNESS_NO_SAMPLING_JIT=1 leaves SGLang's DFLASH as on a platform without its sampling kernels (their names
+    None, sampling verify unavailable); unset, they stay."""
     for name, text in FAKE_SGLANG.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    code = "import sglang.srt.speculative.dflash_utils as u; print(u.top_k_renorm_prob, u.top_p_renorm_prob)"
+    code = (
+        "import sglang.srt.speculative.dflash_utils as u; print(u.top_k_renorm_prob is None, u.top_p_renorm_prob is "
+        "None, u.tree_speculative_sampling_target_only is None, u._DFLASH_SAMPLING_VERIFY_AVAILABLE)"
+    )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.h.SERVER_SITE), str(tmp_path)]))
     env.pop("SERVING_COUNTERS", None)
     run = lambda e: subprocess.run([sys.executable, "-c", code], env=e, check=True, capture_output=True, text=True)  # noqa: E731
-    assert run(dict(env, HARNESS_TORCH_RENORM="1")).stdout.split() == ["None", "None"]
-    assert run(env).stdout.split() == ["<built-in", "function", "print>"] * 2
+    assert run(dict(env, HARNESS_NO_SAMPLING_JIT="1")).stdout.split() == ["True", "True", "True", "False"]
+    assert run(env).stdout.split() == ["False", "False", "False", "True"]
 
 
 def test_chi_square_hand_worked():

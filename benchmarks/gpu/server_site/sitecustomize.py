@@ -11,10 +11,10 @@ modules load:
 SGLang's idle check raises on a leak (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default), so a leak ends
 the server; the count says the check ran at all.
 
-HARNESS_TORCH_RENORM=1 (harness.sglang_env, where the carried FlashInfer lacks its sampling sources): SGLang's DFLASH
-renormalises top-k / top-p probabilities with SGLang's own torch code, the path it takes on platforms without
-FlashInfer, instead of JIT-building FlashInfer's sampling module (whose sources the slimmed wheel drops). Only
-non-greedy verify reaches these ops (and SGLang's start-up rehearsal of it).
+HARNESS_NO_SAMPLING_JIT=1 (harness.sglang_env, where the carried FlashInfer lacks the headers and sources that
+sampling kernels JIT-build from): SGLang's DFLASH takes the path SGLang takes on platforms without its sampling-verify
+kernel and FlashInfer's renorm ops (their names None: its torch renorm, its stock sampling rehearsal at start-up,
+non-greedy verify off), instead of failing at start-up. Greedy verify, all the GPU scripts use, is untouched.
 """
 
 import functools
@@ -24,8 +24,8 @@ import sys
 
 DIR = os.environ.get("SERVING_COUNTERS")
 COUNTED = ("sglang.srt.managers.", "sglang.srt.mem_cache.")
-TORCH_RENORM = os.environ.get("HARNESS_TORCH_RENORM") == "1"
-RENORMED = "sglang.srt.speculative.dflash_utils"
+NO_SAMPLING_JIT = os.environ.get("HARNESS_NO_SAMPLING_JIT") == "1"
+SAMPLING_OPS = "sglang.srt.speculative.dflash_utils"
 
 
 def _log(line: str) -> None:
@@ -55,9 +55,12 @@ def _evicted(result) -> str | None:
     return f"evict {tokens} {states}" if tokens or states else None
 
 
-def _torch_renorm(module) -> None:
-    if hasattr(module, "top_p_renorm_prob"):
-        module.top_k_renorm_prob = module.top_p_renorm_prob = None  # its torch fallbacks run
+def _no_sampling_jit(module) -> None:
+    for name in ("top_k_renorm_prob", "top_p_renorm_prob", "tree_speculative_sampling_target_only"):
+        if hasattr(module, name):
+            setattr(module, name, None)
+    if hasattr(module, "_DFLASH_SAMPLING_VERIFY_AVAILABLE"):  # computed from the kernel's name at import
+        module._DFLASH_SAMPLING_VERIFY_AVAILABLE = False
 
 
 def _count(module) -> None:
@@ -76,8 +79,8 @@ def _after(name: str):
     """What to do to module `name` right after it executes, or None."""
     if DIR and name.startswith(COUNTED):
         return _count
-    if TORCH_RENORM and name == RENORMED:
-        return _torch_renorm
+    if NO_SAMPLING_JIT and name == SAMPLING_OPS:
+        return _no_sampling_jit
     return None
 
 
@@ -108,5 +111,5 @@ class _Finder(importlib.abc.MetaPathFinder):
 
 if DIR:
     os.makedirs(DIR, exist_ok=True)
-if DIR or TORCH_RENORM:
+if DIR or NO_SAMPLING_JIT:
     sys.meta_path.insert(0, _Finder())
