@@ -12,7 +12,7 @@ it has a depth-L chain). Stages, each captured in its own CUDA graph and timed b
 triton.testing.do_bench (median of replays):
   vocab   draft_log_probs: top-B and logsumexp over the draft logits    [R, L, V] read
   tree    build_ddtree_from_top_k: beams, global top-B, DraftTree tensors
-  cond    build_conditional_tree (plain torch): the same from COND_K candidates a depth and parent-to-child
+  cond    build_conditional_tree (Triton on CUDA): the same from COND_K candidates a depth and parent-to-child
           scores (DFlash2's selector, DSpark's Markov head), its inputs random
   argmax  the target's argmax over all verify logits                    [R, N, V] read
           (kernels.vocab.argmax; torch.argmax beside it as a second peer): the previous accept path
