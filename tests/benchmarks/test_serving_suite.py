@@ -124,7 +124,8 @@ FAKE_SGLANG = {
     "sglang/srt/mem_cache/__init__.py": "",
     "sglang/srt/mem_cache/radix_cache.py": "class EvictResult:\n    def __init__(self, t, m):\n"
     "        self.num_tokens_evicted, self.mamba_num_evicted = t, m\n"
-    "class RadixCache:\n    def evict(self, t, m):\n        return EvictResult(t, m)\n",
+    "class RadixCache:\n    def evict(self, t, m):\n        return EvictResult(t, m)\n"
+    "    def evict_for_alloc(self, t, m):\n        return EvictResult(t, m)\n",
     "sglang/srt/speculative/__init__.py": "",
     "sglang/srt/speculative/dflash_utils.py": "top_k_renorm_prob = top_p_renorm_prob = print\n"
     "tree_speculative_sampling_target_only = print\n_DFLASH_SAMPLING_VERIFY_AVAILABLE = True\n",
@@ -134,7 +135,7 @@ CALLS = (
     "from sglang.srt.managers.checker import Checker\n"
     "from sglang.srt.mem_cache.radix_cache import RadixCache\n"
     "b = ScheduleBatch(); b.retract_decode(3); b.retract_decode(0); b.retract_decode(2)\n"
-    "c = RadixCache(); c.evict(10, 1); c.evict(0, 0); c.evict(4, 0)\n"
+    "c = RadixCache(); c.evict(10, 1); c.evict(0, 0); c.evict(4, 0); c.evict_for_alloc(5, 2)\n"
     "Checker()._check_req_pool(); Checker()._check_req_pool()\n"
 )
 
@@ -146,7 +147,7 @@ def test_counters_in_a_fresh_process(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.h.SERVER_SITE), str(tmp_path / "tree")]))
     env["SERVING_COUNTERS"] = str(tmp_path / "counts")
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
-    assert suite.counters(tmp_path / "counts") == dict(retractions=5, evicted_tokens=14, evicted_states=1, idle_checks=2)
+    assert suite.counters(tmp_path / "counts") == dict(retractions=5, evicted_tokens=19, evicted_states=3, idle_checks=2)
     env.pop("SERVING_COUNTERS")  # off: nothing is written, nothing wrapped
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
     assert len(list((tmp_path / "counts").glob("*.log"))) == 1

@@ -5,7 +5,7 @@ SERVING_COUNTERS=DIR (serving_suite.py): each process appends one line per event
 modules load:
 
     retract N          ScheduleBatch.retract_decode retracted N requests
-    evict T M          a prefix cache's evict() freed T KV tokens and M GDN states
+    evict T M          a prefix cache's evict() or evict_for_alloc() freed T KV tokens and M GDN states
     idle_check         the scheduler's idle memory check ran (its request-pool part; the KV part runs just before)
 
 SGLang's idle check raises on a leak (SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default), so a leak ends
@@ -69,8 +69,9 @@ def _count(module) -> None:
             continue
         if cls.__name__ == "ScheduleBatch":
             _wrap(cls, "retract_decode", lambda r: f"retract {len(r[0])}" if r and r[0] else None)
-        if "evict" in cls.__dict__:
-            _wrap(cls, "evict", _evicted)
+        for name in ("evict", "evict_for_alloc"):  # 0.5.23 evicts for an allocation through the second
+            if name in cls.__dict__:
+                _wrap(cls, name, _evicted)
         if "_check_req_pool" in cls.__dict__:
             _wrap(cls, "_check_req_pool", lambda r: "idle_check")
 
