@@ -90,6 +90,8 @@ def is_ours(server_args) -> bool:
 # Plugin hooks with no upstream edit.
 PLUGIN_ONLY = {
     "scheduler_init": "turns the runtime hooks on in a scheduler that serves ours (upstream, the edits are there)",
+    "acceptance_histogram": "0.5.11's opt-in spec-v2 path (SGLANG_DFLASH_OVERLAP=1), not in its series (spec v1 there) "
+    "until a GPU run verifies it",
 }
 
 

@@ -10,6 +10,7 @@ tokens per request. `is_dflash()` is False: that is SGLang's own DFLASH (0.5.11)
 
 from __future__ import annotations
 
+from .. import env
 from .names import ALGORITHMS, DDTREE, DFLASH_CHAIN, resolved
 
 
@@ -54,7 +55,9 @@ class DraftTreeAlgorithm:
         return False
 
     def supports_spec_v2(self) -> bool:
-        return False
+        """0.5.11 asks under its overlap scheduler only, which the server arguments keep for ours with
+        SGLANG_DFLASH_OVERLAP=1 alone (the spec-v2 worker: `create_worker`)."""
+        return env.OVERLAP.on()
 
     def is_ddtree(self) -> bool:
         return self.name == DDTREE
@@ -63,6 +66,11 @@ class DraftTreeAlgorithm:
         return self.name == DFLASH_CHAIN
 
     def create_worker(self, server_args):
+        """The v1 worker under the non-overlap scheduler; the spec-v2 worker under 0.5.11's overlap scheduler."""
+        if not server_args.disable_overlap_schedule:
+            from .ddtree_worker_v2 import DDTreeWorkerV2
+
+            return DDTreeWorkerV2
         from .ddtree_worker import DDTreeWorker
 
         return DDTreeWorker

@@ -2,7 +2,9 @@
 the drafter pass stood in for: a hand-worked step of two requests (tokens, lengths, KV window, GDN commit, extra_buffer
 tracking, drafter context, when the new lengths are published), and the same step on the `meta` device, where any
 read of a device tensor's values (`.tolist()`, `.item()`, `bool()`, masked indexing) raises: under SGLang's overlap
-scheduler the host prepares the next batch while the step runs, so the step must read nothing back.
+scheduler the host prepares the next batch while the step runs, so the step must read nothing back. On 0.5.23's
+schema, and on 0.5.11's (its batch a ModelWorkerBatch, EAGLE's draft input and verify preparation, the lengths
+published by recording the draft input's verify_done event).
 
 SGLang's runtime modules import `sgl_kernel`; the import-only stand-in goes first on sys.path where the real one is
 missing. Nothing here calls into it.
@@ -23,8 +25,9 @@ pytestmark = pytest.mark.sglang  # also run against the other supported SGLang r
 
 pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
 RELEASE = release(installed_version() or "")
-if RELEASE is None or not RELEASE.registry:
-    pytest.skip(f"the spec-v2 worker serves registry releases only (SGLang {installed_version()})", allow_module_level=True)
+if RELEASE is None or not (RELEASE.registry or RELEASE.overlap_spec_v2):
+    pytest.skip(f"no spec-v2 worker on SGLang {installed_version()}", allow_module_level=True)
+OLD_SCHEMA = not RELEASE.registry  # 0.5.11's spec-v2 schema
 
 # One tree for both requests: node 1 (token 11) and node 2 (token 12) under the root, node 3 (token 13) under node 1.
 PARENTS = [-1, 0, 0, 1]
@@ -57,13 +60,39 @@ class Recorder:
         self.calls.append(("publish", new_seq_lens))
 
 
+class Event:
+    """0.5.11's verify_done: recording it is the publish (the lengths ride in the draft input)."""
+
+    def __init__(self, rec: Recorder):
+        self.rec = rec
+
+    def record(self):
+        self.rec.calls.append(("publish", None))
+
+
+def new_lengths(result):
+    """The step's new lengths and bonus tokens [bs], as the scheduler reads them."""
+    draft = result.next_draft_input
+    if OLD_SCHEMA:
+        return draft.new_seq_lens, draft.verified_id
+    return result.new_seq_lens, draft.bonus_tokens
+
+
+def published(rec: Recorder, result):
+    """The lengths the publish gave the scheduler: 0.5.23's on_publish argument; on 0.5.11 the draft input's, whose
+    verify_done event the publish recorded."""
+    call = next(c for c in rec.calls if c[0] == "publish")
+    if OLD_SCHEMA:
+        assert call[1] is None and isinstance(result.next_draft_input.verify_done, Event)
+        return result.next_draft_input.new_seq_lens
+    return call[1]
+
+
 def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None, tp_size=1):
     """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given;
     fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError.
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
-    from sglang.srt.speculative import eagle_utils
-
     from sglang_dflash.ddtree import tree_from_parents
     from sglang_dflash.sglang import ddtree_worker_v2, names, worker_common
     from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
@@ -83,7 +112,8 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
             logits[r, i, t] = 1.0
     req_to_token = torch.arange(4 * 32).view(4, 32) + 1000  # KV slot of (request slot, position)
 
-    def verify(batch, forward_batch, is_verify):
+    def verify(batch, forward_batch, is_verify, **planned):
+        assert planned == ({"skip_attn_backend_init": True} if OLD_SCHEMA else {})
         if fail == "verify":
             raise RuntimeError("verify broke")
         return SimpleNamespace(
@@ -99,6 +129,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     target = SimpleNamespace(forward_batch_generation=verify)
     mamba = torch.tensor([5, 2], device=dev)
     runner = SimpleNamespace(
+        model_config=SimpleNamespace(dtype=torch.bfloat16),
         req_to_token_pool=SimpleNamespace(req_to_token=req_to_token.to(dev)),
         attn_backend=SimpleNamespace(linear_attn_backend=SimpleNamespace(forward_metadata=SimpleNamespace(mamba_cache_indices=mamba))),
     )  # fmt: skip
@@ -120,8 +151,16 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     w._build_tree = lambda roots, hidden, local: tree
     w._append_verified = context
     monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: rec)
-    monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch: INTERVAL)
-    monkeypatch.setattr(eagle_utils, "eagle_prepare_for_verify", lambda spec_info, pool, batch, worker: ("fb", False))
+    monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch, server_args: INTERVAL)
+    if OLD_SCHEMA:
+        from sglang.srt.speculative.eagle_info import EagleVerifyInput
+
+        monkeypatch.setattr(EagleVerifyInput, "prepare_for_v2_verify", lambda self, pool, batch, worker: ("fb", False))
+        monkeypatch.setattr(torch, "get_device_module", lambda device: SimpleNamespace(Event=lambda: Event(rec)))
+    else:
+        from sglang.srt.speculative import eagle_utils
+
+        monkeypatch.setattr(eagle_utils, "eagle_prepare_for_verify", lambda spec_info, pool, batch, worker: ("fb", False))
 
     batch = SimpleNamespace(
         forward_mode=SimpleNamespace(is_idle=lambda: False, is_extend=lambda: False),
@@ -130,13 +169,12 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         req_pool_indices=torch.tensor(SLOTS, device=dev),
         seq_lens=torch.tensor(SEQ_LENS, device=dev),
         seq_lens_cpu=torch.tensor(SEQ_LENS),
-        spec_info=SimpleNamespace(bonus_tokens=tokens[:, 0].to(dev)),
+        spec_info=SimpleNamespace(**{"verified_id" if OLD_SCHEMA else "bonus_tokens": tokens[:, 0].to(dev)}),
         sampling_info=SimpleNamespace(is_all_greedy=True),
         mamba_track_indices=torch.tensor([6, 7], device=dev) if extra_buffer else None,
-        batch_size=lambda: 2,
-    )
+    )  # (no batch_size(): 0.5.11's ModelWorkerBatch has none)
     rec.batch = batch
-    result = w.forward_batch_generation(batch, on_publish=rec.publish)
+    result = w.forward_batch_generation(batch, **({} if OLD_SCHEMA else dict(on_publish=rec.publish)))
     return result, rec, w, runner.req_to_token_pool.req_to_token
 
 
@@ -147,7 +185,8 @@ def test_decode_step_hand_worked(monkeypatch, extra_buffer):
     assert result.accept_lens.tolist() == [2, 3]
     assert result.next_token_ids.view(2, N)[0, :2].tolist() == [12, 50]
     assert result.next_token_ids.view(2, N)[1, :3].tolist() == [11, 13, 60]
-    assert result.new_seq_lens.tolist() == [8, 12] and result.next_draft_input.bonus_tokens.tolist() == [50, 60]
+    lengths, bonus = new_lengths(result)
+    assert lengths.tolist() == [8, 12] and bonus.tolist() == [50, 60]
     # each window's accepted nodes' KV slots first, in path order; the window keeps its own slots
     for slot, s, path in ((3, 6, [0, 2]), (1, 9, [0, 1, 3])):
         window = (1000 + slot * 32 + s + torch.arange(N)).tolist()
@@ -160,7 +199,7 @@ def test_decode_step_hand_worked(monkeypatch, extra_buffer):
     assert names == expected, names  # published after the target's commits, before the drafter's context
     commit = rec.calls[names.index("commit")]
     assert commit[1].tolist() == [5, 2] and commit[2].tolist() == [[0, 2, -1], [0, 1, 3]] and commit[3] is None
-    assert rec.calls[names.index("publish")][1].tolist() == [8, 12]
+    assert published(rec, result).tolist() == [8, 12]
     context = rec.calls[names.index("context")]
     assert context[1].tolist() == SLOTS and context[2].tolist() == SEQ_LENS
     assert context[3].tolist() == [[0, 2, -1], [0, 1, 3]]
@@ -182,7 +221,7 @@ def test_decode_step_reads_nothing_back_from_the_device(monkeypatch, extra_buffe
     with pytest.raises(Exception):  # the detector itself: a meta tensor's values cannot be read
         torch.zeros(2, device="meta").tolist()
     result, rec, _, _ = decode_step(monkeypatch, "meta", extra_buffer)
-    assert result.accept_lens.is_meta and result.new_seq_lens.is_meta
+    assert result.accept_lens.is_meta and new_lengths(result)[0].is_meta
     assert [c[0] for c in rec.calls][-2:] == ["publish", "context"]
 
 
@@ -213,9 +252,10 @@ def test_a_step_that_raises_before_the_publish_ends_its_batch_not_the_server(mon
     from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
     result, rec, w, _ = decode_step(monkeypatch, "cpu", False, fail="verify")
-    assert result.accept_lens.tolist() == [0, 0] and result.num_non_draft_tokens_per_req == 0
-    assert result.new_seq_lens.tolist() == SEQ_LENS and result.next_token_ids.shape == (2 * N,)
-    assert [c[0] for c in rec.calls] == ["set_parents", "publish"] and rec.calls[-1][1].tolist() == SEQ_LENS
+    assert result.accept_lens.tolist() == [0, 0] and result.next_token_ids.shape == (2 * N,)
+    assert OLD_SCHEMA or result.num_non_draft_tokens_per_req == 0  # 0.5.11: length - 1 (the histogram patch)
+    assert new_lengths(result)[0].tolist() == SEQ_LENS
+    assert [c[0] for c in rec.calls] == ["set_parents", "publish"] and published(rec, result).tolist() == SEQ_LENS
     for req in rec.batch.reqs:
         assert isinstance(req.to_finish, FINISH_ABORT) and "RuntimeError: verify broke" in req.to_finish.message
         assert req.skip_radix_cache_insert is True
@@ -231,7 +271,7 @@ def test_a_step_that_raises_after_the_publish_keeps_its_tokens(monkeypatch):
     """The drafter's context append raises after the target's commits were published: the step's tokens are the
     hand-worked ones, the requests end aborted and stay out of the radix cache (their drafter context is not whole)."""
     result, rec, _, _ = decode_step(monkeypatch, "cpu", False, fail="context")
-    assert result.accept_lens.tolist() == [2, 3] and result.new_seq_lens.tolist() == [8, 12]
+    assert result.accept_lens.tolist() == [2, 3] and new_lengths(result)[0].tolist() == [8, 12]
     assert [c[0] for c in rec.calls][-1] == "publish"
     for req in rec.batch.reqs:
         assert "RuntimeError: context broke" in req.to_finish.message and req.skip_radix_cache_insert is True
@@ -269,3 +309,44 @@ def test_a_step_that_fails_on_every_tp_rank_ends_its_batch_not_the_server(monkey
     assert asked == [1] and result.accept_lens.tolist() == [0, 0]
     for req in rec.batch.reqs:
         assert "RuntimeError: verify broke" in req.to_finish.message and req.skip_radix_cache_insert is True
+
+
+@pytest.mark.skipif(not OLD_SCHEMA, reason="0.5.11's spec-v2 schema")
+def test_draft_input_rides_0_5_11s_future_map(monkeypatch):
+    """0.5.11's overlap scheduler stores each step's draft input in its FutureMap and resolves it into the next batch
+    (EAGLE's fields: top-k, hidden rows, verified_id, new lengths): ours goes through SGLang's own map, prefill's
+    (int64 tokens) first and a decode step's after, and comes back as the roots and lengths it went in as."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.managers import overlap_utils
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2, bonus_tokens
+
+    monkeypatch.setattr(overlap_utils, "spec_need_hidden_states", lambda: True)  # EAGLE's default: hidden rows relayed
+    monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)  # a CUDA stream's; CPU tensors here
+    w = object.__new__(DDTreeWorkerV2)
+    w.model_runner, w._verify_done = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16)), "event"
+    fmap = overlap_utils.FutureMap(8, 128, 512, torch.device("cpu"), SpeculativeAlgorithm.EAGLE)
+    steps = [(torch.tensor([5, 6]), torch.tensor([3, 4])), (torch.tensor([50, 60], dtype=torch.int32), torch.tensor([8, 12]))]
+    for tokens, lengths in steps:
+        indices = fmap.alloc_future_indices(2)
+        fmap.store_to_map(indices, SimpleNamespace(next_draft_input=w._draft_input(tokens, lengths)))
+        nxt = w._draft_input(torch.zeros(2, dtype=torch.long), torch.zeros(2, dtype=torch.long))
+        nxt.future_indices = indices
+        fmap.resolve_future(SimpleNamespace(spec_info=nxt))
+        assert bonus_tokens(nxt).tolist() == tokens.tolist() and nxt.new_seq_lens.tolist() == lengths.tolist()
+    assert w._draft_input(*steps[1]).verify_done == "event"
+
+
+@pytest.mark.skipif(not OLD_SCHEMA, reason="0.5.11's spec-v2 schema")
+def test_an_aborted_step_is_not_an_acceptance_histogram_entry():
+    """0.5.11 counts a spec-v2 step's accepted drafts as accept length - 1: our aborted step's -1 is left out (the
+    plugin's hook on Req.update_spec_acceptance_histogram), others counted as SGLang counts them."""
+    from sglang.srt.managers.schedule_batch import Req
+
+    from sglang_dflash.sglang.plugin import patches
+
+    req = SimpleNamespace(spec_acceptance_histogram=[])
+    for n in (2, -1, 0, 2):
+        patches.acceptance_histogram(Req.update_spec_acceptance_histogram, req, n)
+    assert req.spec_acceptance_histogram == [1, 0, 2]

@@ -204,8 +204,13 @@ def test_issue_command_resolves_to_our_algorithm(probe):
         off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
         assert off["disable_radix_cache"] and off["all_fields"][STRATEGY] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == workers[0]
-    overlap = probe[2]["ddtree_cmd"]  # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler, where spec v2 has it
-    assert overlap["disable_overlap_schedule"] is (not V2) and overlap["create_worker"] == workers[0], overlap
+    # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler and the v2 worker where SGLang runs spec v2 under it (0.5.23,
+    # 0.5.11: there with spec v2's topk 2 x 16 steps; 0.5.10.post1 stays v1 and non-overlap)
+    overlap = probe[2]["ddtree_cmd"]
+    v2 = V2 or RELEASE.overlap_spec_v2
+    assert overlap["disable_overlap_schedule"] is (not v2), overlap
+    assert overlap["create_worker"] == ("DDTreeWorkerV2" if v2 else "DDTreeWorker"), overlap
+    assert overlap["speculative_num_steps"] == (16 if v2 else 15) and overlap["speculative_eagle_topk"] == 2, overlap
 
 
 def test_dflash_is_sglangs_own_unless_opted_in(probe):
@@ -224,7 +229,8 @@ def test_dflash_is_sglangs_own_unless_opted_in(probe):
         assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>"
     chain = with_override["dflash"]
     assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
-    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == "DDTreeWorker"
+    worker = "DDTreeWorkerV2" if RELEASE.overlap_spec_v2 else "DDTreeWorker"  # that probe also has OVERLAP=1
+    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == worker
 
 
 def test_radix_cache_on_takes_extra_buffer(pair):

@@ -225,15 +225,19 @@ def test_local_vocab_range():
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_worker_classes(tp):
-    """Our workers serve DFLASH_CHAIN/DDTREE at any TP; SGLang's names (DFLASH included, once resolved) are not ours."""
+    """Our workers serve DFLASH_CHAIN/DDTREE at any TP: the v1 worker under the non-overlap scheduler, the spec-v2 one
+    under the overlap scheduler (which the server arguments keep on 0.5.11 only with SGLANG_DFLASH_OVERLAP=1); SGLang's
+    names (DFLASH included, once resolved) are not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
     from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
 
-    def args(name):
-        return SimpleNamespace(speculative_algorithm=name, tp_size=tp)
+    def args(name, overlap=False):
+        return SimpleNamespace(speculative_algorithm=name, tp_size=tp, disable_overlap_schedule=not overlap)
 
-    assert DraftTreeAlgorithm("DFLASH_CHAIN").create_worker(args("DFLASH_CHAIN")) is DDTreeWorker
-    assert DraftTreeAlgorithm("DDTREE").create_worker(args("DDTREE")) is DDTreeWorker
+    for name in ("DFLASH_CHAIN", "DDTREE"):
+        assert DraftTreeAlgorithm(name).create_worker(args(name)) is DDTreeWorker
+        assert DraftTreeAlgorithm(name).create_worker(args(name, overlap=True)) is DDTreeWorkerV2
     assert is_ours(args("DDTREE")) and is_ours(args("DFLASH_CHAIN")) and is_ours(DraftTreeAlgorithm("DDTREE"))
     assert not any(is_ours(args(name)) for name in ("EAGLE", "DFLASH", None))
     assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours

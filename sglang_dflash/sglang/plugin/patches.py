@@ -15,6 +15,7 @@ from ..algorithm import DraftTreeAlgorithm, is_ours
 from ..names import ALGORITHMS, DFLASH, NUM_REQS_ATTR, canonical_name
 
 _has_dflash = False  # the running release has SGLang's own DFLASH (`configure`)
+_overlap_spec_v2 = False  # the running release's overlap scheduler can run our spec-v2 worker (0.5.11, `configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
 _command_line = False  # a launch_server command line asked for ours: refusals print one line, exit code 2
 
@@ -24,9 +25,9 @@ CHOICES_HELP = (
 )
 
 
-def configure(has_dflash: bool) -> None:
-    global _has_dflash
-    _has_dflash = has_dflash
+def configure(has_dflash: bool, overlap_spec_v2: bool = False) -> None:
+    global _has_dflash, _overlap_spec_v2
+    _has_dflash, _overlap_spec_v2 = has_dflash, overlap_spec_v2
 
 
 def disable(reason: str) -> None:
@@ -103,7 +104,8 @@ def speculative_decoding(original, self):
     if is_ours(self):
         from ..server_args import resolve_speculative_args
 
-        _resolving(resolve_speculative_args, self)
+        spec_v2 = _overlap_spec_v2 and env.OVERLAP.on()  # 0.5.11: the spec-v2 worker under the overlap scheduler
+        _resolving(lambda a: resolve_speculative_args(a, spec_v2=spec_v2), self)
     return original(self)
 
 
@@ -123,6 +125,14 @@ def add_request_to_queue(original, self, req, *args, **kwargs):
         if message:
             req.set_finish_with_abort(message)
     return original(self, req, *args, **kwargs)
+
+
+def acceptance_histogram(original, self, accepted_draft_tokens, *args, **kwargs):
+    """0.5.11's spec-v2 output processing counts a step's accepted drafts as accept length - 1; a step of ours that
+    ended its batch aborted (accept length 0) accepted none and is left out, as the request ends with it."""
+    if accepted_draft_tokens < 0:
+        return None
+    return original(self, accepted_draft_tokens, *args, **kwargs)
 
 
 def init_device_graphs(original, self):

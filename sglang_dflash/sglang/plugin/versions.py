@@ -11,6 +11,8 @@ touches anything: a missing module, class or attribute, or other parameters, and
 - `fields`: SGLang fields the workers read or write under names that changed between releases (`names.Fields`).
 - `registry`: the release has `SpeculativeAlgorithm.register` (0.5.23): our names are registered there, with their
   server-argument validation and worker factory, instead of patched into `from_string` and `--speculative-algorithm`.
+- `overlap_spec_v2`: the release runs spec v2 under its overlap scheduler only (0.5.11): with SGLANG_DFLASH_OVERLAP=1
+  ours get the spec-v2 worker and that scheduler there, else the v1 worker and the non-overlap one.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Release:
     runtime: tuple[Patch, ...]
     fields: Fields
     registry: bool = False
+    overlap_spec_v2: bool = False
 
     @property
     def field_owners(self) -> tuple[Field, ...]:
@@ -214,8 +217,12 @@ RELEASES = (
             *RUNTIME_COMMON,
             Patch(f"{POOL_CONFIGURATOR}:DefaultPoolConfigurator._compute_cell_size", "compute_cell_size",
                   ("self", "mr", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
+            Patch(f"{SCHEDULE_BATCH}:Req.update_spec_acceptance_histogram", "acceptance_histogram",
+                  ("self", "accepted_draft_tokens"), "the spec-v2 worker's step that ended its batch aborted emits "
+                  "nothing (accept length 0, so -1 accepted drafts): not a histogram entry"),
         ),
         fields=FIELDS_0_5_11,
+        overlap_spec_v2=True,
     ),
     Release(
         versions=("0.5.23",),
