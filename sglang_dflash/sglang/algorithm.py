@@ -68,9 +68,9 @@ class DraftTreeAlgorithm:
     def create_worker(self, server_args):
         """The v1 worker under the non-overlap scheduler; the spec-v2 worker under 0.5.11's overlap scheduler."""
         if not server_args.disable_overlap_schedule:
-            from .ddtree_worker_v2 import DDTreeWorkerV2
+            from .ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
-            return DDTreeWorkerV2
+            return DDTreeWorkerV2For0511
         from .ddtree_worker import DDTreeWorker
 
         return DDTreeWorker

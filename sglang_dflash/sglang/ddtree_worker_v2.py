@@ -1,5 +1,4 @@
-"""DDTreeWorkerV2: DDTREE and DFLASH_CHAIN on SGLang's spec-v2 schema (0.5.23, where spec v1 is gone; and 0.5.11
-under its overlap scheduler, opt-in: `SPEC_V2_0_5_11` below).
+"""DDTreeWorkerV2: DDTREE and DFLASH_CHAIN on SGLang's spec-v2 schema (0.5.23; spec v1 is gone there).
 
 The phases are the v1 worker's (`ddtree_worker`), on the same common part (`worker_common`): the same drafter, tree
 build, accept, tree GDN verify and commit, and drafter context. What moves is the bookkeeping. Under spec v2 the
@@ -34,17 +33,13 @@ the publish outside the context append, the server ends as before.
 The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
 until a GPU run verifies it lossless there.
 
-SGLang 0.5.11 runs spec v2 only under its overlap scheduler, on a schema of its own (`SPEC_V2_0_5_11`): no lifecycle
-calls (the phases run in __init__, as the v1 worker's), a `ModelWorkerBatch` rather than the batch, EAGLE's draft input
-(the bonus as `verified_id`; the new lengths reach the host when its `verify_done` event, recorded where 0.5.23's
-on_publish is called, has passed), EAGLE's `prepare_for_v2_verify`, and the extra_buffer tracking interval of the
-server arguments. Not yet verified on a GPU: the v1 worker (`ddtree_worker`) serves 0.5.11 unless SGLANG_DFLASH_OVERLAP=1.
+What differs on another release's spec-v2 schema goes through a few small methods (`_publisher`, `_roots`,
+`_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result`, `_draft_input`): `ddtree_worker_v2_0511`
+overrides them for SGLang 0.5.11.
 """
 
 from __future__ import annotations
 
-import importlib.util
-from functools import cache
 from types import SimpleNamespace
 
 import torch
@@ -68,34 +63,20 @@ from .worker_common import (
 NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads batch.seq_lens_cpu
 
 
-@cache
-def spec_v2_0_5_11() -> bool:
-    """Whether the installed SGLang speaks 0.5.11's spec-v2 schema (module docstring) rather than 0.5.23's, whose
-    scheduler keeps its runtime context (tp rank, tracking grid) in `sglang.srt.runtime_context`."""
-    return importlib.util.find_spec("sglang.srt.runtime_context") is None
-
-
 class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
     """DDTREE or DFLASH_CHAIN (by `server_args.speculative_algorithm`) on spec v2; see the module docstring."""
 
     overlap_ready = True  # its step reads nothing back (server_args keeps overlap off unless SGLANG_DFLASH_OVERLAP=1)
 
-    def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int | None = None, **_ranks):
-        """0.5.23 passes the four named; 0.5.11 also the ranks (tp_rank, dp_rank, moe_ep_rank, ...) and calls no
-        lifecycle method, so its phases run here, in the v1 worker's order."""
+    def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int | None = None):
         BaseSpecWorker.__init__(self)
         self._draft_worker = None  # no SGLang draft worker: SGLang's hooks for one (pools, graphs, weights) skip it
         self.nccl_port = nccl_port
-        self._verify_done = None  # 0.5.11: the step's event, recorded at the publish
-        if tp_rank is None:
+        if tp_rank is None:  # 0.5.23 keeps it in its runtime context
             from sglang.srt.runtime_context import get_parallel
 
             tp_rank = get_parallel().tp_rank
         self._load_drafter(resolved(server_args), gpu_id, tp_rank, target_worker)
-        if spec_v2_0_5_11():
-            self._install_capture()  # the taps went on before the target's graphs (the plugin's init_device_graphs)
-            self._init_context()
-            self.init_cuda_graphs()
 
     def __getattr__(self, name):
         # what SGLang asks of a spec worker that only the target worker has (as its own v2 workers do)
@@ -105,9 +86,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
 
     @property
     def draft_worker(self):
-        """None on 0.5.23. On 0.5.11 the scheduler reads a spec-v2 worker's draft KV pool as
-        draft_worker.draft_runner.token_to_kv_pool: the target's runner, as the v1 worker gives."""
-        return SimpleNamespace(draft_runner=self.model_runner) if spec_v2_0_5_11() else None
+        return None
 
     @property
     def spec_v2_attn_backends(self) -> tuple:
@@ -146,10 +125,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         if batch.forward_mode.is_idle():
             raise ValueError(f"{self.name}: idle batches (DP attention) are not supported")
         self._check_batch(batch)
-        publish = on_publish or (lambda new_seq_lens: None)
-        if spec_v2_0_5_11():  # the host reads the new lengths once this event has passed (maybe_wait_verify_done)
-            self._verify_done = event = torch.get_device_module(self.device).Event()
-            publish = lambda new_seq_lens: event.record()  # noqa: E731
+        publish = self._publisher(on_publish)
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch:
             return self._forward_extend(batch, pp_proxy_tensors, publish)
         draft_input, published = batch.spec_info, []  # the verify replaces spec_info for the step
@@ -165,7 +141,11 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
                 raise
             self._abort_batch(batch, error)  # before the publish: the batch's requests end, nothing emitted
             publish(batch.seq_lens)
-            return self._empty_result(batch, bonus_tokens(draft_input))
+            return self._empty_result(batch, self._roots(draft_input))
+
+    def _publisher(self, on_publish):
+        """What the step calls with the new lengths [bs] once the target's commits are enqueued."""
+        return on_publish or (lambda new_seq_lens: None)
 
     def _empty_result(self, batch, bonus: Tensor):
         """A step that emits nothing: accept length 0 for every request (SGLang finishes each by its to_finish); the
@@ -175,50 +155,39 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         bs, seq_lens = len(batch.reqs), batch.seq_lens
         tokens = torch.zeros(bs * self.num_nodes, dtype=torch.long, device=seq_lens.device)
         accept_lens = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
-        result = self._result(LogitsProcessorOutput(next_token_logits=None), tokens, accept_lens, bonus, seq_lens, False)
-        if not spec_v2_0_5_11():  # (0.5.11 counts length - 1: the plugin's histogram patch takes the -1)
-            result.num_non_draft_tokens_per_req = 0  # no bonus either: SGLang counts accepted drafts as length minus this
-        return result
+        logits = LogitsProcessorOutput(next_token_logits=None)
+        return self._result(logits, tokens, accept_lens, bonus, seq_lens, False, bonus_emitted=False)
 
     def _result(self, logits_output, tokens: Tensor, accept_lens: Tensor, bonus: Tensor, new_seq_lens: Tensor,
-                can_run_cuda_graph: bool):  # fmt: skip
+                can_run_cuda_graph: bool, bonus_emitted: bool = True):  # fmt: skip
         """The step's GenerationBatchResult: tokens [bs * N] (row i's first accept_lens[i] are emitted), the new
         lengths [bs] and the next step's draft input (the bonus [bs])."""
         from sglang.srt.managers.utils import GenerationBatchResult
 
-        since_0_5_23 = {} if spec_v2_0_5_11() else dict(speculative_num_draft_tokens=self.num_nodes, new_seq_lens=new_seq_lens)
-        return GenerationBatchResult(
+        result = GenerationBatchResult(
             logits_output=logits_output,
             next_token_ids=tokens,
             accept_lens=accept_lens,
             can_run_cuda_graph=can_run_cuda_graph,
             next_draft_input=self._draft_input(bonus, new_seq_lens),
-            **since_0_5_23,
+            speculative_num_draft_tokens=self.num_nodes,
+            new_seq_lens=new_seq_lens,
         )
+        if not bonus_emitted:
+            result.num_non_draft_tokens_per_req = 0  # SGLang counts accepted drafts as length minus this
+        return result
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
-        """The next step's draft input: the bonus [bs] and the new lengths [bs]. On 0.5.11 EAGLE's, whose future map
-        also relays top-k and hidden rows ([bs, 1] zeros here: nothing reads them) and whose host waits on
-        verify_done."""
-        if not spec_v2_0_5_11():
-            from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
+        from sglang.srt.speculative.draft_worker_common import make_draft_input_v2
 
-            return make_draft_input_v2(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
-        from sglang.srt.speculative.eagle_info import EagleDraftInput
-
-        zeros = bonus.new_zeros(bonus.shape[0], 1)
-        return EagleDraftInput(
-            verified_id=bonus, new_seq_lens=new_seq_lens, verify_done=self._verify_done,
-            topk_p=zeros.float(), topk_index=zeros.long(), hidden_states=zeros.to(self.model_runner.model_config.dtype),
-        )  # fmt: skip
+        return make_draft_input_v2(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
 
     def _forward_extend(self, batch, pp_proxy_tensors, publish):
         """Target prefill (first token sampled as usual), then the drafter's context for the extend tokens."""
         result = self.target_worker.forward_batch_generation(batch, pp_proxy_tensors=pp_proxy_tensors)
-        if not spec_v2_0_5_11():
-            result.new_seq_lens = batch.seq_lens
-        publish(batch.seq_lens)
-        ext, pre = extend_lengths(batch)
+        result.new_seq_lens = batch.seq_lens
+        publish(result.new_seq_lens)
+        ext, pre = self._extend_lengths(batch)
         for p, e in zip(pre, ext):
             self._check_fits(p + e)
         taps = self.capture.taps(sum(ext))
@@ -229,6 +198,10 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         result.logits_output.hidden_states = None
         result.next_draft_input = self._draft_input(result.next_token_ids, batch.seq_lens)
         return result
+
+    def _extend_lengths(self, batch) -> tuple[list[int], list[int]]:
+        """(extend lengths, prefix lengths) of an extend batch."""
+        return list(batch.extend_lens), list(batch.prefix_lens)
 
     def _forward_decode(self, batch, publish):
         """draft -> verify -> accept -> commit, publish -> drafter context. Reads nothing back from the device: under
@@ -264,8 +237,12 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
     def _draft(self, batch, slots: Tensor, seq_lens: Tensor) -> DraftTree:
         """One drafter pass from each request's bonus token (the root) at the drafter's slots and lengths [bs]
         (`_drafter_rows`) -> the chain or tree to verify."""
-        roots = bonus_tokens(batch.spec_info).long()
+        roots = self._roots(batch.spec_info).long()
         return self._build_tree(roots, *self._run_drafter(roots, slots, seq_lens))
+
+    def _roots(self, draft_input) -> Tensor:
+        """The previous step's bonus tokens [bs]: this step's roots."""
+        return draft_input.bonus_tokens
 
     def _verify(self, batch, tree: DraftTree, seq_cpu: list[int]):
         """TARGET_VERIFY of the trees over req_to_token[seq_len : seq_len + N] (the scheduler mapped the slots).
@@ -274,19 +251,18 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         if tree_gdn is None:
             raise RuntimeError(f"{self.name} on spec v2 needs the tree GDN verify (SGLANG_DFLASH_TREE_GDN=0 is v1 only)")
         batch.spec_info = spec_info  # the scheduler restores the batch's fields after the step
-        pool, worker = self.model_runner.req_to_token_pool, self.target_worker
-        if spec_v2_0_5_11():  # plans the attention backend (or the graph's replay) itself
-            forward_batch, _ = spec_info.prepare_for_v2_verify(pool, batch, worker)
-            planned = dict(skip_attn_backend_init=True)
-        else:
-            from sglang.srt.speculative.eagle_utils import eagle_prepare_for_verify
-
-            forward_batch, _ = eagle_prepare_for_verify(spec_info, pool, batch, worker)
-            planned = {}
+        forward_batch, planned = self._prepare_verify(spec_info, batch)
         self.profile.mark("prepare")
-        result = worker.forward_batch_generation(None, forward_batch=forward_batch, is_verify=True, **planned)
+        result = self.target_worker.forward_batch_generation(None, forward_batch=forward_batch, is_verify=True, **planned)
         logits = result.logits_output.next_token_logits.view(len(batch.reqs), self.num_nodes, -1)
         return logits, tree_gdn, graph_bs, result
+
+    def _prepare_verify(self, spec_info, batch) -> tuple:
+        """(the verify's forward batch over req_to_token[seq_len : seq_len + N], the target forward's extra keywords)."""
+        from sglang.srt.speculative.eagle_utils import eagle_prepare_for_verify
+
+        forward_batch, _ = eagle_prepare_for_verify(spec_info, self.model_runner.req_to_token_pool, batch, self.target_worker)
+        return forward_batch, {}
 
     def _accept(self, batch, tree: DraftTree, logits: Tensor):
         """Greedy or sampled acceptance (rank 0's draws at TP > 1). Returns (acceptance, tokens [bs, N]: row i's first
@@ -313,7 +289,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self.profile.mark("commit")
         mamba_slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
         if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
-            interval = track_interval(batch, self.server_args)
+            interval = self._track_interval(batch)
             rows = track_candidates(seq_cpu, max_keep, interval)
             if rows:
                 cut = track_cuts(seq_lens, acc.accept_len + 1, interval)
@@ -322,27 +298,12 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         tree_gdn.commit(runner.req_to_token_pool, mamba_slots, acc.accepted_nodes, graph_bs)
         self.profile.mark("gdn_commit")
 
+    def _track_interval(self, batch) -> int:
+        """The prefix-cache tracking grid of SGLang 0.5.23's extra_buffer: the least common multiple of the mamba
+        checkpoint grid and --mamba-track-interval (its own verify tracks there)."""
+        from sglang.srt.runtime_context import mamba_track_grid
 
-def track_interval(batch, server_args) -> int:
-    """The prefix-cache tracking grid of extra_buffer, where SGLang's own verify tracks: on 0.5.23 the least common
-    multiple of the mamba checkpoint grid and --mamba-track-interval, on 0.5.11 the latter."""
-    if spec_v2_0_5_11():
-        return server_args.mamba_track_interval
-    from sglang.srt.runtime_context import mamba_track_grid
-
-    return mamba_track_grid(batch.tree_cache.page_size)
-
-
-def bonus_tokens(draft_input) -> Tensor:
-    """The previous step's bonus tokens [bs], this step's roots: 0.5.11's EAGLE draft input calls them verified_id."""
-    return draft_input.verified_id if spec_v2_0_5_11() else draft_input.bonus_tokens
-
-
-def extend_lengths(batch) -> tuple[list[int], list[int]]:
-    """(extend lengths, prefix lengths) of an extend batch: 0.5.23's ScheduleBatch or 0.5.11's ModelWorkerBatch."""
-    if hasattr(batch, "extend_seq_lens"):
-        return list(batch.extend_seq_lens), list(batch.extend_prefix_lens)
-    return list(batch.extend_lens), list(batch.prefix_lens)
+        return mamba_track_grid(batch.tree_cache.page_size)
 
 
 def dummy_verify_input(custom_mask: Tensor, num_draft_tokens: int):

@@ -70,6 +70,16 @@ class Event:
         self.rec.calls.append(("publish", None))
 
 
+def worker_class():
+    if OLD_SCHEMA:
+        from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
+
+        return DDTreeWorkerV2For0511
+    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+
+    return DDTreeWorkerV2
+
+
 def new_lengths(result):
     """The step's new lengths and bonus tokens [bs], as the scheduler reads them."""
     draft = result.next_draft_input
@@ -94,8 +104,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang_dflash.ddtree import tree_from_parents
-    from sglang_dflash.sglang import ddtree_worker_v2, names, worker_common
-    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+    from sglang_dflash.sglang import names, worker_common
     from sglang_dflash.sglang.step_profile import StepProfile
     from sglang_dflash.sglang.worker_common import ContextLengths
 
@@ -134,7 +143,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         attn_backend=SimpleNamespace(linear_attn_backend=SimpleNamespace(forward_metadata=SimpleNamespace(mamba_cache_indices=mamba))),
     )  # fmt: skip
 
-    w = object.__new__(DDTreeWorkerV2)
+    w = object.__new__(worker_class())
     w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, tp_size, 1000, dev
     w.nan_detection = False  # 0.5.23 has no --enable-nan-detection
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
@@ -151,7 +160,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     w._build_tree = lambda roots, hidden, local: tree
     w._append_verified = context
     monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: rec)
-    monkeypatch.setattr(ddtree_worker_v2, "track_interval", lambda batch, server_args: INTERVAL)
+    monkeypatch.setattr(worker_class(), "_track_interval", lambda self, batch: INTERVAL)
     if OLD_SCHEMA:
         from sglang.srt.speculative.eagle_info import EagleVerifyInput
 
@@ -320,11 +329,9 @@ def test_draft_input_rides_0_5_11s_future_map(monkeypatch):
     from sglang.srt.managers import overlap_utils
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2, bonus_tokens
-
     monkeypatch.setattr(overlap_utils, "spec_need_hidden_states", lambda: True)  # EAGLE's default: hidden rows relayed
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)  # a CUDA stream's; CPU tensors here
-    w = object.__new__(DDTreeWorkerV2)
+    w = object.__new__(worker_class())
     w.model_runner, w._verify_done = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16)), "event"
     fmap = overlap_utils.FutureMap(8, 128, 512, torch.device("cpu"), SpeculativeAlgorithm.EAGLE)
     steps = [(torch.tensor([5, 6]), torch.tensor([3, 4])), (torch.tensor([50, 60], dtype=torch.int32), torch.tensor([8, 12]))]
@@ -334,7 +341,7 @@ def test_draft_input_rides_0_5_11s_future_map(monkeypatch):
         nxt = w._draft_input(torch.zeros(2, dtype=torch.long), torch.zeros(2, dtype=torch.long))
         nxt.future_indices = indices
         fmap.resolve_future(SimpleNamespace(spec_info=nxt))
-        assert bonus_tokens(nxt).tolist() == tokens.tolist() and nxt.new_seq_lens.tolist() == lengths.tolist()
+        assert w._roots(nxt).tolist() == tokens.tolist() and nxt.new_seq_lens.tolist() == lengths.tolist()
     assert w._draft_input(*steps[1]).verify_done == "event"
 
 

@@ -209,7 +209,8 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     overlap = probe[2]["ddtree_cmd"]
     v2 = V2 or RELEASE.overlap_spec_v2
     assert overlap["disable_overlap_schedule"] is (not v2), overlap
-    assert overlap["create_worker"] == ("DDTreeWorkerV2" if v2 else "DDTreeWorker"), overlap
+    worker = "DDTreeWorkerV2" if V2 else "DDTreeWorkerV2For0511" if v2 else "DDTreeWorker"
+    assert overlap["create_worker"] == worker, overlap
     assert overlap["speculative_num_steps"] == (16 if v2 else 15) and overlap["speculative_eagle_topk"] == 2, overlap
 
 
@@ -229,7 +230,7 @@ def test_dflash_is_sglangs_own_unless_opted_in(probe):
         assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>"
     chain = with_override["dflash"]
     assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
-    worker = "DDTreeWorkerV2" if RELEASE.overlap_spec_v2 else "DDTreeWorker"  # that probe also has OVERLAP=1
+    worker = "DDTreeWorkerV2For0511" if RELEASE.overlap_spec_v2 else "DDTreeWorker"  # that probe also has OVERLAP=1
     assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == worker
 
 

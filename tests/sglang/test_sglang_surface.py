@@ -37,7 +37,9 @@ V1_ONLY = {  # spec v1 was deleted in 0.5.23
     ("sglang/ddtree_worker.py", "sglang.srt.speculative.eagle_worker"): "the v1 worker's verify step",
 }
 REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
-    ("sglang/ddtree_worker_v2.py", None): "the spec-v2 worker",
+    ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.eagle_utils"): "0.5.23's verify preparation",
+    ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.draft_worker_common"): "0.5.23's draft input",
+    ("sglang/ddtree_worker_v2.py", "sglang.srt.runtime_context"): "the TP rank, the tracking grid and graph input",
     ("sglang/algorithm.py", "sglang.srt.speculative.spec_registry"): "the registered spec class",
     ("sglang/plugin/activate.py", "sglang.srt.speculative.spec_registry"): "registration",
     ("sglang/names.py", "sglang.srt.arg_groups.model_override_base"): "resolved server arguments",

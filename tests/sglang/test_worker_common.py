@@ -230,14 +230,14 @@ def test_worker_classes(tp):
     names (DFLASH included, once resolved) are not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
     from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
-    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+    from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
     def args(name, overlap=False):
         return SimpleNamespace(speculative_algorithm=name, tp_size=tp, disable_overlap_schedule=not overlap)
 
     for name in ("DFLASH_CHAIN", "DDTREE"):
         assert DraftTreeAlgorithm(name).create_worker(args(name)) is DDTreeWorker
-        assert DraftTreeAlgorithm(name).create_worker(args(name, overlap=True)) is DDTreeWorkerV2
+        assert DraftTreeAlgorithm(name).create_worker(args(name, overlap=True)) is DDTreeWorkerV2For0511
     assert is_ours(args("DDTREE")) and is_ours(args("DFLASH_CHAIN")) and is_ours(DraftTreeAlgorithm("DDTREE"))
     assert not any(is_ours(args(name)) for name in ("EAGLE", "DFLASH", None))
     assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours

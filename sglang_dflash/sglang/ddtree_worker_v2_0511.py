@@ -1,0 +1,83 @@
+"""DDTreeWorkerV2For0511: the spec-v2 worker (`ddtree_worker_v2`) on SGLang 0.5.11's spec-v2 schema.
+
+0.5.11 runs spec v2 only under its overlap scheduler; the algorithm gives ours this worker there
+(SGLANG_DFLASH_OVERLAP=1, `server_args`), else the v1 worker (`ddtree_worker`). What its schema changes:
+
+  construction  the scheduler passes the ranks too and calls no lifecycle method: the phases run in __init__, in
+                the v1 worker's order (the target's taps went on before its graphs: the plugin's init_device_graphs)
+  draft_worker  the scheduler reads a spec-v2 worker's draft KV pool as draft_worker.draft_runner: the target's
+  step input    a ModelWorkerBatch (extend_seq_lens / extend_prefix_lens, no batch_size(), no tree_cache)
+  draft input   EAGLE's: the bonus as verified_id; zero top-k and hidden rows [bs, 1] for its future map; the new
+                lengths, which the host reads once the `verify_done` event has passed (`maybe_wait_verify_done`):
+                recording that event is this schema's publish
+  verify        planned by EAGLE's `prepare_for_v2_verify` (attention metadata or graph replay), then the target
+                forward with skip_attn_backend_init
+  result        GenerationBatchResult without 0.5.23's speculative_num_draft_tokens / new_seq_lens; SGLang counts a
+                step's accepted drafts as accept length - 1, so an aborted step (length 0) gives -1, which the
+                plugin's hook on Req.update_spec_acceptance_histogram leaves out
+  tracking      extra_buffer tracks every --mamba-track-interval tokens
+
+Not yet run on a GPU; the CPU tests run its step by hand and its draft input through 0.5.11's own FutureMap.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import torch
+from torch import Tensor
+
+from .ddtree_worker_v2 import DDTreeWorkerV2
+
+
+class DDTreeWorkerV2For0511(DDTreeWorkerV2):
+    """DDTREE or DFLASH_CHAIN on 0.5.11's spec v2 (its overlap scheduler); see the module docstring."""
+
+    def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int, **_ranks):
+        self._verify_done = None  # the step's event, recorded at the publish
+        super().__init__(server_args, gpu_id, nccl_port, target_worker, tp_rank=tp_rank)
+        self._install_capture()
+        self._init_context()
+        self.init_cuda_graphs()
+
+    @property
+    def draft_worker(self):
+        return SimpleNamespace(draft_runner=self.model_runner)  # its token_to_kv_pool: the target's, as for v1
+
+    def _publisher(self, on_publish):
+        self._verify_done = event = torch.get_device_module(self.device).Event()
+        return lambda new_seq_lens: event.record()
+
+    def _roots(self, draft_input) -> Tensor:
+        return draft_input.verified_id
+
+    def _extend_lengths(self, batch) -> tuple[list[int], list[int]]:
+        return list(batch.extend_seq_lens), list(batch.extend_prefix_lens)
+
+    def _prepare_verify(self, spec_info, batch) -> tuple:
+        forward_batch, _ = spec_info.prepare_for_v2_verify(self.model_runner.req_to_token_pool, batch, self.target_worker)
+        return forward_batch, dict(skip_attn_backend_init=True)
+
+    def _track_interval(self, batch) -> int:
+        return self.server_args.mamba_track_interval
+
+    def _result(self, logits_output, tokens: Tensor, accept_lens: Tensor, bonus: Tensor, new_seq_lens: Tensor,
+                can_run_cuda_graph: bool, bonus_emitted: bool = True):  # fmt: skip
+        from sglang.srt.managers.utils import GenerationBatchResult
+
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=tokens,
+            accept_lens=accept_lens,
+            can_run_cuda_graph=can_run_cuda_graph,
+            next_draft_input=self._draft_input(bonus, new_seq_lens),
+        )
+
+    def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
+        from sglang.srt.speculative.eagle_info import EagleDraftInput
+
+        zeros = bonus.new_zeros(bonus.shape[0], 1)
+        return EagleDraftInput(
+            verified_id=bonus, new_seq_lens=new_seq_lens, verify_done=self._verify_done,
+            topk_p=zeros.float(), topk_index=zeros.long(), hidden_states=zeros.to(self.model_runner.model_config.dtype),
+        )  # fmt: skip
