@@ -551,7 +551,7 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
-    if args.also_overlap:  # spec-v2 SGLang: ours under its overlap scheduler
+    if args.also_overlap:  # ours under SGLang's overlap scheduler (spec v2: 0.5.23's worker, 0.5.11's)
         runs += [SGLangRun(f"{r.name}-overlap", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_OVERLAP="1"))
                  for r in runs if r.plugin and r.name != BUILTIN]  # fmt: skip
     if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
@@ -1032,8 +1032,8 @@ def parse_args(argv=None):
     p.add_argument(
         "--also-overlap",
         action="store_true",
-        help="on spec-v2 SGLang (0.5.23), each of our runs (and its -nograph variant) once more with "
-        "SGLANG_DFLASH_OVERLAP=1: under SGLang's overlap scheduler (stock SGLang runs with it anyway)",
+        help="each of our runs (and its -nograph variant) once more with SGLANG_DFLASH_OVERLAP=1: under SGLang's "
+        "overlap scheduler (stock SGLang runs with it anyway); on 0.5.11 that is the spec-v2 worker",
     )
     p.add_argument(
         "--also-sglang-gdn",
