@@ -33,9 +33,8 @@ the publish outside the context append, the server ends as before.
 The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
 until a GPU run verifies it lossless there.
 
-What differs on another release's spec-v2 schema goes through a few small methods (`_publisher`, `_roots`,
-`_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result`, `_draft_input`): `ddtree_worker_v2_0511`
-overrides them for SGLang 0.5.11.
+What another release's spec-v2 schema changes goes through a few small methods (`_publisher`, `_roots`,
+`_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result`, `_draft_input`), for a subclass to override.
 """
 
 from __future__ import annotations
@@ -219,7 +218,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self.profile.mark("accept")
         max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
         self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
-        result.logits_output.hidden_states = None
+        result.logits_output.hidden_states = result.logits_output.next_token_logits = None  # [bs * N, V]: read
         step = self._result(result.logits_output, tokens.reshape(-1), accept_lens, acc.bonus_tokens, new_seq_lens,
                             result.can_run_cuda_graph)  # fmt: skip
         publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)

@@ -96,10 +96,18 @@ def verify_nodes(name: str, nodes: int | None, block: int) -> int:
     return nodes
 
 
+def tree_depth(args) -> int:
+    """The deepest node a verified tree of resolved server arguments `args` can hold: min(nodes - 1, the drafter's
+    depths). Not speculative_num_steps, which spec v2 sizes for its KV reservation."""
+    draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+    return min(int(args.speculative_num_draft_tokens) - 1, draft.num_depths)
+
+
 def resolve_speculative_args(args, spec_v2: bool = False) -> None:
-    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `spec_v2`
-    (SGLang 0.5.23): its scheduler maps max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the
-    smallest tree-mode topk (2) and steps = nodes // 2 there; no tree depth is read from them."""
+    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `spec_v2` (ours
+    served by the spec-v2 worker: SGLang 0.5.23, and 0.5.11 under its overlap scheduler): the scheduler maps
+    max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the smallest tree-mode topk (2) and
+    steps = nodes // 2 there; the trees' depth is not steps then (`tree_depth`)."""
     name = args.speculative_algorithm.upper()
     args.speculative_algorithm = name
     if not args.speculative_draft_model_path:

@@ -285,15 +285,17 @@ class TreeVerifyWorkspace:
 
 def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace | None:
     """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
-    graph), to be installed before its graphs are captured; None otherwise. max_depth: the trees' deepest node
-    (the spec-v2 worker: the drafter's depths), else read from the server arguments."""
+    graph), to be installed before its graphs are captured; None otherwise. max_depth: the trees' deepest node, by
+    default `server_args.tree_depth` (the drafter's depths, at most nodes - 1)."""
     global _workspace
     if not enabled():
         return None
     args = resolved(model_runner.server_args)
     num_nodes = int(args.speculative_num_draft_tokens)
-    if max_depth is None:  # spec v1: resolve_speculative_args' steps, DFLASH_CHAIN nodes - 1, DDTREE the drafter's depths
-        max_depth = None if args.speculative_num_steps is None else int(args.speculative_num_steps)
+    if max_depth is None:
+        from .server_args import tree_depth
+
+        max_depth = tree_depth(args)
     graph_sizes = getattr(args, "cuda_graph_bs", None) or getattr(args, "cuda_graph_bs_decode", None) or []  # 0.5.23
     largest = max([*graph_sizes, args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device

@@ -472,7 +472,7 @@ class DDTreeWorkerBase:
         from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
         from sglang.srt.speculative.eagle_info import EagleVerifyInput
 
-        bs = len(batch.reqs)  # (0.5.11's spec-v2 ModelWorkerBatch has no batch_size())
+        bs = len(batch.reqs)  # a ScheduleBatch's or a ModelWorkerBatch's (which has no batch_size())
         f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
         retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_
         spec_info = EagleVerifyInput(

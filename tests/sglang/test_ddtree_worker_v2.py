@@ -48,6 +48,7 @@ class Recorder:
         self.calls.append(("set_parents", graph_bs))
 
     def track(self, pool, slots, track_slots, accepted_nodes, cut, graph_bs, rows):
+        self.track_slots = track_slots
         self.calls.append(("track", cut, rows))
 
     def commit(self, pool, slots, accepted_nodes, graph_bs):
@@ -67,7 +68,7 @@ class Event:
         self.rec = rec
 
     def record(self):
-        self.rec.calls.append(("publish", None))
+        self.rec.calls.append(("publish", self))
 
 
 def worker_class():
@@ -93,7 +94,7 @@ def published(rec: Recorder, result):
     verify_done event the publish recorded."""
     call = next(c for c in rec.calls if c[0] == "publish")
     if OLD_SCHEMA:
-        assert call[1] is None and isinstance(result.next_draft_input.verify_done, Event)
+        assert call[1] is result.next_draft_input.verify_done  # the event this step recorded
         return result.next_draft_input.new_seq_lens
     return call[1]
 
@@ -164,7 +165,11 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     if OLD_SCHEMA:
         from sglang.srt.speculative.eagle_info import EagleVerifyInput
 
-        monkeypatch.setattr(EagleVerifyInput, "prepare_for_v2_verify", lambda self, pool, batch, worker: ("fb", False))
+        def prepare(self, pool, batch, worker):  # 0.5.11's sets the tracking slots under extra_buffer
+            batch.mamba_track_indices = torch.tensor([6, 7], device=dev) if extra_buffer else None
+            return "fb", False
+
+        monkeypatch.setattr(EagleVerifyInput, "prepare_for_v2_verify", prepare)
         monkeypatch.setattr(torch, "get_device_module", lambda device: SimpleNamespace(Event=lambda: Event(rec)))
     else:
         from sglang.srt.speculative import eagle_utils
@@ -180,7 +185,7 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         seq_lens_cpu=torch.tensor(SEQ_LENS),
         spec_info=SimpleNamespace(**{"verified_id" if OLD_SCHEMA else "bonus_tokens": tokens[:, 0].to(dev)}),
         sampling_info=SimpleNamespace(is_all_greedy=True),
-        mamba_track_indices=torch.tensor([6, 7], device=dev) if extra_buffer else None,
+        mamba_track_indices=torch.tensor([6, 7], device=dev) if extra_buffer and not OLD_SCHEMA else None,
     )  # (no batch_size(): 0.5.11's ModelWorkerBatch has none)
     rec.batch = batch
     result = w.forward_batch_generation(batch, **({} if OLD_SCHEMA else dict(on_publish=rec.publish)))
@@ -216,7 +221,7 @@ def test_decode_step_hand_worked(monkeypatch, extra_buffer):
         # tracking point 8: request 0 (6 -> 8) ends on it after its second accepted node (cut 1); request 1 (9 -> 12)
         # cannot reach 16 with at most 3 nodes, so only request 0 is a candidate
         _, cut, rows = rec.calls[names.index("track")]
-        assert cut.tolist() == [1, -1] and rows == [0]
+        assert cut.tolist() == [1, -1] and rows == [0] and rec.track_slots.tolist() == [6, 7]
 
     # the host knows each context length as a range until the scheduler's next lengths pin it
     assert (w.ctx_lens.low[3], w.ctx_lens.high[3], w.ctx_lens.low[1], w.ctx_lens.high[1]) == (7, 9, 10, 12)
@@ -332,7 +337,7 @@ def test_draft_input_rides_0_5_11s_future_map(monkeypatch):
     monkeypatch.setattr(overlap_utils, "spec_need_hidden_states", lambda: True)  # EAGLE's default: hidden rows relayed
     monkeypatch.setattr(torch.Tensor, "record_stream", lambda self, stream: None)  # a CUDA stream's; CPU tensors here
     w = object.__new__(worker_class())
-    w.model_runner, w._verify_done = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16)), "event"
+    w.model_runner, w._verify_done = SimpleNamespace(model_config=SimpleNamespace(dtype=torch.bfloat16)), None
     fmap = overlap_utils.FutureMap(8, 128, 512, torch.device("cpu"), SpeculativeAlgorithm.EAGLE)
     steps = [(torch.tensor([5, 6]), torch.tensor([3, 4])), (torch.tensor([50, 60], dtype=torch.int32), torch.tensor([8, 12]))]
     for tokens, lengths in steps:
@@ -342,7 +347,6 @@ def test_draft_input_rides_0_5_11s_future_map(monkeypatch):
         nxt.future_indices = indices
         fmap.resolve_future(SimpleNamespace(spec_info=nxt))
         assert w._roots(nxt).tolist() == tokens.tolist() and nxt.new_seq_lens.tolist() == lengths.tolist()
-    assert w._draft_input(*steps[1]).verify_done == "event"
 
 
 @pytest.mark.skipif(not OLD_SCHEMA, reason="0.5.11's spec-v2 schema")

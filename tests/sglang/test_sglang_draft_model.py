@@ -43,9 +43,19 @@ def free_port() -> int:
 @pytest.fixture(scope="module")
 def sgl(tmp_path_factory):
     # SGLang picks its CPU code paths (torch-native RoPE, norms) only in its CPU-engine mode, decided when
-    # its layer modules are imported; they are first imported here, and the variable is unset afterwards.
+    # its layer modules are imported (a module-level `_is_cpu`); the variable is set for this file's tests and unset
+    # afterwards, and layer modules an earlier test file imported take its value for that time too.
+    import sys
+
     os.environ["SGLANG_USE_CPU_ENGINE"] = "1"
+    imported = {m: m._is_cpu for name, m in list(sys.modules.items())
+                if name.startswith("sglang.srt.layers") and isinstance(getattr(m, "_is_cpu", None), bool)}  # fmt: skip
+    for m in imported:
+        m._is_cpu = True
     use_sgl_kernel_stand_in()
+    from sglang.srt.utils.common import is_cpu
+
+    is_cpu.cache_clear()  # an earlier test file's imports may have cached it off
     from sglang.srt.distributed import init_distributed_environment, initialize_model_parallel
 
     init_distributed_environment(
@@ -61,8 +71,8 @@ def sgl(tmp_path_factory):
 
     yield draft_model
     os.environ.pop("SGLANG_USE_CPU_ENGINE")
-    from sglang.srt.utils.common import is_cpu
-
+    for m, value in imported.items():
+        m._is_cpu = value
     is_cpu.cache_clear()  # cached: later imports in this process (other test files) must not take CPU-engine paths
 
 

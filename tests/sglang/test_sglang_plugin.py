@@ -129,6 +129,12 @@ def probe(pair):
         "eagle": dict(model_path=t, speculative_algorithm="EAGLE", speculative_draft_model_path=d),
         "dflash": {**ours, "speculative_algorithm": "DFLASH"},
         "ddtree_cmd": {**ours, "speculative_algorithm": "DDTREE", "speculative_num_draft_tokens": 33},
+        "ddtree_no_overlap": {
+            **ours,
+            "speculative_algorithm": "DDTREE",
+            "speculative_num_draft_tokens": 33,
+            "disable_overlap_schedule": True,
+        },
         "ddtree_default": {**ours, "speculative_algorithm": "ddtree"},
         "chain_default": {**ours, "speculative_algorithm": "DFLASH_CHAIN"},
         "chain_8": {**ours, "speculative_algorithm": "DFLASH_CHAIN", "speculative_num_draft_tokens": 8},
@@ -162,7 +168,7 @@ def probe(pair):
     off = run_fresh(PROBE, json.dumps({k: cases[k] for k in stock}), env={"SGLANG_DFLASH_DISABLE": "1"})
     without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
     switches = {"SGLANG_DFLASH_OVERRIDE_DFLASH": "1", "SGLANG_DFLASH_OVERLAP": "1"}  # independent: one process
-    override = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("dflash", "ddtree_cmd")}), env=switches)
+    override = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("dflash", "ddtree_cmd", "ddtree_no_overlap")}), env=switches)
     with_override = json.loads(override.stdout.split("RESULTS", 1)[1])
     return with_plugin, without_plugin, with_override
 
@@ -212,6 +218,9 @@ def test_issue_command_resolves_to_our_algorithm(probe):
     worker = "DDTreeWorkerV2" if V2 else "DDTreeWorkerV2For0511" if v2 else "DDTreeWorker"
     assert overlap["create_worker"] == worker, overlap
     assert overlap["speculative_num_steps"] == (16 if v2 else 15) and overlap["speculative_eagle_topk"] == 2, overlap
+    if not V2:  # with the non-overlap scheduler asked for: spec v1's steps and worker, as without the switch
+        off = probe[2]["ddtree_no_overlap"]
+        assert (off["speculative_num_steps"], off["create_worker"]) == (15, "DDTreeWorker"), off
 
 
 def test_dflash_is_sglangs_own_unless_opted_in(probe):

@@ -236,8 +236,8 @@ def test_attention_default_is_on_only_where_measured(monkeypatch):
 def test_install_takes_the_attention_switch(monkeypatch):
     from sglang_dflash.sglang import tree_gdn_backend
 
-    args = SimpleNamespace(speculative_algorithm="DDTREE", speculative_num_draft_tokens=16, speculative_num_steps=15,
-                           cuda_graph_bs=[1], max_running_requests=1)  # fmt: skip
+    args = SimpleNamespace(speculative_algorithm="DDTREE", speculative_num_draft_tokens=16, cuda_graph_bs=[1],
+                           max_running_requests=1)  # fmt: skip
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
     monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
@@ -246,7 +246,7 @@ def test_install_takes_the_attention_switch(monkeypatch):
             monkeypatch.delenv("SGLANG_DFLASH_TREE_ATTENTION", raising=False)
         else:
             monkeypatch.setenv("SGLANG_DFLASH_TREE_ATTENTION", value)
-        assert tree_gdn_backend.install(runner).attention_on is on
+        assert tree_gdn_backend.install(runner, max_depth=15).attention_on is on
     monkeypatch.setenv("SGLANG_DFLASH_TREE_ATTENTION", "yes")
     with pytest.raises(ValueError, match="expected one of 0, 1, auto"):
-        tree_gdn_backend.install(runner)
+        tree_gdn_backend.install(runner, max_depth=15)

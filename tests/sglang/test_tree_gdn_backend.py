@@ -215,17 +215,24 @@ def test_set_parents_keeps_padding_rows_within_the_depth_bound_and_rejects_unkno
         ws.verify(backend, None, SimpleNamespace(spec_info=SimpleNamespace(draft_token_num=4)), torch.zeros(12, D), None, None)
 
 
-@pytest.mark.parametrize("algorithm, nodes, steps, depth", [("DDTREE", 33, 15, 15), ("DFLASH", 16, 15, 15), ("DDTREE", 8, 15, 7)])
-def test_install_takes_the_depth_bound_from_the_server_args(monkeypatch, algorithm, nodes, steps, depth):
-    """The workspace's depth bound is speculative_num_steps (DDTREE: the drafter's block size - 1, at most N - 1), and
-    every captured batch size's padding rows hold a tree within it."""
+@pytest.mark.parametrize(
+    "algorithm, nodes, steps, depth",
+    # v1 (steps: the drafter's 15 depths, a chain's nodes - 1); spec v2 (steps nodes // 2, for its KV reservation only)
+    [("DDTREE", 33, 15, 15), ("DFLASH_CHAIN", 16, 15, 15), ("DDTREE", 8, 15, 7), ("DDTREE", 12, 6, 11), ("DDTREE", 65, 32, 15)],
+)
+def test_install_bounds_the_depth_by_the_drafter_and_the_nodes(monkeypatch, algorithm, nodes, steps, depth):
+    """The workspace's depth bound is min(N - 1, the drafter's depths) (the shipped drafter: block 16, 15 depths),
+    whatever speculative_num_steps says (spec v2 makes it nodes // 2: a depth bound from it lost ancestors of deeper
+    nodes), and every captured batch size's padding rows hold a tree within it."""
+    from sglang_dflash.engine.load import tiny_pair
     from sglang_dflash.kernels.tree_build import ancestors
     from sglang_dflash.sglang import tree_gdn_backend
 
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
     monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     args = SimpleNamespace(speculative_algorithm=algorithm, speculative_num_draft_tokens=nodes,
-                           speculative_num_steps=steps, cuda_graph_bs=[1, 2], max_running_requests=3)  # fmt: skip
+                           speculative_num_steps=steps, speculative_draft_model_path=str(tiny_pair()[1]),
+                           speculative_draft_model_revision=None, cuda_graph_bs=[1, 2], max_running_requests=3)  # fmt: skip
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
     ws = tree_gdn_backend.install(runner)
     assert ws is tree_gdn_backend.workspace() and ws.max_depth == depth

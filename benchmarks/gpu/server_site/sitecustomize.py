@@ -14,7 +14,8 @@ the server; the count says the check ran at all.
 HARNESS_NO_SAMPLING_JIT=1 (harness.sglang_env, where the carried FlashInfer lacks the headers and sources that
 sampling kernels JIT-build from): SGLang's DFLASH takes the path SGLang takes on platforms without its sampling-verify
 kernel and FlashInfer's renorm ops (their names None: its torch renorm, its stock sampling rehearsal at start-up,
-non-greedy verify off), instead of failing at start-up. Greedy verify, all the GPU scripts use, is untouched.
+non-greedy verify off), instead of failing at start-up. Its greedy verify is untouched; its sampled requests are not
+verified as SGLang's kernel verifies them, so no sampling figure of SGLang's DFLASH comes from a run with it on.
 """
 
 import functools

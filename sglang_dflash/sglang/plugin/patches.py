@@ -104,7 +104,8 @@ def speculative_decoding(original, self):
     if is_ours(self):
         from ..server_args import resolve_speculative_args
 
-        spec_v2 = _overlap_spec_v2 and env.OVERLAP.on()  # 0.5.11: the spec-v2 worker under the overlap scheduler
+        # 0.5.11: the spec-v2 worker under the overlap scheduler (`DraftTreeAlgorithm.create_worker`: the same test)
+        spec_v2 = _overlap_spec_v2 and env.OVERLAP.on() and not self.disable_overlap_schedule
         _resolving(lambda a: resolve_speculative_args(a, spec_v2=spec_v2), self)
     return original(self)
 
