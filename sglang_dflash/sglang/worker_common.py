@@ -401,6 +401,14 @@ class DDTreeWorkerBase:
     def clear_cache_pool(self):
         self.ctx_lens.clear()
 
+    def update_weights_from_disk(self, recv_req) -> tuple[bool, str]:
+        """0.5.11's scheduler asks its speculative worker after the target's weights were updated (from disk or IPC):
+        the drafter keeps its own; its embedding and LM head are the target's tensors. (Not passed on to the target
+        worker, which has just been updated.)"""
+        return True, f"{self.name}: drafter weights unchanged"
+
+    update_weights_from_ipc = update_weights_from_disk
+
     def _choose_heads(self, c) -> bool:
         """Whether the drafter's conditional head (DFlash2's selector, DSpark's Markov head) drafts, as `proposal`
         does: at TP = 1 only (past it the vocabulary is sharded: the draft is the marginals', said at start). A DDTREE

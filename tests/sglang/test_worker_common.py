@@ -243,6 +243,23 @@ def test_worker_classes(tp):
     assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours
 
 
+@pytest.mark.parametrize("worker", ["v1", "v2", "v2-0511"])
+def test_a_weight_update_leaves_the_drafter_and_is_not_passed_on(worker):
+    """0.5.11's scheduler asks the speculative worker to update after the target: each worker answers success
+    without calling the target worker again (the spec-v2 worker forwards unknown names to it) or failing (v1 had
+    no such method: the scheduler stopped on AttributeError)."""
+    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+    from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
+
+    cls = {"v1": DDTreeWorker, "v2": DDTreeWorkerV2, "v2-0511": DDTreeWorkerV2For0511}[worker]
+    w = object.__new__(cls)
+    called = []
+    w.name, w._target_worker = "DDTREE", SimpleNamespace(update_weights_from_disk=called.append)
+    assert w.update_weights_from_disk("req") == (True, "DDTREE: drafter weights unchanged")
+    assert w.update_weights_from_ipc("req") == (True, "DDTREE: drafter weights unchanged") and called == []
+
+
 def sampling_info(**overrides):
     """SGLang 0.5.10's SamplingBatchInfo fields the worker reads: request 0 greedy (SGLang's top_k = 1), request 1
     temperature 0.7 with top-p 0.9 and no top-k (TOP_K_ALL), request 2 temperature 1.3 with top-k 5."""
