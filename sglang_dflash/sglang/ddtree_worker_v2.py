@@ -34,7 +34,8 @@ The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DF
 until a GPU run verifies it lossless there.
 
 What another release's spec-v2 schema changes goes through a few small methods (`_publisher`, `_roots`,
-`_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result`, `_draft_input`), for a subclass to override.
+`_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result_fields`, `_draft_input`), for a subclass to
+override.
 """
 
 from __future__ import annotations
@@ -163,18 +164,20 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         lengths [bs] and the next step's draft input (the bonus [bs])."""
         from sglang.srt.managers.utils import GenerationBatchResult
 
-        result = GenerationBatchResult(
+        return GenerationBatchResult(
             logits_output=logits_output,
             next_token_ids=tokens,
             accept_lens=accept_lens,
             can_run_cuda_graph=can_run_cuda_graph,
             next_draft_input=self._draft_input(bonus, new_seq_lens),
-            speculative_num_draft_tokens=self.num_nodes,
-            new_seq_lens=new_seq_lens,
+            **self._result_fields(new_seq_lens, bonus_emitted),
         )
-        if not bonus_emitted:
-            result.num_non_draft_tokens_per_req = 0  # SGLang counts accepted drafts as length minus this
-        return result
+
+    def _result_fields(self, new_seq_lens: Tensor, bonus_emitted: bool) -> dict:
+        """The release's own GenerationBatchResult fields: 0.5.23's row width, new lengths [bs] and non-draft tokens
+        per request (SGLang counts accepted drafts as accept length minus it)."""
+        return dict(speculative_num_draft_tokens=self.num_nodes, new_seq_lens=new_seq_lens,
+                    num_non_draft_tokens_per_req=1 if bonus_emitted else 0)  # fmt: skip
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
         from sglang.srt.speculative.draft_worker_common import make_draft_input_v2

@@ -61,17 +61,8 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
     def _track_interval(self, batch) -> int:
         return self.server_args.mamba_track_interval
 
-    def _result(self, logits_output, tokens: Tensor, accept_lens: Tensor, bonus: Tensor, new_seq_lens: Tensor,
-                can_run_cuda_graph: bool, bonus_emitted: bool = True):  # fmt: skip
-        from sglang.srt.managers.utils import GenerationBatchResult
-
-        return GenerationBatchResult(
-            logits_output=logits_output,
-            next_token_ids=tokens,
-            accept_lens=accept_lens,
-            can_run_cuda_graph=can_run_cuda_graph,
-            next_draft_input=self._draft_input(bonus, new_seq_lens),
-        )
+    def _result_fields(self, new_seq_lens: Tensor, bonus_emitted: bool) -> dict:
+        return {}  # none of 0.5.23's: the row width is the worker's, the lengths ride in the draft input
 
     def _draft_input(self, bonus: Tensor, new_seq_lens: Tensor):
         from sglang.srt.speculative.eagle_info import EagleDraftInput

@@ -174,9 +174,8 @@ def graph_capacity(server_args) -> int:
 def install_before_graphs(model_runner) -> HiddenCapture:
     """The capture for the drafter of the runner's server arguments (its config read from
     --speculative-draft-model-path), installed on the target runner; call it before graph capture."""
-    from ..models.config import DraftConfig
-    from .server_args import load_config_dict
+    from .server_args import draft_config
 
     args = model_runner.server_args
-    draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+    draft = draft_config(args)
     return install_on_model_runner(model_runner, draft.target_layer_ids, draft.hidden_size, graph_capacity(args))

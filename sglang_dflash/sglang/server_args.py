@@ -96,11 +96,15 @@ def verify_nodes(name: str, nodes: int | None, block: int) -> int:
     return nodes
 
 
+def draft_config(args) -> DraftConfig:
+    """The drafter's config, from --speculative-draft-model-path (and its revision) of server arguments `args`."""
+    return DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+
+
 def tree_depth(args) -> int:
     """The deepest node a verified tree of resolved server arguments `args` can hold: min(nodes - 1, the drafter's
     depths). Not speculative_num_steps, which spec v2 sizes for its KV reservation."""
-    draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
-    return min(int(args.speculative_num_draft_tokens) - 1, draft.num_depths)
+    return min(int(args.speculative_num_draft_tokens) - 1, draft_config(args).num_depths)
 
 
 def resolve_speculative_args(args, spec_v2: bool = False) -> None:
@@ -116,7 +120,7 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
             "format (e.g. z-lab/Qwen3.6-27B-DFlash)"
         )
     try:
-        draft = DraftConfig.from_dict(load_config_dict(args.speculative_draft_model_path, args.speculative_draft_model_revision))
+        draft = draft_config(args)
         check_pair(target_dims(load_config_dict(args.model_path, args.revision)), draft)
     except (PairError, KeyError) as e:
         raise ServerArgsError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e

@@ -140,10 +140,15 @@ CALLS = (
 )
 
 
-def test_counters_in_a_fresh_process(tmp_path):
+def fake_sglang(root):
+    """FAKE_SGLANG's files under root."""
     for name, text in FAKE_SGLANG.items():
-        (tmp_path / "tree" / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "tree" / name).write_text(text)
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_counters_in_a_fresh_process(tmp_path):
+    fake_sglang(tmp_path / "tree")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(suite.h.SERVER_SITE), str(tmp_path / "tree")]))
     env["SERVING_COUNTERS"] = str(tmp_path / "counts")
     subprocess.run([sys.executable, "-c", CALLS], env=env, check=True)
@@ -156,9 +161,7 @@ def test_counters_in_a_fresh_process(tmp_path):
 def test_no_sampling_jit_switch_in_a_fresh_process(tmp_path):
     """HARNESS_NO_SAMPLING_JIT=1 leaves SGLang's DFLASH as on a platform without its sampling kernels (their names
     None, sampling verify unavailable); unset, they stay."""
-    for name, text in FAKE_SGLANG.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    fake_sglang(tmp_path)
     code = (
         "import sglang.srt.speculative.dflash_utils as u; print(u.top_k_renorm_prob is None, u.top_p_renorm_prob is "
         "None, u.tree_speculative_sampling_target_only is None, u._DFLASH_SAMPLING_VERIFY_AVAILABLE)"
