@@ -160,3 +160,29 @@ def test_warns_when_shadowing_another_sgl_kernel(tmp_path):
     """
     out = run_fresh(code, [str(STUB), str(tmp_path)])
     assert out.returncode == 0 and "WARNED" in out.stdout, (out.stdout, out.stderr[-3000:])
+
+
+@pytest.mark.parametrize("real", [False, True], ids=["absent", "installed"])
+def test_flash_mla_stand_in_only_where_none_is_installed(tmp_path, real):
+    """SGLang 0.5.23's EAGLE v2 worker imports FlashMLA's backend whatever the model; with the stand-in loaded, an
+    absent `flash_mla` imports as ops that raise by name, and an installed one (even later on sys.path) wins."""
+    if real:
+        (tmp_path / "flash_mla").mkdir()
+        (tmp_path / "flash_mla" / "__init__.py").write_text("REAL = True\n")
+    code = """
+        import sgl_kernel, flash_mla
+        if "REAL" in vars(flash_mla):
+            print("REAL")
+        else:
+            from flash_mla.flash_mla_interface import FlashMLASchedMeta
+            try:
+                flash_mla.fused_norm_rope_attn_rope_cast()
+            except NotImplementedError as e:
+                print("RAISED", e)
+    """
+    out = run_fresh(code, [str(STUB), str(tmp_path)])
+    assert out.returncode == 0, out.stderr[-3000:]
+    if real:
+        assert out.stdout.strip() == "REAL"
+    else:
+        assert "RAISED sgl_kernel stand-in (test-only): flash_mla.fused_norm_rope_attn_rope_cast is not" in out.stdout

@@ -62,7 +62,8 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
     """The plugin's `profile_decode` hook: a TpModelWorker's DECODE forwards are timed as "decode" by batch size (stock
     SGLang's step, measured as the workers' are); other forward modes (our workers' verify and extend) are not. (It
     goes on only with SGLANG_DFLASH_PROFILE set: `test_sglang_plugin`.) The worker's rank: its attribute (0.5.11), or
-    SGLang's runtime context where the worker has none (0.5.23, whose TpModelWorker has no tp_rank)."""
+    SGLang's runtime context where the worker has none (0.5.23, whose TpModelWorker has no tp_rank). The batch comes
+    by position or by keyword, or not at all (0.5.23's verify forwards)."""
     from types import SimpleNamespace
 
     from sglang_dflash.sglang.plugin.activate import around
@@ -78,7 +79,7 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
             if rank_on_worker:
                 tp_rank = 0
 
-            def forward_batch_generation(self, batch, *args, **kwargs):
+            def forward_batch_generation(self, batch=None, forward_batch=None, is_verify=False):
                 time.sleep(0.002)
                 return "out"
 
@@ -92,8 +93,11 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
     cls = worker_class()
     around(cls, "forward_batch_generation", profile_decode)
     w = cls()
-    for b in (batch(True, 1), batch(False, 1), batch(True, 1), batch(True, 4)):
+    for b in (batch(True, 1), batch(False, 1), batch(True, 1)):
         assert w.forward_batch_generation(b) == "out"
+    assert w.forward_batch_generation(batch=batch(True, 4)) == "out"  # by keyword, as 0.5.23's callers pass it
+    # 0.5.23's spec-v2 workers verify through a prepared forward batch and no batch: not a decode step
+    assert w.forward_batch_generation(batch=None, forward_batch=batch(True, 2), is_verify=True) == "out"
     data = json.loads(path.read_text())
     assert data["1"]["steps"] == 2 and data["4"]["steps"] == 1
     assert set(data["1"]["median_us"]) == {"decode", "step"} and data["1"]["median_us"]["decode"] >= 1500

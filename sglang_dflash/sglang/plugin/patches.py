@@ -279,12 +279,14 @@ def validate_server_args(args) -> None:
     _resolving(lambda a: resolve_speculative_args(a, spec_v2=True), args)
 
 
-def profile_decode(original, self, model_worker_batch, *args, **kwargs):
+def profile_decode(original, self, *args, **kwargs):
     """With SGLANG_DFLASH_PROFILE set: each plain decode forward of the target (stock SGLang's decode step; our
     workers' target forwards are TARGET_VERIFY or EXTEND, or on 0.5.23 a prepared forward batch and no batch) timed
-    as the phase "decode" of `step_profile`."""
-    if model_worker_batch is None or not model_worker_batch.forward_mode.is_decode():
-        return original(self, model_worker_batch, *args, **kwargs)
+    as the phase "decode" of `step_profile`. The batch comes first, by position or by keyword (0.5.23's workers pass
+    `batch=None`; up to 0.5.11 it is `model_worker_batch`)."""
+    batch = args[0] if args else kwargs.get("batch", kwargs.get("model_worker_batch"))
+    if batch is None or not batch.forward_mode.is_decode():
+        return original(self, *args, **kwargs)
     profile = vars(self).get("_sglang_dflash_profile")
     if profile is None:
         import torch
@@ -294,9 +296,9 @@ def profile_decode(original, self, model_worker_batch, *args, **kwargs):
         device = torch.device(self.model_runner.device)
         profile = self._sglang_dflash_profile = StepProfile.from_env(device, _tp_rank(self))
     profile.start()
-    out = original(self, model_worker_batch, *args, **kwargs)
+    out = original(self, *args, **kwargs)
     profile.mark("decode")
-    profile.end(len(model_worker_batch.seq_lens))
+    profile.end(len(batch.seq_lens))
     return out
 
 
