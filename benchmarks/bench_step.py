@@ -1,7 +1,6 @@
 """Whole-step costs of the standalone engine at Qwen3.6-27B TP=2 shard shapes, random weights, one GPU.
 
     PYTHONPATH=$PWD python3 benchmarks/bench_step.py [--out DIR] [--context 4096]
-    (and beside it, same machine: python3 ../shared/gpu/step_anchor.py <sglang wheel>)
 
 Per-GPU shard of Qwen3.6-27B at TP=2: hidden 5120, 64 layers (16 x [3 Gated DeltaNet + 1 gated
 attention]), GDN 8 QK / 24 V heads of 128, attention 12 Q / 2 KV heads of 256, MLP 8704, LM head

@@ -1014,7 +1014,7 @@ def parse_args(argv=None):
         "--attention-backend",
         choices=("triton", "flashinfer"),
         default="triton",
-        help="SGLang's attention backend for every run: triton (as ../shared/gpu/sglang_probe runs it), or flashinfer "
+        help="SGLang's attention backend for every run: triton (the path the sgl_kernel stand-in is tested on), or flashinfer "
         "(what SGLang picks on Hopper for trees; its kernels are JIT-built with the machine's nvcc at start-up, from "
         "the flashinfer_python wheel in .whl/gpu)",
     )

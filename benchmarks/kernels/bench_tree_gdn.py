@@ -7,8 +7,7 @@ Qwen3.6-27B at TP=2 per GPU: HV = 24 V-heads, H = 8 QK heads, K = V = 128, fp32 
 bf16 q/k/v/a/b. R requests x N draft nodes; trees shaped as DDTree builds them (depth <= 15; `deep`: from
 more peaked marginals), chains (DFlash; depth N - 1), or uniform random (parent of i uniform in [0, i)); the
 kernel's level loop runs to the deepest node. Peer: `fused_sigmoid_gating_delta_rule_update` in EAGLE-tree
-mode (one fp32 state per node cached, parents reloaded), loaded straight from the wheel as in
-shared/gpu/peer_gdn_verify.py.
+mode (one fp32 state per node cached, parents reloaded), loaded straight from the wheel's source file.
 Each timed with benchmarks/timing.py: 10 calls in one CUDA graph, median replay / 10. Ours = verify
 (`tree_gdn_verify`: the kernel `gather_tables` picks for a depth bound of 15, DDTree's with a 16-token drafter block,
 or N - 1 for chains; the ancestor mask with rows padded to 16 bytes and the gather tables made once outside the

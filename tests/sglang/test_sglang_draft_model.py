@@ -2,8 +2,8 @@
 refuses a mismatched one, and its context K/V equal the plain-torch drafter's.
 
 SGLang's runtime modules import `sgl_kernel`, whose compiled build cannot load without a GPU
-driver; this test puts the import-only stand-in of ../shared/gpu/sglang_probe/stub (kept under
-tests/sgl_kernel_stub/, test-only: never on the path where a real sgl_kernel imports) first on
+driver; this test puts the import-only stand-in (tests/sgl_kernel_stub/, test-only: never on the
+path where a real sgl_kernel imports) first on
 sys.path when the real one is missing. Nothing tested here calls into it: in SGLang's CPU-engine
 mode the layers used run their torch-native paths.
 """
