@@ -34,8 +34,11 @@ hook times each decode forward. Every run also gets
     wall ms per step = wall time of the batches / their forward steps,
 
 prefills and the scheduler's work included; first-use compiles and autotuning happen in the warm-up before the
-timed batches (harness.py), so wall and profiled step should agree within the host's share. The table
-(stdout, $OUT/step_costs.md) gives both, each with its ratio to stock decode, and the phases.
+timed batches (harness.py). Profiled runs also give the decode interval: the host time from one decode step's start
+to the next's (medians; the scheduler's work between steps included, prefills not): what a decode step costs as
+served, against the profiled step's GPU time. The profile reads its events without a device sync, so SGLang's
+overlap scheduler runs ahead as it does unprofiled. The table (stdout, $OUT/step_costs.md) gives all three, each
+with its ratio to stock decode, and the phases.
 
 --forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
 at that mean tokens per pass instead of the target's choice (`forced_acceptance.py`, reached through an entry point of
@@ -189,6 +192,12 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     the profiled step by phase (profiles: run name -> step_profile summary)."""
     wall = {(r.name, r.batch): 1e3 * r.wall_s / max(batch_steps(r), 1) for r in runs if r.outputs}
     profiled = {(n, int(b)): p["median_us"]["step"] / 1e3 for n, prof in profiles.items() for b, p in prof.items()}
+    interval = {
+        (n, int(b)): p["interval_median_us"] / 1e3
+        for n, prof in profiles.items()
+        for b, p in prof.items()
+        if "interval_median_us" in p
+    }
     forced_note = (
         [
             "",
@@ -205,35 +214,37 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         *forced_note,
         "",
         "wall / step: the batches' wall time over their forward steps (prefills, the scheduler's work between steps "
-        "included; warm: a warm-up at each batch size runs first), the same for every run. profiled step and phases: "
+        "included; warm: a warm-up at each batch size runs first), the same for every run. decode interval: the host "
+        "time from one decode step's start to the next's (profiled runs). profiled step and phases: "
         "medians on the GPU timeline "
         "(SGLANG_DFLASH_PROFILE) over the workers' decode steps, or stock SGLang's decode forwards; x stock: the "
         "ratio to stock decode's, each way. overhead: all phases but the drafter pass and the verify forward. "
         "SGLang's own algorithms (builtin DFLASH, MTP chain and tree) have no profile: wall clock and tokens per pass.",
         "",
-        "| run | batch | wall / step | x stock | profiled step | x stock | "
+        "| run | batch | wall / step | x stock | decode interval | x stock | profiled step | x stock | "
         + " | ".join(PHASES)
         + " | overhead | tokens / pass |",
-        "|---|---|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
+        "|---|---|---|---|---|---|---|---|" + "---|" * len(PHASES) + "---|---|",
     ]
     for r in runs:
         if r.outputs is None:
-            lines.append(f"| {r.name} | {r.batch} | - | - | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
+            lines.append(f"| {r.name} | {r.batch} | - | - | - | - | - | - |" + " |" * len(PHASES) + f" {r.error} | |")
             continue
         step = wall[(r.name, r.batch)]
         stock = wall.get(("sglang", r.batch))
         ratio = f"{step / stock:.2f}" if stock else "-"
         size = min(r.batch, args.num_prompts)  # the profile's key: requests per step (fewer prompts than the batch)
         prof = profiles.get(r.name, {}).get(str(size))
-        mine, base = profiled.get((r.name, size)), profiled.get(("sglang", size))
-        step_p = f"{mine:.2f}" if mine else "-"
-        ratio_p = f"{mine / base:.2f}" if mine and base else "-"
+        cells = []
+        for measured in (interval, profiled):
+            mine, base = measured.get((r.name, size)), measured.get(("sglang", size))
+            cells += [f"{mine:.2f}" if mine else "-", f"{mine / base:.2f}" if mine and base else "-"]
         ms = {p: v / 1e3 for p, v in prof["median_us"].items()} if prof else {}
         phases = [f"{ms[p]:.2f}" if p in ms else "-" for p in PHASES]
         overhead = f"{sum(ms.get(p, 0.0) for p in OVERHEAD):.2f}" if "drafter" in ms else "-"
         tpp = r.extra.get("tokens_per_pass", 1.0)
         lines.append(
-            f"| {r.name} | {r.batch} | {step:.2f} | {ratio} | {step_p} | {ratio_p} | "
+            f"| {r.name} | {r.batch} | {step:.2f} | {ratio} | {' | '.join(cells)} | "
             + " | ".join(phases)
             + f" | {overhead} | {tpp:.2f} |"
         )

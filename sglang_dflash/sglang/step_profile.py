@@ -1,17 +1,20 @@
 """Where a speculative decode step's time goes: per-phase times of the workers' steps, by batch size.
 
 Off unless SGLANG_DFLASH_PROFILE names a JSON file (TP rank 0 writes it). Then every decode step records a
-CUDA event at each phase boundary (`mark`), ends with a device sync (`end`: the timed steps pay for it), and
-after every `every` steps (default 1: the last steps are not lost when the server is killed) the file is
-rewritten with, per batch size, the median microseconds of each phase and of the whole step (outside the
-timed phases). Intervals are read on the GPU's timeline, so a phase's time includes the host time the GPU
-spent waiting for it (Python, host syncs): their sum is the step's wall time. On CPU the host clock is read.
+CUDA event at each phase boundary (`mark`); a step's events are read once the GPU has passed its last one, without
+a device sync (a sync a step would stop SGLang's overlap scheduler from running ahead, and the timed server would not
+be the served one). After every `every` steps (default 1: at most the steps still on the GPU are lost when the
+server is killed) the file is rewritten with, per batch size, the median microseconds of each phase and of the whole
+step (outside the timed phases). Intervals are read on the GPU's timeline, so a phase's time includes the host time
+the GPU spent waiting for it (Python, host syncs). On CPU the host clock is read.
 
     {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4},
-           "host_median_us": {"drafter": 380.0, ...}}, "8": {...}}
+           "host_median_us": {"drafter": 380.0, ...}, "interval_median_us": 9400.2}, "8": {...}}
 
 host_median_us are the same phases on the host's clock (the time Python spent issuing each phase): a phase
-whose GPU time is close to its host time kept the GPU waiting on the host.
+whose GPU time is close to its host time kept the GPU waiting on the host. interval_median_us is the host time from
+one step's start to the next's, where both have the batch size: the served wall time a decode step, the scheduler's
+work between steps included (a step that a prefill interrupts is an outlier the median drops).
 
 With SGLANG_DFLASH_PROFILE_KERNELS=K as well, one step of each batch size, its K-th (or, where the batch size
 changed at it, the next), also runs under torch.profiler (CUDA activity, the kernels of graph replays too; on CPU the
@@ -45,6 +48,9 @@ class StepProfile:
         self.kernel_tables: dict[int, str] = {}  # batch size -> its listed step's kernels
         self.profiler = None
         self.last_batch_size: int | None = None  # the next step's, as `start` guesses it
+        self.pending: list[tuple[int, list]] = []  # (batch size, marks) of steps the GPU has not finished
+        self.intervals: dict[int, list[float]] = defaultdict(list)  # bs -> host us from a step's start to the next's
+        self.last_start: tuple[int, float] | None = None  # (batch size, host time) of the last ended step's start
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
@@ -84,19 +90,16 @@ class StepProfile:
                 self.profiler.__exit__(None, None, None)
                 self.profiler = None
             return
-        if self.cuda:
-            self.marks[-1][1][0].synchronize()
-            gap = lambda a, b: 1e3 * a.elapsed_time(b)  # noqa: E731 (ms -> us)
-        else:
-            gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
-        per, host = self.times[batch_size], self.host[batch_size]
-        spans = [(phase, a, b) for (_, a), (phase, b) in zip(self.marks, self.marks[1:])]
-        for phase, (a, ha), (b, hb) in [*spans, ("step", self.marks[0][1], self.marks[-1][1])]:
-            per[phase].append(gap(a, b))
-            host[phase].append(1e6 * (hb - ha))
+        started = self.marks[0][1][1]
+        if self.last_start is not None and self.last_start[0] == batch_size:
+            self.intervals[batch_size].append(1e6 * (started - self.last_start[1]))
+        self.last_start = (batch_size, started)
+        self.pending.append((batch_size, self.marks))
         self.marks = []
         self.steps += 1
+        self._read(wait=self.profiler is not None)  # the listed step is read at once (the profiler syncs anyway)
         if self.profiler is not None:
+            per = self.times[batch_size]
             self.profiler.__exit__(None, None, None)
             if batch_size == self.last_batch_size:  # else the guess missed: the next step of batch_size is listed
                 table = self.profiler.key_averages().table(sort_by=f"{'cuda' if self.cuda else 'cpu'}_time_total", row_limit=40)
@@ -109,18 +112,40 @@ class StepProfile:
         if self.steps % self.every == 0:
             self.write()
 
+    def _read(self, wait: bool = False) -> None:
+        """Record the pending steps the GPU has finished, oldest first (all of them, waiting, where `wait`)."""
+        while self.pending:
+            batch_size, marks = self.pending[0]
+            last = marks[-1][1][0]
+            if self.cuda and not wait and not last.query():
+                return
+            if self.cuda:
+                if wait:
+                    last.synchronize()
+                gap = lambda a, b: 1e3 * a.elapsed_time(b)  # noqa: E731 (ms -> us)
+            else:
+                gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
+            per, host = self.times[batch_size], self.host[batch_size]
+            spans = [(phase, a, b) for (_, a), (phase, b) in zip(marks, marks[1:])]
+            for phase, (a, ha), (b, hb) in [*spans, ("step", marks[0][1], marks[-1][1])]:
+                per[phase].append(gap(a, b))
+                host[phase].append(1e6 * (hb - ha))
+            self.pending.pop(0)
+
     def summary(self) -> dict:
         return {
             str(bs): {
                 "steps": len(phases["step"]),
                 "median_us": {p: round(statistics.median(v), 2) for p, v in phases.items()},
                 "host_median_us": {p: round(statistics.median(v), 2) for p, v in self.host[bs].items()},
+                **({"interval_median_us": round(statistics.median(self.intervals[bs]), 2)} if self.intervals[bs] else {}),
             }
             for bs, phases in sorted(self.times.items())
         }
 
     def write(self) -> None:
         if self.on:
+            self._read()
             tmp = self.path.with_suffix(".tmp")
             tmp.write_text(json.dumps(self.summary(), indent=1))
             tmp.replace(self.path)

@@ -1,5 +1,5 @@
-"""benchmarks/gpu/sglang_step_costs.py's table: plugin rows from the step profile (phases, overhead, ratio to
-stock decode), stock rows from wall time per pass, failed runs with their error; its runs of SGLang's own MTP (chain
+"""benchmarks/gpu/sglang_step_costs.py's table: plugin rows from the step profile (phases, overhead, decode interval,
+ratio to stock decode), stock rows from wall time per pass, failed runs with their error; its runs of SGLang's own MTP (chain
 and tree), and SGLang 0.5.23's resolution of them on CPU."""
 
 from __future__ import annotations
@@ -36,21 +36,27 @@ def test_table_rows():
     phases = dict(drafter=3000, tree=100, prepare=200, verify=25000, accept=300, commit=400, gdn_commit=50, context=150)
     profiles = {
         "sglang-ddtree64": {
-            "1": {"steps": 9, "median_us": dict(phases, step=30000), "host_median_us": dict(phases, step=29000, verify=900)}
+            "1": {
+                "steps": 9,
+                "median_us": dict(phases, step=30000),
+                "host_median_us": dict(phases, step=29000, verify=900),
+                "interval_median_us": 32000,
+            }
         },
-        "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000)}},  # stock decode forwards
+        "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000), "interval_median_us": 13000}},  # stock
     }
     args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32, forced_tau=None)
     text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
     assert "FORCED" not in text
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
-    assert rows[("| sglang", "8")][2:6] == ["20.00", "1.00", "-", "-"]
-    assert rows[("| sglang", "1")][2:6] == ["10.00", "1.00", "12.00", "1.00"]
+    assert rows[("| sglang", "8")][2:8] == ["20.00", "1.00", "-", "-", "-", "-"]
+    assert rows[("| sglang", "1")][2:8] == ["10.00", "1.00", "13.00", "1.00", "12.00", "1.00"]
     assert rows[("| sglang", "1")][-2] == "-"  # no plugin overhead for stock
     ddtree = rows[("| sglang-ddtree64", "1")]
-    assert ddtree[2:7] == ["25.00", "2.50", "30.00", "2.50", "3.00"]  # wall 1.5 s / 60 passes; profiled 30 / 12 ms
+    # wall 1.5 s / 60 passes; decode interval 32 / 13 ms; profiled 30 / 12 ms
+    assert ddtree[2:9] == ["25.00", "2.50", "32.00", "2.46", "30.00", "2.50", "3.00"]
     assert ddtree[-2:] == ["1.20", "1.50 |"]  # overhead: all but the drafter and the verify forward
-    assert rows[("| sglang-ddtree64", "8")][2:6] == ["40.00", "2.00", "-", "-"]
+    assert rows[("| sglang-ddtree64", "8")][2:8] == ["40.00", "2.00", "-", "-", "-", "-"]
     assert rows[("| sglang-ddtree64 (host)", "1")][2:6] == ["29.00", "3.00", "0.10", "0.20"]  # step, drafter, tree, ...
     assert rows[("| sglang-ddtree64 (host)", "1")][6] == "0.90"  # the verify forward's host time
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
@@ -59,7 +65,7 @@ def test_table_rows():
     forced = {"DDTREE": 10.2}  # the header says the outputs are not the target's
     args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32, forced_tau=forced)
     text = costs.table([plugin8], profiles, args)
-    assert "of one TP=2 rank" in text and "| sglang-ddtree64 | 8 | 40.00 | - | 45.00 | - | 3.00 |" in text
+    assert "of one TP=2 rank" in text and "| sglang-ddtree64 | 8 | 40.00 | - | - | - | 45.00 | - | 3.00 |" in text
     assert "FORCED ACCEPTANCE" in text.splitlines()[2] and "NOT the target's" in text and "10.2" in text
 
 

@@ -36,6 +36,72 @@ def test_phases_by_batch_size(tmp_path):
     assert set(host) == set(eight) and abs(host["drafter"] - eight["drafter"]) < 1.0
 
 
+def test_interval_is_the_host_time_from_one_steps_start_to_the_next(tmp_path):
+    """interval_median_us: a step's start to the next step's of the same batch size, the time between steps (here
+    4 ms of "scheduler" sleep) included; a change of batch size starts afresh."""
+    prof = StepProfile(tmp_path / "p.json", torch.device("cpu"))
+    for bs in (1, 1, 1, 1, 8, 8):
+        prof.start()
+        time.sleep(0.002)
+        prof.mark("verify")
+        prof.end(bs)
+        time.sleep(0.004)
+    data = prof.summary()
+    assert 6000 <= data["1"]["interval_median_us"] < 12000 and data["1"]["median_us"]["step"] < 6000
+    assert len(prof.intervals[1]) == 3 and len(prof.intervals[8]) == 1
+
+
+class FakeEvent:
+    """A CUDA event's interface on the host: `done` says whether the GPU has passed it; a sync is counted."""
+
+    syncs = 0
+
+    def __init__(self, t: float):
+        self.t, self.done = t, False
+
+    def query(self) -> bool:
+        return self.done
+
+    def synchronize(self) -> None:
+        FakeEvent.syncs += 1
+        self.done = True
+
+    def elapsed_time(self, other) -> float:
+        return 1e3 * (other.t - self.t)  # ms
+
+
+def test_steps_are_read_when_the_gpu_has_passed_them_without_a_sync(tmp_path, monkeypatch):
+    """On CUDA a step is not synchronised at its end: it waits (pending) until its last event is done, so that the
+    overlap scheduler may run ahead; then it is read in order, on the GPU's clock."""
+    prof = StepProfile(tmp_path / "p.json", torch.device("cpu"))
+    prof.cuda = True
+    events = []
+    clock = iter(range(100))
+
+    def stamp():
+        event = FakeEvent(float(next(clock)) / 1000)  # 1 ms apart
+        events.append(event)
+        return event, event.t
+
+    monkeypatch.setattr(prof, "_stamp", stamp)
+    FakeEvent.syncs = 0
+    for _ in range(2):
+        prof.start()
+        prof.mark("verify")
+        prof.end(1)
+    assert prof.summary() == {} and len(prof.pending) == 2 and FakeEvent.syncs == 0
+    events[1].done = True  # the first step's last event
+    prof.write()
+    assert prof.summary()["1"]["steps"] == 1 and len(prof.pending) == 1
+    events[3].done = True
+    prof.start()
+    prof.mark("verify")
+    prof.end(1)
+    data = prof.summary()["1"]
+    assert data["steps"] == 2 and data["median_us"]["verify"] == pytest.approx(1000) and FakeEvent.syncs == 0
+    assert data["interval_median_us"] == pytest.approx(2000)
+
+
 def test_off_without_path(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, str(tmp_path / "p.json"))
     assert not StepProfile.from_env(torch.device("cpu"), rank=1).on  # only TP rank 0 writes
