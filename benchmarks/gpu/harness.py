@@ -482,6 +482,7 @@ class SGLangRun:
 
 RENAMED_0_5_23 = {
     "cuda_graph_max_bs": "cuda_graph_max_bs_decode",
+    "cuda_graph_bs": "cuda_graph_bs_decode",
     "disable_piecewise_cuda_graph": "disable_prefill_cuda_graph",
     "mamba_scheduler_strategy": "mamba_radix_cache_strategy",
 }

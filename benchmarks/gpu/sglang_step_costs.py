@@ -180,7 +180,8 @@ def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]
         run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
     runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
-        run.engine_kwargs.update(load_format="dummy", context_length=2048)
+        # graphs at the timed batch sizes only (others pad up to 8): at 27B shapes each captured size costs seconds
+        run.engine_kwargs.update(h.spelled(hargs, dict(load_format="dummy", context_length=2048, cuda_graph_bs=list(h.BATCHES))))
         profile = work / f"{run.name}.profile.json"  # none left from an earlier call
         profile.unlink(missing_ok=True)
         profile.with_suffix(".kernels.txt").unlink(missing_ok=True)

@@ -97,6 +97,7 @@ def test_mtp_runs_are_sglangs_nextn_with_the_target_as_draft(tmp_path):
         assert kw["load_format"] == kw["speculative_draft_load_format"] == "dummy"
         assert {k: v for k, v in kw.items() if not k.startswith("speculative_")} == stock  # the stock run's, else
     assert stock["load_format"] == "dummy" and stock["context_length"] == 2048 and "cuda_graph_max_bs_decode" in stock
+    assert stock["cuda_graph_bs_decode"] == [1, 8]  # graphs at the timed batch sizes only, in 0.5.23's spelling
     assert all("SGLANG_DFLASH_PROFILE" in runs[n].env for n in list(runs)[:4])
     picked = costs.step_runs(h.parse_args([*argv, "--runs", "sglang-eagle-tree,sglang,sglang-mtp"]), target, draft, tmp_path)
     assert [r.name for r in picked] == [costs.EAGLE_TREE, "sglang", costs.MTP]
@@ -170,3 +171,22 @@ def test_sglang_resolves_the_mtp_runs(tmp_path):
         assert (row["speculative_draft_model_path"], row["speculative_draft_load_format"]) == (target, "dummy")
         assert (row["target"], row["draft"]) == (["Qwen3_5ForConditionalGeneration"], ["Qwen3_5ForCausalLMMTP"])
         assert row["worker"] == "sglang.srt.speculative.eagle_worker_v2.EAGLEWorkerV2"
+
+
+@pytest.mark.sglang
+def test_every_step_cost_run_argument_is_the_installed_releases(tmp_path):
+    """Each engine the step-cost script starts (stock, ours, SGLang's DFLASH and, on 0.5.23, its MTP chain and tree)
+    passes only fields of the installed SGLang's ServerArgs, in that release's spelling."""
+    import inspect
+
+    from sglang.srt.server_args import ServerArgs
+
+    release = installed_version()
+    (tmp_path / "draft").mkdir()
+    (tmp_path / "draft" / "config.json").write_text('{"block_size": 16}')
+    argv = ["--sglang", release, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "DFLASH", "--budgets", "63"]
+    runs = costs.step_runs(h.parse_args(argv), tmp_path / "target", tmp_path / "draft", tmp_path)
+    fields = set(inspect.signature(ServerArgs).parameters)
+    assert len(runs) >= 3
+    for run in runs:
+        assert set(run.engine_kwargs) <= fields, (run.name, sorted(set(run.engine_kwargs) - fields))
