@@ -217,11 +217,18 @@ print('sglang-dflash' in repr(SpeculativeAlgorithm.from_string('DDTREE')))
 )
 
 
+_PLUGIN_ACTIVE: set[str] = set()  # the PYTHONPATHs the plugin was found active under (a check costs an SGLang import)
+
+
 def ensure_plugin(env: dict, log: Log) -> None:
     """The plugin reaches SGLang (as `pip install sglang-dflash` leaves it: entry point or .pth), else install it."""
     env = {k: v for k, v in env.items() if k != "SGLANG_DFLASH_DISABLE"}
+    key = env.get("PYTHONPATH", "")
+    if key in _PLUGIN_ACTIVE:
+        return
     check = lambda: probe_python(PLUGIN_CHECK, env).stdout.strip().endswith("True")  # noqa: E731
     if check():
+        _PLUGIN_ACTIVE.add(key)
         log.stamp("plugin: active")
         return
     log.stamp("plugin: not active; pip install --no-deps --no-index --no-build-isolation -e", REPO)
@@ -232,6 +239,7 @@ def ensure_plugin(env: dict, log: Log) -> None:
     )
     if not check():
         raise RuntimeError("the plugin is still not active after the editable install")
+    _PLUGIN_ACTIVE.add(key)
 
 
 # ----------------------------------------------------------------------------------------- checkpoints

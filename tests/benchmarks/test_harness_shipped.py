@@ -313,3 +313,21 @@ def test_random_pair_in_each_drafter_format(tmp_path, fmt):
     assert DFlashDrafter.from_pretrained(draft).config.format == fmt
     with pytest.raises(SystemExit):
         harness.parse_args(["--pair", "shipped", "--draft-format", fmt])
+
+
+def test_plugin_checked_once_per_path(monkeypatch):
+    """ensure_plugin: one SGLang-importing check per PYTHONPATH the plugin was found active under, not one a run."""
+    from types import SimpleNamespace
+
+    calls = []
+
+    def probe(code, env):
+        calls.append(env["PYTHONPATH"])
+        return SimpleNamespace(stdout="True\n")
+
+    monkeypatch.setattr(harness, "probe_python", probe)
+    monkeypatch.setattr(harness, "_PLUGIN_ACTIVE", set())
+    log = SimpleNamespace(stamp=lambda *a: None)
+    for path in ("/a", "/a", "/b", "/a"):
+        harness.ensure_plugin({"PYTHONPATH": path, "SGLANG_DFLASH_DISABLE": "1"}, log)
+    assert calls == ["/a", "/b"]
