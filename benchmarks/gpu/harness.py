@@ -517,10 +517,10 @@ def _base_kwargs(args, target: Path) -> dict:
         attention_backend=args.attention_backend,
         sampling_backend="pytorch",
         disable_cuda_graph=args.no_cuda_graph,
-        cuda_graph_max_bs=max(BATCHES),
+        cuda_graph_max_bs=max(args.batches),
         disable_piecewise_cuda_graph=True,  # piecewise graphs need weak_ref_tensor, not in the stand-in
         mem_fraction_static=args.mem_fraction,
-        max_running_requests=max(BATCHES),
+        max_running_requests=max(args.batches),
         context_length=1024,
         skip_tokenizer_init=True,
         enable_multimodal=False,
@@ -670,7 +670,7 @@ class SGLangQueue(threading.Thread):
         result = self.work / f"{cfg.name}.json"
         result.unlink(missing_ok=True)
         spec = dict(engine_kwargs=cfg.engine_kwargs, prompts=self.prompts, max_new_tokens=args.max_new_tokens)
-        spec.update(batches=list(BATCHES), result=str(result), sampled=args.sampled, second_turn=args.radix_cache)
+        spec.update(batches=list(args.batches), result=str(result), sampled=args.sampled, second_turn=args.radix_cache)
         spec.update(margins=not cfg.plugin)
         spec_file = self.work / f"{cfg.name}.spec.json"
         spec_file.write_text(json.dumps(spec))
@@ -696,7 +696,7 @@ class SGLangQueue(threading.Thread):
             rc = self.proc.wait()
         data = json.loads(result.read_text()) if result.is_file() else {"batches": {}}
         tail = logfile.read_text().strip().splitlines()[-1:] if logfile.is_file() else []
-        for turn, batch in itertools.product(turns(args), BATCHES):
+        for turn, batch in itertools.product(turns(args), args.batches):
             got = data["batches"].get(f"{batch}{turn}")
             run = Run(cfg.name + turn, batch)
             if got:
@@ -720,7 +720,7 @@ class SGLangQueue(threading.Thread):
     def fail(self, cfg: SGLangRun, msg: str) -> None:
         self.log.stamp(f"{cfg.name}: {msg}")
         for name in (cfg.name + turn for turn in turns(self.args)):
-            for batch in BATCHES:
+            for batch in self.args.batches:
                 self.results[f"{name} b{batch}"] = Run(name, batch, error=msg)
 
     def stop(self) -> None:
@@ -811,7 +811,7 @@ def engine_runs(target: Path, draft: Path, prompts, args, device: str, deadline:
     configs = [("ar", 0), ("dflash", 0)] + [("ddtree", b) for b in args.budgets]
     runs = []
     for algo, budget in configs:
-        for batch in BATCHES:
+        for batch in args.batches:
             name = f"engine {algo}{budget or ''}" + ("" if args.engine_dtype == "float32" else f" {args.engine_dtype}")
             run = Run(name, batch)
             runs.append(run)
@@ -905,7 +905,7 @@ def report(runs: list[Run], ref: Run, margins, prompts, args, log: Log, verdicts
         if cached:
             notes.append(f"{cached} prompt tokens from the prefix cache")
         sampled = r.extra.get("sampled")
-        if sampled and r.batch == max(BATCHES):
+        if sampled and r.batch == max(args.batches):
             notes.append(f"sampled batch (T 0.8, top-p 0.9, top-k 50): {sampled['tokens']} tokens in {sampled['wall_s']:.1f} s")
         if r.extra.get("startup_s") is not None:
             notes.append(f"engine start-up {r.extra['startup_s']:.0f} s")
@@ -1002,6 +1002,12 @@ def parse_args(argv=None):
     p.add_argument("--out", type=Path, default=None, help="logs and tables (default: $OUT, else WORK/out)")
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_harness"), help="checkpoints and scratch")
     p.add_argument("--num-prompts", type=int, default=8)
+    p.add_argument(
+        "--batches",
+        type=lambda text: tuple(sorted({int(b) for b in text.split(",")})),
+        default=BATCHES,
+        help="requests in flight at once, comma-separated (default 1,8); the largest is the CUDA-graph and running-request cap",
+    )
     p.add_argument("--max-new-tokens", type=int, default=16)
     p.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[16], help="DDTREE budgets (e.g. 16,64)")
     p.add_argument(
@@ -1165,7 +1171,7 @@ def main(argv=None) -> int:
             queue.join(timeout=30)
         for cfg in queue.runs:
             for name in (cfg.name + turn for turn in turns(args)):
-                for batch in BATCHES:
+                for batch in args.batches:
                     runs.append(queue.results.get(f"{name} b{batch}") or Run(name, batch, error="not run (deadline)"))
     if not args.skip_sglang:
         teacher_forced_gaps(target, prompts, [r for r in runs if r.name.startswith("sglang")], args.device, log)

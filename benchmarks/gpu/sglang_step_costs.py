@@ -1,7 +1,8 @@
 """Step costs inside stock SGLang at Qwen3.6-27B shapes, on the GPU machine.
 
     python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.23|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
-        [--budgets 32,64] [--runs sglang,sglang-mtp,sglang-eagle-tree,sglang-ddtree64] [--out $OUT]
+        [--budgets 32,64] [--runs sglang,sglang-mtp,sglang-eagle-tree,sglang-ddtree64] [--batches 1,8,32] [--out $OUT]
+    python3 benchmarks/gpu/sglang_step_costs.py --plot OUT/step_costs.json    # the tokens/s table and plot again
 
 (device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s:
 benchmarks/RESULTS.md. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
@@ -38,7 +39,10 @@ timed batches (harness.py). Profiled runs also give the decode interval: the hos
 to the next's (medians; the scheduler's work between steps included, prefills not): what a decode step costs as
 served, against the profiled step's GPU time. The profile reads its events without a device sync, so SGLang's
 overlap scheduler runs ahead as it does unprofiled. The table (stdout, $OUT/step_costs.md) gives all three, each
-with its ratio to stock decode, and the phases.
+with its ratio to stock decode, and the phases. A second table gives each run's tokens per second by batch size (its
+emitted tokens over its batches' wall time) against stock's, drawn in $OUT/tokens_per_s.png where matplotlib is
+installed (else `--plot` draws it from $OUT/step_costs.json on any machine). CUDA graphs are captured at the
+--batches sizes only (a batch between two pads up to the next).
 
 --forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
 at that mean tokens per pass instead of the target's choice (`forced_acceptance.py`, reached through an entry point of
@@ -180,8 +184,10 @@ def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]
         run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
     runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
-        # graphs at the timed batch sizes only (others pad up to 8): at 27B shapes each captured size costs seconds
-        run.engine_kwargs.update(h.spelled(hargs, dict(load_format="dummy", context_length=2048, cuda_graph_bs=list(h.BATCHES))))
+        # graphs at the timed batch sizes only (others pad up): at 27B shapes each captured size costs seconds
+        run.engine_kwargs.update(
+            h.spelled(hargs, dict(load_format="dummy", context_length=2048, cuda_graph_bs=list(hargs.batches)))
+        )
         profile = work / f"{run.name}.profile.json"  # none left from an earlier call
         profile.unlink(missing_ok=True)
         profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
@@ -259,6 +265,76 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
     return "\n".join(lines)
 
 
+def tokens_per_s(run: h.Run) -> float | None:
+    """A run's emitted tokens over its batches' wall time (prefills and the scheduler's work included)."""
+    if run.outputs is None or not run.wall_s:
+        return None
+    return sum(len(o) for o in run.outputs) / run.wall_s
+
+
+def throughput_table(runs: list[h.Run], forced_tau: dict | None) -> str:
+    """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch."""
+    batches = sorted({r.batch for r in runs})
+    names = list(dict.fromkeys(r.name for r in runs))
+    rate = {(r.name, r.batch): tokens_per_s(r) for r in runs}
+    lines = [
+        "## Tokens per second: each batch size's prompts' emitted tokens over their wall time, prefills included"
+        + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced_tau else ""),
+        "",
+        "| run | " + " | ".join(f"batch {b}" for b in batches) + " |",
+        "|---|" + "---|" * len(batches),
+    ]
+    for name in names:
+        cells = []
+        for b in batches:
+            mine, stock = rate.get((name, b)), rate.get(("sglang", b))
+            cells.append("-" if mine is None else f"{mine:.0f}" + (f" ({mine / stock:.2f}x)" if stock else ""))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs: list[h.Run], forced_tau: dict | None, path: Path) -> str:
+    """Tokens per second by batch size, a line a run, as a PNG at `path`. Returns what it did: matplotlib may be
+    missing on the GPU machine; then `--plot` draws it elsewhere from step_costs.json."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        where = path.parent / "step_costs.json"
+        return f"no plot: matplotlib is not installed here (draw it elsewhere: sglang_step_costs.py --plot {where})"
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name in dict.fromkeys(r.name for r in runs):
+        points = sorted((r.batch, tokens_per_s(r)) for r in runs if r.name == name and tokens_per_s(r))
+        if points:
+            ax.plot(*zip(*points), marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    batches = sorted({r.batch for r in runs})
+    ax.set_xticks(batches, [str(b) for b in batches])
+    ax.set_xlabel("requests in flight (batch)")
+    ax.set_ylabel("tokens / s")
+    title = "SGLang, Qwen3.6-27B shapes (dummy weights)"
+    ax.set_title(title + ("\nFORCED ACCEPTANCE: outputs are not the target's" if forced_tau else ""))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return f"wrote {path}"
+
+
+def replot(results: Path) -> int:
+    """--plot: the tokens/s table and plot again from a run's step_costs.json, beside it (no GPU needed)."""
+    data = json.loads(results.read_text())
+    runs = [h.Run(**r) for r in data["runs"]]
+    text = throughput_table(runs, data.get("forced_tau"))
+    (results.parent / "tokens_per_s.md").write_text(text + "\n")
+    print(text)
+    print(plot(runs, data.get("forced_tau"), results.parent / "tokens_per_s.png"))
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--site", type=Path, required=True, help="install the carried wheels here (as harness.py)")
@@ -271,7 +347,8 @@ def main(argv=None) -> int:
         "machine runs a configuration of its own",
     )
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
-    p.add_argument("--num-prompts", type=int, default=4)
+    p.add_argument("--num-prompts", type=int, default=4, help="at least the largest batch, for it to run full")
+    p.add_argument("--batches", default="1,8", help="requests in flight, comma-separated (issue figures: 1,8,32)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument(
         "--runs", default=None, help="comma-separated run names to keep, run in this order (e.g. sglang,sglang-ddtree64)"
@@ -300,10 +377,16 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_steps"))
+    p.add_argument("--plot", type=Path, default=None, help="no run: a step_costs.json's tokens/s table and PNG, beside it")
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--plot" in argv:  # needs nothing else (no --site)
+        return replot(Path(argv[argv.index("--plot") + 1]))
     mine = p.parse_args(argv)
     hargs = h.parse_args(
         ["--tp", str(mine.tp), "--site", str(mine.site), "--work", str(mine.work), "--num-prompts", str(mine.num_prompts),
-         "--max-new-tokens", str(mine.max_new_tokens), "--budgets", mine.budgets, "--mem-fraction", str(mine.mem_fraction),
+         "--max-new-tokens", str(mine.max_new_tokens), "--batches", mine.batches, "--budgets", mine.budgets,
+         "--mem-fraction", str(mine.mem_fraction),
          "--sglang", mine.sglang, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
          *(["DFLASH"] if mine.sglang != "0.5.10.post1" else []), "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
@@ -337,7 +420,7 @@ def main(argv=None) -> int:
         queue.stop()
         queue.join(timeout=30)
     missing = "not run (deadline)"
-    results = [queue.results.get(f"{r.name} b{b}") or h.Run(r.name, b, error=missing) for r in runs for b in h.BATCHES]
+    results = [queue.results.get(f"{r.name} b{b}") or h.Run(r.name, b, error=missing) for r in runs for b in hargs.batches]
     profiles = {}
     for r in runs:
         path = mine.work / f"{r.name}.profile.json"
@@ -347,10 +430,12 @@ def main(argv=None) -> int:
         kernels = path.with_suffix(".kernels.txt")  # the kernels of each batch size's 20th step
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
-    text = table(results, profiles, mine)
+    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, mine.forced_tau)
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
-    (out / "step_costs.json").write_text(json.dumps([h.asdict(r) for r in results], default=str))
+    data = dict(forced_tau=mine.forced_tau, runs=[h.asdict(r) for r in results])
+    (out / "step_costs.json").write_text(json.dumps(data, default=str))
+    log.stamp(plot(results, mine.forced_tau, out / "tokens_per_s.png"))
     return 0 if all(r.outputs is not None for r in results) else 1
 
 
