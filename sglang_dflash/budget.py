@@ -8,8 +8,13 @@ under its own model the plan is never slower than that. This is SGLang 0.5.23's 
 a profiled cost table, slots to the highest-survival positions) for trees: a request's candidates are its DDTree
 nodes best-first, so any prefix of them is a tree (no child outscores its parent).
 
+`plan_nodes` is the same rule for a verify of one width for the whole batch ([R, N], as SGLang's target verify and
+the standalone engine run it, so that a forward costs R x N tokens whatever each request would use): the tier N with
+the most expected tokens per second. The standalone engine applies it each step (`generate(budget_control=...)`)
+from the previous step's trees, verifying the first N nodes of a tree drafted at the widest tier (`DraftTree.prefix`).
+
 Shapes: R requests, M candidate nodes per request (the root, always verified, is not a candidate).
-Plain torch, on any device; `plan_budget` reads its result on the host (it is planning, not a kernel).
+Plain torch, on any device; the planners read their result on the host (planning, not a kernel).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from torch import Tensor
 
 from .ddtree import DraftTree
 
-__all__ = ["BudgetPlan", "VerifyCost", "plan_budget", "tree_accept_probs"]
+__all__ = ["BudgetControl", "BudgetPlan", "VerifyCost", "WidthController", "plan_budget", "plan_nodes", "tree_accept_probs"]
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,83 @@ def plan_budget(accept_probs: Tensor, cost: VerifyCost, max_total: int | None = 
         raise ValueError(f"VerifyCost measures at most {cost.tokens[-1]} tokens, fewer than the batch's {R} requests")
     budgets = torch.bincount(order[:best_b] // M, minlength=R) if M else torch.zeros(R, dtype=torch.long)
     return BudgetPlan(budgets=budgets, expected_tokens=R + float(gains[best_b]), tokens_per_second=best_rate)
+
+
+@dataclass(frozen=True)
+class BudgetControl:
+    """A verify width chosen per step: every request verifies the first N nodes of its tree (root included; N = 1 is
+    plain decoding), N from `tiers` by `plan_nodes` under `cost`, a step's seconds by the batch's R * N tokens (a
+    padded [R, N] verify costs its full width, whatever each request would use)."""
+
+    cost: VerifyCost
+    tiers: tuple[int, ...]
+
+    def __post_init__(self):
+        if not self.tiers or self.tiers[0] < 1 or any(b <= a for a, b in zip(self.tiers, self.tiers[1:])):
+            raise ValueError(f"BudgetControl: tiers must be node counts >= 1, ascending, got {self.tiers}")
+
+    @property
+    def budget(self) -> int:
+        """The tree every step drafts: the widest tier's."""
+        return self.tiers[-1] - 1
+
+
+def plan_nodes(accept_probs: Tensor, control: BudgetControl) -> int:
+    """The tier N with the most expected tokens per second, (R + the first N - 1 candidates' acceptance probabilities
+    of every request) / control.cost.of(R * N); ties: the smaller N. accept_probs float [R, M >= the widest tier - 1],
+    each row in its tree's node order (a tree's first N nodes are a tree). Tiers past the cost table are not
+    offered."""
+    R, M = accept_probs.shape
+    if M < control.budget:
+        raise ValueError(f"plan_nodes: {M} candidates a request, fewer than the widest tier's {control.budget}")
+    gains = torch.cat([accept_probs.new_zeros(1), accept_probs.double().sum(0).cumsum(0)]).tolist()  # by N - 1
+    best_rate, best = -1.0, None
+    for n in control.tiers:
+        seconds = control.cost.of(R * n)
+        if seconds is not None and (R + gains[n - 1]) / seconds > best_rate:
+            best_rate, best = (R + gains[n - 1]) / seconds, n
+    if best is None:
+        raise ValueError(
+            f"plan_nodes: the cost table measures at most {control.cost.tokens[-1]} tokens, fewer than {R} x {control.tiers[0]}"
+        )
+    return best
+
+
+class WidthController:
+    """The standalone engine's width per step (`BudgetControl`): each request's last drafted tree stands for its next
+    one, its node probabilities scaled by how that request's drafts were accepted so far, depth by depth:
+    factor[r, d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) + prior), the
+    prediction being the sum of its verified depth-d nodes' probabilities (disjoint events). Both counts decay by
+    `decay` a step, so a request that decodes plainly for a while is offered speculation again. A step with a request
+    that has drafted no tree yet verifies the narrowest tier (plain decoding where the tiers start at 1): nothing
+    known, nothing spent."""
+
+    def __init__(self, control: BudgetControl, num_requests: int, max_depth: int, prior: float = 1.0, decay: float = 0.95):
+        self.control, self.prior, self.decay = control, prior, decay
+        self.accepted = torch.zeros(num_requests, max_depth + 1, dtype=torch.float64)  # [R, depth], column 0 unused
+        self.predicted = torch.zeros_like(self.accepted)
+        self.drafted: dict[int, tuple[Tensor, Tensor]] = {}  # request -> its last tree's (probs, depths) [M]
+
+    def factors(self, r: int) -> Tensor:
+        return (self.accepted[r] + self.prior) / (self.predicted[r] + self.prior)
+
+    def nodes(self, active: list[int]) -> int:
+        if any(r not in self.drafted for r in active):
+            return self.control.tiers[0]
+        probs = [(p.double() * self.factors(r)[d]).clamp(max=1.0) for r in active for p, d in [self.drafted[r]]]
+        return plan_nodes(torch.stack(probs), self.control)
+
+    def observe(self, active: list[int], probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
+        """A step of requests `active` drafted trees of node probabilities and depths [R, M] (root excluded), verified
+        their first `nodes` nodes and accepted accept_len[i] drafts of each."""
+        probs, depths = probs.double().cpu(), depths.cpu()
+        for i, r in enumerate(active):
+            self.accepted[r] *= self.decay
+            self.predicted[r] *= self.decay
+            verified = slice(0, nodes - 1)
+            self.predicted[r].index_add_(0, depths[i, verified], probs[i, verified])
+            self.accepted[r, 1 : accept_len[i] + 1] += 1.0
+            self.drafted[r] = (probs[i], depths[i])
 
 
 def tree_accept_probs(tree: DraftTree, draft_logits: Tensor) -> Tensor:

@@ -73,6 +73,23 @@ class DraftTree:
             raise ValueError(f"seq_lens must have shape [{self.num_requests}], got {list(seq_lens.shape)}")
         return dataclasses.replace(self, positions=seq_lens.to(self.depths)[:, None] + self.depths)
 
+    def prefix(self, n: int) -> "DraftTree":
+        """The first n nodes of each tree (a tree: the order is topological). Of `build_ddtree`'s tree, numbered by
+        descending score, that is the tree of budget n - 1. No host sync."""
+        if not 1 <= n <= self.num_nodes:
+            raise ValueError(f"prefix: n={n} not in [1, {self.num_nodes}]")
+        inside = lambda links: torch.where(links < n, links, -1)  # noqa: E731 (children and siblings come later)
+        return DraftTree(
+            token_ids=self.token_ids[:, :n],
+            parents=self.parents[:, :n],
+            depths=self.depths[:, :n],
+            ancestor_mask=self.ancestor_mask[:, :n, :n],
+            positions=self.positions[:, :n],
+            next_token=inside(self.next_token[:, :n]),
+            next_sibling=inside(self.next_sibling[:, :n]),
+            max_depth=self.max_depth,
+        )
+
 
 @dataclass(frozen=True)
 class Acceptance:

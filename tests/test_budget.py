@@ -1,5 +1,6 @@
 """The verify budget planner (`sglang_dflash.budget`). Oracles: hand-worked plans, and brute force over every vector
-of per-request budgets (each request verifying a prefix of its candidates) for the best expected tokens per second."""
+of per-request budgets (each request verifying a prefix of its candidates) for the best expected tokens per second;
+for one width for the whole batch (`plan_nodes`), hand-worked widths and the rate of every tier."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import itertools
 import pytest
 import torch
 
-from sglang_dflash.budget import VerifyCost, plan_budget
+from sglang_dflash.budget import BudgetControl, VerifyCost, WidthController, plan_budget, plan_nodes
 
 
 def rate(probs: torch.Tensor, budgets, cost: VerifyCost) -> float | None:
@@ -133,3 +134,66 @@ def test_tree_nodes_are_the_best_prefixes_best_first(seed):
     for r in range(R):
         best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
         torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)
+
+
+def test_one_width_for_the_batch_hand_worked():
+    """R = 2, tiers 1 / 2 / 4 nodes, a forward of R x N tokens: N = 1: 2 / 1.0 = 2; N = 2: (2 + 0.9 + 0.8) / 1.2 =
+    3.08 (best); N = 4: (2 + 1.5 + 1.0) / 2.0 = 2.25. Costlier wide forwards: plain decoding (2 / 1.0 against 3.7 / 3.0
+    and 4.5 / 5.0)."""
+    probs = torch.tensor([[0.9, 0.5, 0.1], [0.8, 0.2, 0.0]])
+    assert plan_nodes(probs, BudgetControl(VerifyCost((2, 4, 8), (1.0, 1.2, 2.0)), (1, 2, 4))) == 2
+    assert plan_nodes(probs, BudgetControl(VerifyCost((2, 4, 8), (1.0, 3.0, 5.0)), (1, 2, 4))) == 1
+    # a tie (N = 2: 2.5 / 1.25 = 2, as N = 1) goes to the narrower; past the table (N = 4: 8 > 6 tokens) is not offered
+    tie = torch.tensor([[0.5, 0.25, 0.25], [0.0, 0.0, 0.0]])
+    assert plan_nodes(tie, BudgetControl(VerifyCost((2, 6), (1.0, 1.25)), (1, 2, 4))) == 1
+    assert plan_nodes(probs, BudgetControl(VerifyCost((2, 6), (1.0, 0.5)), (1, 2, 4))) == 2
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_width_has_the_best_rate_of_every_tier(seed):
+    gen = torch.Generator().manual_seed(seed)
+    R, M = 1 + seed % 4, 7
+    probs, cost = random_case(gen, R, M)
+    tiers = tuple(sorted(set(torch.randint(1, M + 2, (3,), generator=gen).tolist()) | {1}))
+    n = plan_nodes(probs, BudgetControl(cost, tiers))
+    rates = {t: rate(probs, [t - 1] * R, cost) for t in tiers}
+    rates = {t: r for t, r in rates.items() if r is not None}
+    assert rates[n] == max(rates.values()) and all(rates[t] < rates[n] for t in rates if t < n)
+
+
+@pytest.mark.parametrize(
+    "tiers, probs, message",
+    [((), torch.ones(1, 3), "ascending"), ((2, 2), torch.ones(1, 3), "ascending"), ((0, 2), torch.ones(1, 3), ">= 1"),
+     ((1, 5), torch.ones(1, 3), "fewer than the widest tier's 4"), ((4, 5), torch.ones(2, 4), "at most 6 tokens")],
+)  # fmt: skip
+def test_width_refusals(tiers, probs, message):
+    with pytest.raises(ValueError, match=message):
+        plan_nodes(probs, BudgetControl(VerifyCost((2, 6), (1.0, 2.0)), tiers))
+
+
+def test_width_controller_calibrates_by_acceptance_hand_worked():
+    """One request, tiers 1 / 3. Nothing drafted yet: the narrowest. Then a tree of probabilities 0.9 (depth 1) and
+    0.5 (depth 2), both verified, one accepted: depth factors (1 + 1) / (0.9 + 1) and (0 + 1) / (0.5 + 1), so the same
+    tree counts 0.9 * 2 / 1.9 + 0.5 / 1.5 = 1.2807 expected drafts, not 1.4: against plain decoding (1 token / 1.0 s)
+    3 nodes at 2.3 s lose (2.2807 / 2.3), at 2.2 s win; uncalibrated they would win at 2.3 s too (2.4 / 2.3)."""
+    probs, depths = torch.tensor([[0.9, 0.5]]), torch.tensor([[1, 2]])
+    for seconds, calibrated, raw in ((2.3, 1, 3), (2.2, 3, 3)):
+        control = BudgetControl(VerifyCost((1, 3), (1.0, seconds)), (1, 3))
+        width = WidthController(control, num_requests=1, max_depth=2)
+        assert width.nodes([0]) == 1
+        width.observe([0], probs, depths, nodes=3, accept_len=[1])
+        assert width.factors(0)[1:].tolist() == pytest.approx([2 / 1.9, 1 / 1.5])
+        assert width.nodes([0]) == calibrated and plan_nodes(probs, control) == raw
+
+
+def test_width_controller_forgets_and_counts_only_verified_nodes():
+    """A step that verifies the root alone predicts nothing and accepts nothing: the counts only decay (so the factors
+    drift back to 1 and speculation is tried again); nodes past the verified width are not predictions."""
+    control = BudgetControl(VerifyCost((2, 6), (1.0, 2.0)), (1, 3))
+    width = WidthController(control, num_requests=2, max_depth=2, decay=0.5)
+    probs, depths = torch.tensor([[0.8, 0.4], [0.6, 0.3]]), torch.tensor([[1, 2], [1, 1]])
+    width.observe([0, 1], probs, depths, nodes=2, accept_len=[0, 1])  # node 0 of each verified, node 1 not
+    assert width.predicted[:, 1:].flatten().tolist() == pytest.approx([0.8, 0.0, 0.6, 0.0])
+    assert width.accepted[:, 1:].tolist() == [[0.0, 0.0], [1.0, 0.0]]
+    width.observe([0], probs[:1], depths[:1], nodes=1, accept_len=[0])
+    assert width.predicted[0, 1:].tolist() == pytest.approx([0.4, 0.0]) and width.accepted[1, 1] == 1.0

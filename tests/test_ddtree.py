@@ -283,3 +283,22 @@ def test_bad_input_raises_named_value_errors():
         chain_tree(torch.randn(2, 3), roots)
     with pytest.raises(ValueError, match="root_tokens"):
         chain_tree(torch.zeros(2, 3, dtype=torch.long), roots[:1])
+
+
+def test_a_trees_first_nodes_are_the_tree_of_the_smaller_budget():
+    """DraftTree.prefix(n) of a budget-B tree: its nodes' token paths are the reference heap's first n - 1 pops (the
+    budget-(n - 1) tree), and its links, depths and ancestors are what `tree_from_parents` makes of the first n
+    nodes' parents."""
+    gen = torch.Generator().manual_seed(11)
+    logits, roots = torch.randn(3, 6, 40, generator=gen), torch.randint(0, 40, (3,), generator=gen)
+    tree = build_ddtree(logits, roots, 63)
+    for n in (1, 2, 9, 33, 64):
+        cut = tree.prefix(n)
+        check_invariants(cut)
+        for r in range(3):
+            assert node_paths(cut, r)[1:] == (heap_reference(logits[r], n - 1) if n > 1 else [])
+        again = tree_from_parents(cut.token_ids, cut.parents, tree.max_depth)
+        for name in ("depths", "ancestor_mask", "next_token", "next_sibling"):
+            assert torch.equal(getattr(cut, name), getattr(again, name)), name
+    with pytest.raises(ValueError, match="not in"):
+        tree.prefix(65)

@@ -4,7 +4,8 @@ Each step: the drafter proposes a tree rooted at every request's last token (AR:
 DFLASH: a chain of block_size - 1, DDTREE: the best `budget` prefixes), the target verifies it in
 one pass without touching its caches, the walk accepts a path, and commit writes that path into
 the target's caches and the drafter's context. A prompt is prefilled the same way, as chains
-whose every node is accepted.
+whose every node is accepted. With a `BudgetControl`, DDTREE verifies each step only the first N
+nodes of its tree, N chosen from the previous step's trees and the acceptance so far (`budget.WidthController`).
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from ..budget import BudgetControl, WidthController, tree_accept_probs
 from ..cuda_graph import CapturedStep, sync_time
-from ..ddtree import DraftTree, accept_greedy, accept_sampling, sample_tokens, tree_from_parents
+from ..ddtree import DraftTree, accept_greedy, accept_sampling, build_ddtree, sample_tokens, tree_from_parents
 from ..dflash import chain_tree
-from ..proposal import propose
+from ..proposal import propose, uses_heads
 
 ALGOS = ("ar", "dflash", "ddtree")
 PREFILL_CHUNK = 64
@@ -26,10 +28,12 @@ PREFILL_CHUNK = 64
 
 @dataclass
 class GenerationResult:
-    """output_ids: the new tokens of each request; accept_lens: accepted draft tokens per step, per request."""
+    """output_ids: the new tokens of each request; accept_lens: accepted draft tokens per step, per request;
+    verify_nodes: the nodes each request verified, per step (the root included)."""
 
     output_ids: list[list[int]]
     accept_lens: list[list[int]] = field(default_factory=list)
+    verify_nodes: list[int] = field(default_factory=list)
     prefill_s: float = 0.0
     decode_s: float = 0.0
 
@@ -68,11 +72,15 @@ def generate(
     progress: bool = False,
     cuda_graphs: bool | None = None,
     scoring: str = "conditional",
+    budget_control: BudgetControl | None = None,
 ) -> GenerationResult:
     """Generate up to max_new_tokens after each prompt (batched). Greedy output is the target's own for
     every algo; with temperature > 0 it is distributed as the target's own sampling. cuda_graphs (default:
     on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests. scoring: how a
-    DFlash2 or DSpark drafter's DDTREE tree is scored (`proposal.propose`)."""
+    DFlash2 or DSpark drafter's DDTREE tree is scored (`proposal.propose`). budget_control (DDTREE from the
+    drafter's marginals): the tree is drafted at the widest tier and each step verifies its first N nodes, N chosen by
+    `WidthController` from the previous step's trees and each request's acceptance so far (the first step: the
+    narrowest); `budget` unused."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
     if algo != "ar" and drafter is None:
@@ -82,6 +90,11 @@ def generate(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     drafter = drafter if algo != "ar" else None
+    if budget_control is not None:
+        if algo != "ddtree" or uses_heads(drafter.config, algo, scoring):
+            raise ValueError("budget_control: DDTREE with trees of the drafter's marginals only (scoring='marginal' "
+                             "for a DFlash2 or DSpark drafter)")  # fmt: skip
+        budget = budget_control.budget
     device = target.embed_tokens.weight.device
     gen = torch.Generator(device=device).manual_seed(seed)
     R = len(prompts)
@@ -100,31 +113,39 @@ def generate(
         if dcache is not None:
             drafter.append_context(dcache, out.taps, slots, lens, nodes)
 
-    def decode_step(roots: Tensor, slots: Tensor, lens: Tensor, accept) -> tuple[Tensor, Tensor, Tensor]:
+    def decode_step(roots: Tensor, slots: Tensor, lens: Tensor, accept, nodes: int):
         """Draft, verify, accept, commit for requests in `slots` (roots, lens [R]) -> (path tokens [R, L + 1],
-        accept_len [R], bonus [R]). No host sync: CUDA-graph capturable when `accept` is greedy."""
+        accept_len [R], bonus [R], and with budget_control the drafted tree's node probabilities and depths [R, budget]).
+        nodes: how many of the tree's nodes are verified (budget_control). No host sync: CUDA-graph capturable when
+        `accept` is greedy."""
+        drafted = None
         if drafter is None:
             tree = root_only(roots)
-        else:
+        elif budget_control is None:
             tree = propose(drafter, dcache, roots, slots, lens, target.embed_tokens, target.lm_head, algo, budget, scoring)
+        else:
+            logits = drafter(dcache, roots, slots, lens, target.embed_tokens, target.lm_head)
+            full = build_ddtree(logits, roots, budget, validate=False)
+            drafted, tree = (tree_accept_probs(full, logits), full.depths[:, 1:]), full.prefix(nodes)
         out = target.verify(tcache, tree, slots, lens)
         acc = accept(tree, target.logits(out.hidden))
         commit(out, slots, lens, acc.accepted_nodes)
-        return tree.token_ids.gather(1, acc.accepted_nodes.clamp(min=0)), acc.accept_len, acc.bonus_tokens
+        return tree.token_ids.gather(1, acc.accepted_nodes.clamp(min=0)), acc.accept_len, acc.bonus_tokens, drafted
 
     if temperature <= 0:
         accept = accept_greedy
     else:
         accept = lambda tree, logits: accept_sampling(tree, logits, temperature, top_p, top_k, gen)  # noqa: E731
     graphed = temperature <= 0 and (cuda_graphs if cuda_graphs is not None else device.type == "cuda")
-    graphs: dict[int, CapturedStep] = {}  # one captured step per number of active requests
+    graphs: dict[tuple[int, int], CapturedStep] = {}  # one captured step per number of active requests and width
 
-    def step(roots: Tensor, slots: Tensor, lens: Tensor):
+    def step(roots: Tensor, slots: Tensor, lens: Tensor, nodes: int):
         if not graphed:
-            return decode_step(roots, slots, lens, accept)
-        if len(slots) not in graphs:
-            graphs[len(slots)] = CapturedStep.for_requests(lambda *a: decode_step(*a, accept), len(slots), device)
-        return graphs[len(slots)](roots, slots, lens)
+            return decode_step(roots, slots, lens, accept, nodes)
+        key = (len(slots), nodes)
+        if key not in graphs:
+            graphs[key] = CapturedStep.for_requests(lambda *a: decode_step(*a, accept, nodes), len(slots), device)
+        return graphs[key](roots, slots, lens)
 
     start = sync_time(device)
     last = torch.empty(R, dtype=torch.long, device=device)
@@ -139,15 +160,21 @@ def generate(
 
     outputs = [[int(t)] for t in last.tolist()]
     accept_lens: list[list[int]] = [[] for _ in range(R)]
+    verify_nodes: list[int] = []
+    width = WidthController(budget_control, R, drafter.config.num_depths) if budget_control is not None else None
     done = [max_new_tokens <= 1 or int(last[r]) in eos_token_ids for r in range(R)]
     bar = tqdm(total=R * max_new_tokens, initial=R, disable=not progress, unit="tok", desc=f"generate ({algo})")
     start = sync_time(device)
     while not all(done):
         active = [r for r in range(R) if not done[r]]
         slots = torch.tensor(active, device=device)
-        path_tokens, accept_len, bonus = step(last[slots], slots, seq_lens[slots])
+        nodes = width.nodes(active) if width is not None else 1 if drafter is None else budget + 1 if algo == "ddtree" else block
+        path_tokens, accept_len, bonus, drafted = step(last[slots], slots, seq_lens[slots], nodes)
         seq_lens[slots] += accept_len + 1
+        verify_nodes.append(nodes)
         path_tokens, accept_len, bonus = path_tokens.tolist(), accept_len.tolist(), bonus.tolist()
+        if width is not None:
+            width.observe(active, *drafted, nodes, accept_len)
         for i, r in enumerate(active):
             n = accept_len[i]
             new = path_tokens[i][1 : n + 1] + [bonus[i]]
@@ -161,4 +188,4 @@ def generate(
             last[r] = bonus[i]
     decode_s = sync_time(device) - start - sum(g.capture_s for g in graphs.values())
     bar.close()
-    return GenerationResult(outputs, accept_lens, prefill_s, decode_s)
+    return GenerationResult(outputs, accept_lens, verify_nodes, prefill_s, decode_s)

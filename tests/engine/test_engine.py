@@ -207,3 +207,43 @@ def test_default_taps_follow_z_lab_and_stay_distinct_on_small_targets():
     assert taps(3, 5) == [0, 0, 1, 2, 2]  # more taps than layers: repeats are the only way
     with pytest.raises(PairError):
         taps(4, 0)
+
+
+TIERS = (1, 4, 16, 41)  # node counts, the root included: plain decoding up to a budget-40 tree
+
+
+@pytest.mark.parametrize(
+    "case, seconds",
+    [
+        ("never-pays", (1.0, 10.0, 40.0, 100.0)),  # R x N tokens cost far more than they can bring
+        ("wider-is-cheaper", (4.0, 3.0, 2.0, 1.0)),  # the widest tier wins every step
+        ("linear", (1.0, 1.3, 2.2, 4.0)),  # the width follows the drafted trees' acceptance probabilities
+    ],
+)
+def test_budget_control_is_lossless(pair, case, seconds):
+    """DDTREE with a BudgetControl emits the target's greedy tokens whatever width each step verifies. The first step
+    decodes plainly (no tree drafted yet); where speculation never pays, every step does; where the widest tier
+    always wins, every later step verifies the whole tree."""
+    from sglang_dflash.budget import BudgetControl, VerifyCost
+
+    target, drafter, refs = pair
+    vocab, block = target.config.vocab_size, drafter.config.block_size
+    oracle = lambda: OracleDrafter([p + r for p, r in zip(PROMPTS, refs)], vocab, block, right=0.85)  # noqa: E731
+    R = len(PROMPTS)
+    control = BudgetControl(VerifyCost(tuple(R * n for n in TIERS), seconds), TIERS)
+    res = generate(target, PROMPTS, NEW_TOKENS, "ddtree", oracle(), budget_control=control)
+    assert res.output_ids == refs
+    assert set(res.verify_nodes) <= set(TIERS) and res.verify_nodes[0] == 1
+    if case == "never-pays":
+        assert set(res.verify_nodes) == {1} and all(a == 0 for per_request in res.accept_lens for a in per_request)
+    if case == "wider-is-cheaper":
+        assert set(res.verify_nodes[1:]) == {TIERS[-1]} and res.mean_accept_len > 2.0
+
+
+def test_budget_control_is_for_marginal_trees(pair):
+    from sglang_dflash.budget import BudgetControl, VerifyCost
+
+    target, drafter, _ = pair
+    control = BudgetControl(VerifyCost((3, 12), (1.0, 2.0)), (1, 4))
+    with pytest.raises(ValueError, match="DDTREE with trees of the drafter's marginals"):
+        generate(target, PROMPTS, 4, "dflash", drafter, budget_control=control)
