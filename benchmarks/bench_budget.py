@@ -26,14 +26,13 @@ FIXED = (3, 7, 15, 40)
 
 
 def modeled_rate(res: GenerationResult, cost: VerifyCost, nodes: int | None = None) -> float:
-    """Tokens per time unit: each step's emitted tokens over its cost at its active requests x its width (`nodes`,
-    else the width the step verified)."""
-    tokens = seconds = 0.0
+    """Tokens per time unit: the decode steps' emitted tokens (each request's first token is its prefill's) over
+    their costs, each at its active requests x its width (`nodes`, else the width the step verified)."""
+    seconds = 0.0
     for i in range(max(len(a) for a in res.accept_lens)):
-        accepted = [a[i] for a in res.accept_lens if len(a) > i]  # the requests active at step i
-        seconds += cost.of(len(accepted) * (nodes or res.verify_nodes[i]))
-        tokens += sum(a + 1 for a in accepted)
-    return tokens / seconds
+        active = sum(len(a) > i for a in res.accept_lens)
+        seconds += cost.of(active * (nodes or res.verify_nodes[i]))
+    return sum(len(o) - 1 for o in res.output_ids) / seconds
 
 
 def main(argv=None) -> int:

@@ -112,6 +112,8 @@ class BudgetControl:
     def __post_init__(self):
         if not self.tiers or self.tiers[0] < 1 or any(b <= a for a, b in zip(self.tiers, self.tiers[1:])):
             raise ValueError(f"BudgetControl: tiers must be node counts >= 1, ascending, got {self.tiers}")
+        if self.tiers[-1] < 2:
+            raise ValueError(f"BudgetControl: the widest tier drafts a tree, so it needs 2 nodes or more, got {self.tiers}")
 
     @property
     def budget(self) -> int:

@@ -164,7 +164,8 @@ def test_the_width_has_the_best_rate_of_every_tier(seed):
 @pytest.mark.parametrize(
     "tiers, probs, message",
     [((), torch.ones(1, 3), "ascending"), ((2, 2), torch.ones(1, 3), "ascending"), ((0, 2), torch.ones(1, 3), ">= 1"),
-     ((1, 5), torch.ones(1, 3), "fewer than the widest tier's 4"), ((4, 5), torch.ones(2, 4), "at most 6 tokens")],
+     ((1,), torch.ones(1, 3), "2 nodes or more"), ((1, 5), torch.ones(1, 3), "fewer than the widest tier's 4"),
+     ((4, 5), torch.ones(2, 4), "at most 6 tokens")],
 )  # fmt: skip
 def test_width_refusals(tiers, probs, message):
     with pytest.raises(ValueError, match=message):

@@ -2,7 +2,7 @@
 
     python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.23|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
         [--budgets 32,64] [--runs sglang,sglang-mtp,sglang-eagle-tree,sglang-ddtree64] [--batches 1,8,32] [--out $OUT]
-    python3 benchmarks/gpu/sglang_step_costs.py --plot OUT/step_costs.json    # the tokens/s table and plot again
+    python3 benchmarks/gpu/sglang_step_costs.py --plot OUT/step_costs.json [--out DIR]   # tokens/s table and plot again
 
 (device call: carry [".whl"], as for harness.py; TP=2 needs `nvidia-h200-x2`.) Ran at TP=2 on two H200s:
 benchmarks/RESULTS.md. Each 27B run takes about 100 s (start-up and graph capture): give 4 runs a 420 s deadline.
@@ -23,8 +23,9 @@ with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFL
 plugin's tree attention (on by default on an H200 with either backend, --attention-backend: triton by default, or
 flashinfer, SGLang's pick for trees on Hopper). Random drafters accept about nothing.
 
-Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`), and
-list the kernels of the 20th step of each batch size (SGLANG_DFLASH_PROFILE_KERNELS: <run>.profile.kernels.txt):
+Plugin runs time each decode step by phase on the GPU's timeline (SGLANG_DFLASH_PROFILE, `step_profile.py`; with
+--list-kernels K they also list the kernels of each batch size's K-th step, SGLANG_DFLASH_PROFILE_KERNELS:
+<run>.profile.kernels.txt, a step that then runs under torch.profiler and so is slower for the wall clock):
 the drafter pass, tree build (DFLASH: argmax chain), verify set-up (EagleVerifyInput, KV slots), the target's
 verify forward, accept, commit (bookkeeping), GDN commit, drafter context append; medians over the steps of
 each batch size (a warm-up at each batch size comes first: the median drops its steps).
@@ -173,15 +174,18 @@ def mtp_runs(args, target: Path) -> list[h.SGLangRun]:
     ]  # fmt: skip
 
 
-def step_runs(hargs, target: Path, draft: Path, work: Path) -> list[h.SGLangRun]:
+def step_runs(hargs, target: Path, draft: Path, work: Path, list_kernels: int = 0) -> list[h.SGLangRun]:
     """The configurations, in --runs order: the harness's (stock, SGLang's DFLASH, ours), each with the plugin loaded
-    and profiled, then SGLang's MTP (`mtp_runs`: wall clock only); every one on dummy weights."""
+    and profiled (list_kernels > 0: that step's kernels listed), then SGLang's MTP (`mtp_runs`: wall clock only);
+    every one on dummy weights."""
     runs = h.sglang_runs(hargs, target, draft)
     for run in runs:
         profile = work / f"{run.name}.profile.json"
         # the stock run too: with the plugin loaded and no speculative algorithm SGLang is stock, and
         # the plugin's profile_decode hook times its decode forwards as the workers' steps are timed
-        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile), SGLANG_DFLASH_PROFILE_KERNELS="20")
+        run.plugin, run.env = True, dict(run.env, SGLANG_DFLASH_PROFILE=str(profile))
+        if list_kernels:
+            run.env["SGLANG_DFLASH_PROFILE_KERNELS"] = str(list_kernels)
     runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
         # graphs at the timed batch sizes only (others pad up): at 27B shapes each captured size costs seconds
@@ -324,14 +328,21 @@ def plot(runs: list[h.Run], forced_tau: dict | None, path: Path) -> str:
     return f"wrote {path}"
 
 
-def replot(results: Path) -> int:
-    """--plot: the tokens/s table and plot again from a run's step_costs.json, beside it (no GPU needed)."""
-    data = json.loads(results.read_text())
+def replot(argv: list[str]) -> int:
+    """--plot: the tokens/s table and plot again from a run's step_costs.json (no GPU needed), into --out."""
+    p = argparse.ArgumentParser(prog="sglang_step_costs.py --plot")
+    p.add_argument("--plot", type=Path, required=True, help="a run's step_costs.json")
+    p.add_argument("--out", type=Path, default=Path.cwd(), help="where tokens_per_s.md and .png go (default: here)")
+    args = p.parse_args(argv)
+    data = json.loads(args.plot.read_text())
+    if isinstance(data, list):  # written before the forced-acceptance field
+        data = dict(forced_tau=None, runs=data)
     runs = [h.Run(**r) for r in data["runs"]]
     text = throughput_table(runs, data.get("forced_tau"))
-    (results.parent / "tokens_per_s.md").write_text(text + "\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "tokens_per_s.md").write_text(text + "\n")
     print(text)
-    print(plot(runs, data.get("forced_tau"), results.parent / "tokens_per_s.png"))
+    print(plot(runs, data.get("forced_tau"), args.out / "tokens_per_s.png"))
     return 0
 
 
@@ -347,7 +358,7 @@ def main(argv=None) -> int:
         "machine runs a configuration of its own",
     )
     p.add_argument("--budgets", default="32,64", help="DDTREE budgets")
-    p.add_argument("--num-prompts", type=int, default=4, help="at least the largest batch, for it to run full")
+    p.add_argument("--num-prompts", type=int, default=8, help="at least the largest batch (else it is not that batch)")
     p.add_argument("--batches", default="1,8", help="requests in flight, comma-separated (issue figures: 1,8,32)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument(
@@ -377,12 +388,15 @@ def main(argv=None) -> int:
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_steps"))
-    p.add_argument("--plot", type=Path, default=None, help="no run: a step_costs.json's tokens/s table and PNG, beside it")
+    p.add_argument("--plot", type=Path, default=None, help="no run: a step_costs.json's tokens/s table and PNG, into --out")
+    p.add_argument("--list-kernels", type=int, default=0, metavar="K", help="list each batch size's K-th step's kernels")
     if argv is None:
         argv = sys.argv[1:]
-    if "--plot" in argv:  # needs nothing else (no --site)
-        return replot(Path(argv[argv.index("--plot") + 1]))
+    if any(a == "--plot" or a.startswith("--plot=") for a in argv):  # needs nothing else (no --site)
+        return replot(argv)
     mine = p.parse_args(argv)
+    if mine.num_prompts < max(int(b) for b in mine.batches.split(",")):
+        p.error(f"--num-prompts {mine.num_prompts} is fewer than the largest --batches: that batch would not run full")
     hargs = h.parse_args(
         ["--tp", str(mine.tp), "--site", str(mine.site), "--work", str(mine.work), "--num-prompts", str(mine.num_prompts),
          "--max-new-tokens", str(mine.max_new_tokens), "--batches", mine.batches, "--budgets", mine.budgets,
@@ -406,7 +420,7 @@ def main(argv=None) -> int:
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
-    runs = step_runs(hargs, target, draft, mine.work)
+    runs = step_runs(hargs, target, draft, mine.work, mine.list_kernels)
     if mine.forced_tau:
         forced_runs(runs, mine.forced_tau, mine.work, env, json.loads((draft / "config.json").read_text())["block_size"])
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
@@ -427,7 +441,7 @@ def main(argv=None) -> int:
         if path.is_file():
             profiles[r.name] = json.loads(path.read_text())
             (out / path.name).write_text(path.read_text())
-        kernels = path.with_suffix(".kernels.txt")  # the kernels of each batch size's 20th step
+        kernels = path.with_suffix(".kernels.txt")  # --list-kernels: each batch size's K-th step's kernels
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
     text = table(results, profiles, mine) + "\n\n" + throughput_table(results, mine.forced_tau)

@@ -33,9 +33,9 @@ class GenerationResult:
 
     output_ids: list[list[int]]
     accept_lens: list[list[int]] = field(default_factory=list)
-    verify_nodes: list[int] = field(default_factory=list)
     prefill_s: float = 0.0
     decode_s: float = 0.0
+    verify_nodes: list[int] = field(default_factory=list)
 
     @property
     def num_tokens(self) -> int:
@@ -76,11 +76,11 @@ def generate(
 ) -> GenerationResult:
     """Generate up to max_new_tokens after each prompt (batched). Greedy output is the target's own for
     every algo; with temperature > 0 it is distributed as the target's own sampling. cuda_graphs (default:
-    on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests. scoring: how a
-    DFlash2 or DSpark drafter's DDTREE tree is scored (`proposal.propose`). budget_control (DDTREE from the
-    drafter's marginals): the tree is drafted at the widest tier and each step verifies its first N nodes, N chosen by
-    `WidthController` from the previous step's trees and each request's acceptance so far (the first step: the
-    narrowest); `budget` unused."""
+    on for CUDA models): greedy decode steps replay one CUDA graph per number of active requests and width.
+    scoring: how a DFlash2 or DSpark drafter's DDTREE tree is scored (`proposal.propose`). budget_control (DDTREE
+    from the drafter's marginals): the tree is drafted at the widest tier and each step verifies its first N nodes,
+    N chosen by `WidthController` from the previous step's trees and each request's acceptance so far (the first
+    step: the narrowest); `budget` unused."""
     if algo not in ALGOS:
         raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
     if algo != "ar" and drafter is None:
@@ -95,6 +95,10 @@ def generate(
             raise ValueError("budget_control: DDTREE with trees of the drafter's marginals only (scoring='marginal' "
                              "for a DFlash2 or DSpark drafter)")  # fmt: skip
         budget = budget_control.budget
+        if budget_control.cost.of(len(prompts) * budget_control.tiers[0]) is None:
+            raise ValueError(
+                f"budget_control: its cost table stops short of {len(prompts)} requests x {budget_control.tiers[0]} nodes"
+            )
     device = target.embed_tokens.weight.device
     gen = torch.Generator(device=device).manual_seed(seed)
     R = len(prompts)
@@ -188,4 +192,4 @@ def generate(
             last[r] = bonus[i]
     decode_s = sync_time(device) - start - sum(g.capture_s for g in graphs.values())
     bar.close()
-    return GenerationResult(outputs, accept_lens, verify_nodes, prefill_s, decode_s)
+    return GenerationResult(outputs, accept_lens, prefill_s, decode_s, verify_nodes)

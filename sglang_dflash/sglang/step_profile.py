@@ -3,10 +3,12 @@
 Off unless SGLANG_DFLASH_PROFILE names a JSON file (TP rank 0 writes it). Then every decode step records a
 CUDA event at each phase boundary (`mark`); a step's events are read once the GPU has passed its last one, without
 a device sync (a sync a step would stop SGLang's overlap scheduler from running ahead, and the timed server would not
-be the served one). After every `every` steps (default 1: at most the steps still on the GPU are lost when the
-server is killed) the file is rewritten with, per batch size, the median microseconds of each phase and of the whole
-step (outside the timed phases). Intervals are read on the GPU's timeline, so a phase's time includes the host time
-the GPU spent waiting for it (Python, host syncs). On CPU the host clock is read.
+be the served one). After every `every` steps (default 1), at most once in `min_interval_s` unless the batch size
+changed (the server's: 0.25 s, so that rewriting the file adds nothing noticeable to a step's host time; the steps of
+the last quarter second and those still on the GPU are lost when the server is killed), the file is rewritten with,
+per batch size, the median microseconds of each phase and of the whole step (outside the timed phases). Intervals
+are read on the GPU's timeline, so a phase's time includes the host time the GPU spent waiting for it (Python, host
+syncs). On CPU the host clock is read.
 
     {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4},
            "host_median_us": {"drafter": 380.0, ...}, "interval_median_us": 9400.2}, "8": {...}}
@@ -27,7 +29,7 @@ import json
 import os
 import statistics
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import torch
@@ -36,10 +38,12 @@ from .. import env
 
 
 class StepProfile:
-    def __init__(self, path: str | os.PathLike | None, device: torch.device, every: int = 1):
+    def __init__(self, path: str | os.PathLike | None, device: torch.device, every: int = 1, min_interval_s: float = 0.0):
         self.path = Path(path) if path else None
         self.cuda = device.type == "cuda"
-        self.every = every
+        self.every, self.min_interval_s = every, min_interval_s
+        self.last_write = float("-inf")
+        self.ended: Counter[int] = Counter()  # steps ended by batch size (read or not)
         self.marks: list[tuple[str, object]] = []
         self.times: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # bs -> phase -> us
         self.host: dict[int, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))  # the same, host clock
@@ -54,7 +58,7 @@ class StepProfile:
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
-        return cls(env.PROFILE.get() if rank == 0 else None, device)
+        return cls(env.PROFILE.get() if rank == 0 else None, device, min_interval_s=0.25)
 
     @property
     def on(self) -> bool:
@@ -72,7 +76,7 @@ class StepProfile:
     def start(self) -> None:
         if self.on:
             bs = self.last_batch_size
-            seen = len(self.times[bs]["step"]) if bs in self.times else 0
+            seen = self.ended[bs]
             if self.kernel_step and bs not in self.kernel_tables and seen + 1 >= self.kernel_step:
                 activity = torch.profiler.ProfilerActivity.CUDA if self.cuda else torch.profiler.ProfilerActivity.CPU
                 self.profiler = torch.profiler.profile(activities=[activity])
@@ -97,6 +101,7 @@ class StepProfile:
         self.pending.append((batch_size, self.marks))
         self.marks = []
         self.steps += 1
+        self.ended[batch_size] += 1
         self._read(wait=self.profiler is not None)  # the listed step is read at once (the profiler syncs anyway)
         if self.profiler is not None:
             per = self.times[batch_size]
@@ -108,8 +113,9 @@ class StepProfile:
                 )
                 self.path.with_suffix(".kernels.txt").write_text("\n".join(t for _, t in sorted(self.kernel_tables.items())))
             self.profiler = None
-        self.last_batch_size = batch_size
-        if self.steps % self.every == 0:
+        changed, self.last_batch_size = batch_size != self.last_batch_size, batch_size
+        if self.steps % self.every == 0 and (changed or started - self.last_write >= self.min_interval_s):
+            self.last_write = started
             self.write()
 
     def _read(self, wait: bool = False) -> None:

@@ -98,7 +98,11 @@ def test_mtp_runs_are_sglangs_nextn_with_the_target_as_draft(tmp_path):
         assert {k: v for k, v in kw.items() if not k.startswith("speculative_")} == stock  # the stock run's, else
     assert stock["load_format"] == "dummy" and stock["context_length"] == 2048 and "cuda_graph_max_bs_decode" in stock
     assert stock["cuda_graph_bs_decode"] == [1, 8]  # graphs at the timed batch sizes only, in 0.5.23's spelling
-    assert all("SGLANG_DFLASH_PROFILE" in runs[n].env for n in list(runs)[:4])
+    assert all(
+        "SGLANG_DFLASH_PROFILE" in runs[n].env and "SGLANG_DFLASH_PROFILE_KERNELS" not in runs[n].env for n in list(runs)[:4]
+    )
+    listed = costs.step_runs(h.parse_args(argv), target, draft, tmp_path, list_kernels=20)
+    assert listed[0].env["SGLANG_DFLASH_PROFILE_KERNELS"] == "20"
     picked = costs.step_runs(h.parse_args([*argv, "--runs", "sglang-eagle-tree,sglang,sglang-mtp"]), target, draft, tmp_path)
     assert [r.name for r in picked] == [costs.EAGLE_TREE, "sglang", costs.MTP]
     for release in ("0.5.11", "0.5.10.post1"):  # their EAGLE needs sgl_kernel ops the GPU image's stand-in lacks
@@ -208,9 +212,12 @@ def test_tokens_per_second_table_and_plot(tmp_path):
     assert "FORCED" not in text and "FORCED ACCEPTANCE" in costs.throughput_table(runs, {"DDTREE": 10.2})
     data = dict(forced_tau=None, runs=[h.asdict(r) for r in runs])
     (tmp_path / "step_costs.json").write_text(json.dumps(data))
-    assert costs.main(["--plot", str(tmp_path / "step_costs.json")]) == 0
-    assert (tmp_path / "tokens_per_s.md").read_text().strip() == text
-    png = tmp_path / "tokens_per_s.png"
+    assert costs.main(["--plot", str(tmp_path / "step_costs.json"), "--out", str(tmp_path / "drawn")]) == 0
+    assert (tmp_path / "drawn" / "tokens_per_s.md").read_text().strip() == text
+    (tmp_path / "old.json").write_text(json.dumps(data["runs"]))  # the list an earlier version wrote
+    assert costs.main([f"--plot={tmp_path / 'old.json'}", "--out", str(tmp_path / "old")]) == 0
+    assert (tmp_path / "old" / "tokens_per_s.md").read_text().strip() == text
+    png = tmp_path / "drawn" / "tokens_per_s.png"
     try:
         import matplotlib  # noqa: F401
     except ImportError:

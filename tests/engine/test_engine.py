@@ -247,3 +247,6 @@ def test_budget_control_is_for_marginal_trees(pair):
     control = BudgetControl(VerifyCost((3, 12), (1.0, 2.0)), (1, 4))
     with pytest.raises(ValueError, match="DDTREE with trees of the drafter's marginals"):
         generate(target, PROMPTS, 4, "dflash", drafter, budget_control=control)
+    short = BudgetControl(VerifyCost((2,), (1.0,)), (1, 4))  # 3 requests x 1 node are past its table
+    with pytest.raises(ValueError, match="stops short of 3 requests x 1 nodes"):
+        generate(target, PROMPTS, 4, "ddtree", drafter, budget_control=short)

@@ -51,6 +51,21 @@ def test_interval_is_the_host_time_from_one_steps_start_to_the_next(tmp_path):
     assert len(prof.intervals[1]) == 3 and len(prof.intervals[8]) == 1
 
 
+def test_the_file_is_rewritten_at_most_once_an_interval_unless_the_batch_size_changes(tmp_path):
+    """min_interval_s (the server's 0.25 s): a long interval writes the first step, then only when a new batch size
+    begins, so the file's rewriting stays out of the steps' host time."""
+    path = tmp_path / "p.json"
+    prof = StepProfile(path, torch.device("cpu"), min_interval_s=3600)
+    counts = []
+    for bs in (1, 1, 1, 8, 8):
+        prof.start()
+        prof.mark("verify")
+        prof.end(bs)
+        counts.append({k: v["steps"] for k, v in json.loads(path.read_text()).items()})
+    assert counts == [{"1": 1}, {"1": 1}, {"1": 1}, {"1": 3, "8": 1}, {"1": 3, "8": 1}]
+    assert StepProfile.from_env(torch.device("cpu"), rank=1).min_interval_s == 0.25
+
+
 class FakeEvent:
     """A CUDA event's interface on the host: `done` says whether the GPU has passed it; a sync is counted."""
 
