@@ -133,8 +133,9 @@ def plan_nodes(accept_probs: Tensor, control: BudgetControl) -> int:
     best_rate, best = -1.0, None
     for n in control.tiers:
         seconds = control.cost.of(R * n)
-        if seconds is not None and (R + gains[n - 1]) / seconds > best_rate:
-            best_rate, best = (R + gains[n - 1]) / seconds, n
+        rate = -1.0 if seconds is None else (R + gains[n - 1]) / seconds
+        if rate > best_rate:
+            best_rate, best = rate, n
     if best is None:
         raise ValueError(
             f"plan_nodes: the cost table measures at most {control.cost.tokens[-1]} tokens, fewer than {R} x {control.tiers[0]}"
@@ -170,10 +171,10 @@ class WidthController:
         """A step of requests `active` drafted trees of node probabilities and depths [R, M] (root excluded), verified
         their first `nodes` nodes and accepted accept_len[i] drafts of each."""
         probs, depths = probs.double().cpu(), depths.cpu()
+        verified = slice(0, nodes - 1)
         for i, r in enumerate(active):
             self.accepted[r] *= self.decay
             self.predicted[r] *= self.decay
-            verified = slice(0, nodes - 1)
             self.predicted[r].index_add_(0, depths[i, verified], probs[i, verified])
             self.accepted[r, 1 : accept_len[i] + 1] += 1.0
             self.drafted[r] = (probs[i], depths[i])
@@ -185,7 +186,8 @@ def tree_accept_probs(tree: DraftTree, draft_logits: Tensor) -> Tensor:
     (descending score), so a row is non-increasing and `plan_budget` takes it as it is; a caller may calibrate it with
     the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`."""
     R, N = tree.token_ids.shape
-    logp = torch.log_softmax(draft_logits.float(), dim=-1)
-    own = logp[torch.arange(R, device=logp.device)[:, None], tree.depths[:, 1:] - 1, tree.token_ids[:, 1:]]  # [R, N - 1]
+    rows, depth = torch.arange(R, device=draft_logits.device)[:, None], tree.depths[:, 1:] - 1
+    lse = torch.logsumexp(draft_logits.float(), dim=-1)  # [R, L]: the nodes' log-probabilities without a [R, L, V] one
+    own = draft_logits[rows, depth, tree.token_ids[:, 1:]].float() - lse[rows, depth]  # [R, N - 1]
     path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # sum over each node's path
     return path.exp()

@@ -276,11 +276,16 @@ def tokens_per_s(run: h.Run) -> float | None:
     return sum(len(o) for o in run.outputs) / run.wall_s
 
 
+def rates(runs: list[h.Run]) -> dict[tuple[str, int], float]:
+    """(run name, batch) -> tokens per second, for the runs that produced output."""
+    return {(r.name, r.batch): tokens_per_s(r) for r in runs if tokens_per_s(r) is not None}
+
+
 def throughput_table(runs: list[h.Run], forced_tau: dict | None) -> str:
     """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch."""
     batches = sorted({r.batch for r in runs})
     names = list(dict.fromkeys(r.name for r in runs))
-    rate = {(r.name, r.batch): tokens_per_s(r) for r in runs}
+    rate = rates(runs)
     lines = [
         "## Tokens per second: each batch size's prompts' emitted tokens over their wall time, prefills included"
         + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced_tau else ""),
@@ -309,8 +314,9 @@ def plot(runs: list[h.Run], forced_tau: dict | None, path: Path) -> str:
         where = path.parent / "step_costs.json"
         return f"no plot: matplotlib is not installed here (draw it elsewhere: sglang_step_costs.py --plot {where})"
     fig, ax = plt.subplots(figsize=(7, 4.5))
+    rate = rates(runs)
     for name in dict.fromkeys(r.name for r in runs):
-        points = sorted((r.batch, tokens_per_s(r)) for r in runs if r.name == name and tokens_per_s(r))
+        points = sorted((batch, tps) for (n, batch), tps in rate.items() if n == name)
         if points:
             ax.plot(*zip(*points), marker="o", label=name)
     ax.set_xscale("log", base=2)

@@ -120,17 +120,17 @@ class StepProfile:
 
     def _read(self, wait: bool = False) -> None:
         """Record the pending steps the GPU has finished, oldest first (all of them, waiting, where `wait`)."""
+        if self.cuda:
+            gap = lambda a, b: 1e3 * a.elapsed_time(b)  # noqa: E731 (ms -> us)
+        else:
+            gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
         while self.pending:
             batch_size, marks = self.pending[0]
             last = marks[-1][1][0]
             if self.cuda and not wait and not last.query():
                 return
-            if self.cuda:
-                if wait:
-                    last.synchronize()
-                gap = lambda a, b: 1e3 * a.elapsed_time(b)  # noqa: E731 (ms -> us)
-            else:
-                gap = lambda a, b: 1e6 * (b - a)  # noqa: E731
+            if self.cuda and wait:
+                last.synchronize()
             per, host = self.times[batch_size], self.host[batch_size]
             spans = [(phase, a, b) for (_, a), (phase, b) in zip(marks, marks[1:])]
             for phase, (a, ha), (b, hb) in [*spans, ("step", marks[0][1], marks[-1][1])]:
