@@ -17,9 +17,10 @@ Decode step (`_forward_decode`), nothing read back from the device (host values:
   draft   roots = spec_info.bonus_tokens; one drafter pass -> chain or tree (`_build_tree`)
   verify  EagleVerifyInput over req_to_token[seq_len : seq_len + N] (`eagle_prepare_for_verify`), TARGET_VERIFY
   accept  `accept_greedy` / `accept_sampling` (rank 0's draws at TP > 1)
-  commit  the accepted nodes' KV slots to the front of the window (`front_accepted_slots`: a permutation inside the
-          window, so the request keeps exactly the slots the scheduler mapped), GDN states; then the new lengths are
-          published (`on_publish`: the overlap scheduler prepares the next batch meanwhile), then the drafter context
+  commit  the accepted nodes' KV slots to the front of the window, the tokens to emit and the new lengths
+          (`kernels.accept_commit`, one launch: a permutation inside the window, so the request keeps exactly the
+          slots the scheduler mapped), GDN states; then the new lengths are published (`on_publish`: the overlap
+          scheduler prepares the next batch meanwhile), then the drafter context
 The drafter's context length per slot is known on the host only as a range after a step (`ContextLengths`); the
 next step's sequence length from the scheduler must lie in it.
 
@@ -46,9 +47,9 @@ import torch
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from torch import Tensor
 
-from ..ddtree import DraftTree, accept_greedy, accept_sampling
+from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling
+from ..kernels.accept_commit import commit_accepted
 from .names import resolved
-from .verify_io import committed_tokens, front_accepted_slots
 from .vocab_parallel import broadcast_decisions
 from .worker_common import (
     DDTreeWorkerBase,
@@ -217,10 +218,11 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self.profile.mark("tree")
         logits, tree_gdn, graph_bs, result = self._verify(batch, tree, seq_cpu)
         self.profile.mark("verify")
-        acc, tokens, accept_lens, new_seq_lens = self._accept(batch, tree, logits)
+        acc = self._accept(batch, tree, logits)
         self.profile.mark("accept")
         max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
-        self._commit(batch, acc, seq_cpu, max_keep, tree_gdn, graph_bs if result.can_run_cuda_graph else None)
+        tokens, accept_lens, new_seq_lens = self._commit(batch, tree, acc, seq_cpu, max_keep, tree_gdn,
+                                                         graph_bs if result.can_run_cuda_graph else None)  # fmt: skip
         result.logits_output.hidden_states = result.logits_output.next_token_logits = None  # [bs * N, V]: read
         step = self._result(result.logits_output, tokens.reshape(-1), accept_lens, acc.bonus_tokens, new_seq_lens,
                             result.can_run_cuda_graph)  # fmt: skip
@@ -266,39 +268,39 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         forward_batch, _ = eagle_prepare_for_verify(spec_info, self.model_runner.req_to_token_pool, batch, self.target_worker)
         return forward_batch, {}
 
-    def _accept(self, batch, tree: DraftTree, logits: Tensor):
-        """Greedy or sampled acceptance (rank 0's draws at TP > 1). Returns (acceptance, tokens [bs, N]: row i's first
-        accept_lens[i] are the accepted tokens and the bonus, accept_lens int32 [bs], new sequence lengths [bs])."""
+    def _accept(self, batch, tree: DraftTree, logits: Tensor) -> Acceptance:
+        """Greedy or sampled acceptance (rank 0's draws at TP > 1)."""
         logits = screen_nan(logits, self.nan_detection)
         sampling = sampling_args(batch.sampling_info)
         if sampling is None:
-            acc = accept_greedy(tree, logits)
-        else:
-            acc = accept_sampling(tree, logits, **sampling)
-            if self.tp_size > 1:
-                broadcast_decisions([acc.accept_len, acc.accepted_nodes, acc.bonus_tokens], self.tp_src, self.tp_group)
-        accept_lens = (acc.accept_len + 1).to(torch.int32)
-        seq_lens = batch.seq_lens.long()
-        return acc, committed_tokens(tree, acc, self.num_nodes), accept_lens, seq_lens + accept_lens.to(seq_lens.dtype)
+            return accept_greedy(tree, logits)
+        acc = accept_sampling(tree, logits, **sampling)
+        if self.tp_size > 1:
+            broadcast_decisions([acc.accept_len, acc.accepted_nodes, acc.bonus_tokens], self.tp_src, self.tp_group)
+        return acc
 
-    def _commit(self, batch, acc, seq_cpu: list[int], max_keep: int, tree_gdn, graph_bs: int | None) -> None:
-        """The accepted nodes' KV slots to the front of each window (`front_accepted_slots`: a permutation inside the
-        window, so the request keeps exactly the slots the scheduler mapped) and their GDN states (and extra_buffer's
-        tracking states)."""
+    def _commit(self, batch, tree: DraftTree, acc: Acceptance, seq_cpu: list[int], max_keep: int, tree_gdn,
+                graph_bs: int | None) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+        """The accepted nodes' KV slots to the front of each window and their GDN states (and extra_buffer's tracking
+        states). Returns (tokens [bs, N]: row i's first accept_lens[i] are the accepted tokens and the bonus,
+        accept_lens int32 [bs], new sequence lengths [bs])."""
         bs, runner = len(batch.reqs), self.model_runner
-        slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
-        front_accepted_slots(runner.req_to_token_pool.req_to_token, slots, seq_lens, acc.accepted_nodes, self.num_nodes)
+        slots, seq_lens = batch.req_pool_indices, batch.seq_lens
+        tokens, accept_lens, new_seq_lens = commit_accepted(runner.req_to_token_pool.req_to_token, slots, seq_lens,
+                                                            tree.token_ids, acc.accepted_nodes, acc.accept_len,
+                                                            acc.bonus_tokens)  # fmt: skip
         self.profile.mark("commit")
         mamba_slots = runner.attn_backend.linear_attn_backend.forward_metadata.mamba_cache_indices[:bs]
         if batch.mamba_track_indices is not None:  # extra_buffer: the state at a tracking point, for the radix cache
             interval = self._track_interval(batch)
             rows = track_candidates(seq_cpu, max_keep, interval)
             if rows:
-                cut = track_cuts(seq_lens, acc.accept_len + 1, interval)
+                cut = track_cuts(seq_lens.long(), accept_lens, interval)
                 tree_gdn.track(runner.req_to_token_pool, mamba_slots, batch.mamba_track_indices[:bs], acc.accepted_nodes,
                                cut, graph_bs, rows)  # fmt: skip
         tree_gdn.commit(runner.req_to_token_pool, mamba_slots, acc.accepted_nodes, graph_bs)
         self.profile.mark("gdn_commit")
+        return tokens, accept_lens, new_seq_lens
 
     def _track_interval(self, batch) -> int:
         """The prefix-cache tracking grid of SGLang 0.5.23's extra_buffer: the least common multiple of the mamba

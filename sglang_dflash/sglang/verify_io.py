@@ -57,37 +57,3 @@ def last_accepted_node(acc: Acceptance) -> Tensor:
     """Node index (within its tree) of each request's last accepted node: the step whose state SGLang's
     `update_mamba_state_after_mtp_verify` keeps (its `accepted_steps` for topk > 1)."""
     return acc.accepted_nodes.gather(1, acc.accept_len[:, None].long())[:, 0]
-
-
-def front_accepted_slots(req_to_token: Tensor, slots: Tensor, seq_lens: Tensor, accepted_nodes: Tensor, N: int) -> None:
-    """In place: request r's verify window req_to_token[slots[r], seq_lens[r] : seq_lens[r] + N] (node i's KV slot at
-    column i) reordered so that its first columns hold the accepted path's slots in path order (root first), then
-    the other nodes' in node order. accepted_nodes long [R, P]: node indices along the path, -1 padded."""
-    R = slots.shape[0]
-    if R == 0:
-        return
-    device = req_to_token.device
-    cols = seq_lens.long()[:, None] + torch.arange(N, device=device)  # [R, N]
-    rows = slots.long()[:, None].expand(R, N)
-    window = req_to_token[rows, cols]
-    key = N + torch.arange(N, device=device).expand(R, N).clone()  # the rest keep node order, after the path
-    P = accepted_nodes.shape[1]
-    valid = accepted_nodes >= 0
-    where = torch.where(valid, accepted_nodes, torch.full_like(accepted_nodes, N))  # column N: a dump
-    keyed = torch.cat([key, key.new_zeros(R, 1)], dim=1)
-    keyed.scatter_(1, where, torch.arange(P, device=device).expand(R, P).clone())
-    order = keyed[:, :N].argsort(dim=1)
-    req_to_token[rows, cols] = window.gather(1, order)
-
-
-def committed_tokens(tree: DraftTree, acc: Acceptance, N: int) -> Tensor:
-    """[R, N]: row r's first accept_len[r] + 1 entries are the tokens request r commits (its accepted draft tokens,
-    then the bonus); the rest 0. Spec v2's `next_token_ids` layout (stride N)."""
-    R = acc.accept_len.shape[0]
-    nodes = acc.accepted_nodes[:, 1:]  # the accepted draft nodes, root excluded
-    tokens = tree.token_ids.gather(1, nodes.clamp(min=0))
-    out = torch.zeros(R, N, dtype=torch.long, device=tokens.device)
-    width = min(nodes.shape[1], N)
-    out[:, :width] = torch.where(nodes[:, :width] >= 0, tokens[:, :width], 0)
-    out.scatter_(1, acc.accept_len.long()[:, None], acc.bonus_tokens.long()[:, None])
-    return out

@@ -17,8 +17,15 @@ from tree_helpers import DEVICE, accepted_paths, poisoned_outputs, root_path
 from sglang_dflash.ddtree import tree_from_parents
 from sglang_dflash.dflash import chain_tree
 from sglang_dflash.kernels import device as gpu
+from sglang_dflash.kernels.accept_commit import commit_accepted_kernel, commit_accepted_ref
 from sglang_dflash.kernels.layer_table import LayerTable
-from sglang_dflash.kernels.tree_attention import ancestor_bits, tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import (
+    ancestor_bits,
+    sglang_custom_mask_kernel,
+    sglang_custom_mask_ref,
+    tree_attention,
+    tree_attention_ref,
+)
 from sglang_dflash.kernels.tree_build import (
     conditional_tree_build,
     select_conditional_prefixes_ref,
@@ -319,6 +326,39 @@ def test_acceptance_walk(walk, R, N):
     ref = walk_tree_ref(tree.token_ids, tree.parents, tree.depths, tree.ancestor_mask, targets, DEPTHS)
     assert ref[0][0] == tree.depths[0].max()  # request 0 accepts its deepest path
     for name, a, b in zip(("accept_len", "accepted_nodes", "bonus_tokens"), got, ref):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("R,N", SHAPES)
+def test_accept_commit(R, N):
+    """A spec-v2 step's commit: each request's verify window in an int32 req_to_token of PREFIX + 2 N columns
+    reordered path first, its tokens, accept and new lengths, against the torch reference (on a copy of the table)."""
+    cpu, gen = generators("commit", R, N)
+    tree = draft_trees(R, N, gen)
+    walk = walk_tree_ref(tree.token_ids, tree.parents, tree.depths, tree.ancestor_mask, forced_targets(tree, cpu), DEPTHS)
+    table = torch.randperm(4 * R * (PREFIX + 2 * N), generator=cpu).view(4 * R, -1).to(torch.int32).to(DEVICE)
+    slots = torch.randperm(4 * R, generator=cpu)[:R].to(DEVICE)
+    seq_lens = torch.randint(PREFIX - 64, PREFIX, (R,), generator=cpu).to(DEVICE)
+    ref_table = table.clone()
+    ref = commit_accepted_ref(ref_table, slots, seq_lens, tree.token_ids, *walk[1::-1], walk[2])
+    with poisoned_outputs():
+        got = commit_accepted_kernel(table, slots, seq_lens, tree.token_ids, *walk[1::-1], walk[2])
+    assert torch.equal(table, ref_table)
+    for name, a, b in zip(("tokens", "accept_lens", "new_seq_lens"), got, ref):
+        assert torch.equal(a, b), name
+
+
+@pytest.mark.parametrize("R,N", SHAPES)
+def test_custom_mask(R, N):
+    """SGLang's tree custom_mask over about PREFIX cached tokens per request (the flashinfer and triton backends' tree
+    verify; ours where the tree attention is off, as on an A6000), against the torch reference."""
+    cpu, gen = generators("mask", R, N)
+    tree = draft_trees(R, N, gen)
+    seq_lens = torch.randint(PREFIX - 64, PREFIX, (R,), generator=cpu).to(DEVICE)
+    total = int(seq_lens.sum())
+    with poisoned_outputs():
+        got = sglang_custom_mask_kernel(tree.ancestor_mask, seq_lens, total)
+    for name, a, b in zip(("custom_mask", "mask_indptr"), got, sglang_custom_mask_ref(tree.ancestor_mask, seq_lens, total)):
         assert torch.equal(a, b), name
 
 

@@ -96,6 +96,13 @@ def production_calls(kernels):
         tables = gather.ancestor_table(e(R, N, N, dtype=torch.bool), DEPTHS, kernels.tree_gdn.solve_step_nodes(R, N))
         gather.tree_gdn_verify_gather(q, q, v, g, g, e(HV), e(HV), e(R + 1, HV, K, K), e(R, dtype=long), tables)
 
+    def commit(N):  # a spec-v2 step's commit over SGLang's int32 req_to_token
+        table = e(2, PREFIX, dtype=torch.int32)
+        kernels.accept_commit.commit_accepted_kernel(table, slots, slots, e(1, N, dtype=long), accepted, slots, slots)
+
+    def custom_mask(N):  # the tree verify's mask for SGLang's backends
+        kernels.tree_attention.sglang_custom_mask_kernel(e(1, N, N, dtype=torch.bool), torch.tensor([PREFIX]), PREFIX)
+
     def build_tree(B):
         kernels.tree_build.tree_build(e(1, DEPTHS, B), e(1, DEPTHS, B, dtype=long), e(1, dtype=long), B)
 
@@ -107,7 +114,7 @@ def production_calls(kernels):
     calls += [("N65", lambda: vocab.argmax(e(1, 65, VOCAB, dtype=bf16)))]
     calls += [(f"N{N}", partial(greedy_walk, 1, N)) for N in NODES] + [("R8-N65", partial(greedy_walk, 8, 65))]
     calls += [(f"B{B}", lambda B=B: vocab.draft_log_probs(e(1, DEPTHS, VOCAB, dtype=bf16), B)) for B in BUDGETS]
-    calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step, gdn_gather) for N in NODES]
+    calls += [(f"N{N}", partial(f, N)) for f in (attention, gdn_step, gdn_gather, custom_mask, commit) for N in NODES]
     calls += [("R8-N129", partial(gdn_gather, 129, 8))]  # the first launch by groups of V-heads
     calls += [("R8-N16", partial(gdn_step, 16, 8))]  # DFLASH's chains at batch 8: the verify's register cap
     calls += [("draft-window", partial(drafter_attention, DRAFT_WINDOW)), ("draft-full", partial(drafter_attention, None))]
@@ -163,7 +170,7 @@ def record_launches(pdl: bool = False):
         mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
         mock.patch.object(kernels.device, "pdl", lambda device: pdl),
     ):  # the wrappers choose as on an A6000
-        for name in ("tree_build", "tree_walk", "vocab", "layer_table", "tree_gdn.tree_gdn_gather"):
+        for name in ("accept_commit", "tree_build", "tree_walk", "vocab", "layer_table", "tree_gdn.tree_gdn_gather"):
             importlib.import_module(f"sglang_dflash.kernels.{name}")
         for label, call in production_calls(kernels):
             start = len(seen)

@@ -7,7 +7,13 @@ import torch
 from tree_helpers import DEVICE, poisoned_outputs, random_parents, root_path, sglang_triton_verify
 
 from sglang_dflash.kernels import device as gpu
-from sglang_dflash.kernels.tree_attention import ancestor_bits, sglang_custom_mask, tree_attention, tree_attention_ref
+from sglang_dflash.kernels.tree_attention import (
+    ancestor_bits,
+    sglang_custom_mask_kernel,
+    sglang_custom_mask_ref,
+    tree_attention,
+    tree_attention_ref,
+)
 from sglang_dflash.kernels.tree_attention.tree_attention import default_splits
 from sglang_dflash.kernels.tree_build import ancestors
 
@@ -30,20 +36,27 @@ def test_tree_attention_equals_causal_attention_along_each_root_path():
             torch.testing.assert_close(out[r, i], (probs[:, :, None] * values).sum(0))
 
 
-def test_sglang_custom_mask_layout():
+@pytest.mark.parametrize("impl", ["kernel", "reference"])
+def test_sglang_custom_mask_layout(impl):
+    """Random trees, odd node counts, prefixes of 0 to past the kernel's block of 1024: the mask by hand, request by
+    request and row by row (the prefix's Trues, then the row's ancestors)."""
+    make, device = (sglang_custom_mask_kernel, DEVICE) if impl == "kernel" else (sglang_custom_mask_ref, "cpu")
     gen = torch.Generator().manual_seed(1)
-    R, N = 3, 5
-    parents = random_parents(R, N, gen)
-    anc = ancestors(parents, N - 1)
-    seq_lens = torch.tensor([4, 0, 9])
-    mask, indptr = sglang_custom_mask(anc, seq_lens, int(seq_lens.sum()))
-    expected = []
-    for r in range(R):
-        s = int(seq_lens[r])
-        for i in range(N):
-            expected += [True] * s + anc[r, i].tolist()
-    assert mask.tolist() == expected
-    assert indptr.tolist() == [0, 5 * 9, 5 * 9 + 5 * 5, 5 * 9 + 5 * 5 + 5 * 14]
+    for R, N, top in [(3, 5, 10), (1, 1, 3), (4, 7, 1100), (2, 13, 40)]:
+        parents = random_parents(R, N, gen)
+        anc = ancestors(parents, N - 1)
+        seq_lens = torch.randint(0, top, (R,), generator=gen)
+        seq_lens[0] = 0
+        with poisoned_outputs():
+            mask, indptr = make(anc.to(device), seq_lens.to(device), int(seq_lens.sum()))
+        expected, sizes = [], [0]
+        for r in range(R):
+            s = int(seq_lens[r])
+            for i in range(N):
+                expected += [True] * s + anc[r, i].tolist()
+            sizes.append(sizes[-1] + N * (s + N))
+        assert mask.tolist() == expected
+        assert indptr.tolist() == sizes and indptr.dtype == torch.int32
 
 
 def test_sglang_custom_mask_drives_sglangs_triton_verify_attention():

@@ -3,17 +3,11 @@
 `eagle_verify_fields` gives exactly `eagle_acceptance(accept_greedy(...))`."""
 
 import torch
-from tree_helpers import accepted_paths, random_parents
+from tree_helpers import random_parents
 
 from sglang_dflash.ddtree import accept_greedy, build_ddtree, tree_from_parents
 from sglang_dflash.kernels.tree_build.naive import ancestors
-from sglang_dflash.sglang.verify_io import (
-    committed_tokens,
-    eagle_acceptance,
-    eagle_verify_fields,
-    front_accepted_slots,
-    last_accepted_node,
-)
+from sglang_dflash.sglang.verify_io import eagle_acceptance, eagle_verify_fields, last_accepted_node
 
 
 def verify_tree_greedy(candidates, retrive_index, next_token, next_sibling, target_predict, spec_steps):
@@ -81,45 +75,3 @@ def test_chain_fields_are_a_causal_block():
     block = f["custom_mask"].view(5, 8)[:, 3:]
     assert torch.equal(block, torch.tril(torch.ones(5, 5, dtype=torch.bool))) and f["custom_mask"].view(5, 8)[:, :3].all()
     assert torch.equal(ancestors(tree.parents, 4)[0], block)
-
-
-def test_front_accepted_slots_puts_the_path_first_and_keeps_the_window():
-    """Spec v2's commit of a tree: position seq_len + j of the request maps to the KV slot of its j-th accepted node,
-    and the window's slots stay the request's (the scheduler frees them when it ends); nothing outside moves."""
-    gen = torch.Generator().manual_seed(1)
-    for trial in range(40):
-        R, N, P = 4, 3 + trial % 9, 1 + trial % 6
-        parents = random_parents(R, N, gen, chain=trial % 3 == 0)
-        accepted = accepted_paths(parents, P, gen)
-        slots = torch.randperm(7, generator=gen)[:R]
-        seq_lens = torch.randint(0, 6, (R,), generator=gen)
-        table = torch.randperm(7 * 20, generator=gen).view(7, 20)
-        before = table.clone()
-        front_accepted_slots(table, slots, seq_lens, accepted, N)
-        for r in range(R):
-            s, lo = int(slots[r]), int(seq_lens[r])
-            window = before[s, lo : lo + N].tolist()
-            path = [int(i) for i in accepted[r] if i >= 0]
-            rest = [window[i] for i in range(N) if i not in path]
-            assert table[s, lo : lo + N].tolist() == [window[i] for i in path] + rest
-            table[s, lo : lo + N] = before[s, lo : lo + N]
-        assert torch.equal(table, before)  # every other entry untouched
-
-
-def test_committed_tokens_are_the_accepted_drafts_then_the_bonus():
-    gen = torch.Generator().manual_seed(2)
-    for trial in range(30):
-        R, V = 3, 11
-        tree = build_ddtree(torch.randn(R, 5, V, generator=gen) * 3, torch.randint(V, (R,), generator=gen), 1 + trial % 12)
-        N = tree.num_nodes
-        target = torch.randn(R, N, V, generator=gen)
-        child_tok = tree.token_ids.gather(1, tree.next_token.clamp(min=0))
-        target.scatter_add_(2, child_tok[..., None], (tree.next_token >= 0).float()[..., None] * 20 * (trial % 2))
-        acc = accept_greedy(tree, target)
-        out = committed_tokens(tree, acc, N)
-        for r in range(R):
-            path = [int(i) for i in acc.accepted_nodes[r] if i >= 0]
-            # walk it by hand: each accepted node is the child of the previous one with the target's argmax token
-            expect = [int(tree.token_ids[r, i]) for i in path[1:]] + [int(target[r, path[-1]].argmax())]
-            assert out[r, : len(expect)].tolist() == expect and len(expect) == int(acc.accept_len[r]) + 1
-            assert out[r, len(expect) :].eq(0).all()

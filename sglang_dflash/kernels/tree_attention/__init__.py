@@ -1,10 +1,12 @@
 """Tree attention: `tree_attention` runs the Triton kernel (CUDA; tested on CPU under the
 interpreter), `tree_attention_ref` is its reference; `attend_tree` picks the kernel for CUDA
-tensors whose head dim is a power of two >= 16 (Qwen3.5/3.6: 256), the reference otherwise."""
+tensors whose head dim is a power of two >= 16 (Qwen3.5/3.6: 256), the reference otherwise.
+SGLang's own backends take the trees as `sglang_custom_mask` (a kernel on CUDA, `masks` its reference)."""
 
 from torch import Tensor
 
-from .masks import sglang_custom_mask
+from .custom_mask import sglang_custom_mask_kernel
+from .masks import sglang_custom_mask, sglang_custom_mask_ref
 from .naive import tree_attention_ref
 from .tree_attention import ancestor_bits, tree_attention
 
@@ -35,4 +37,12 @@ def attend_tree(
                           positions=positions, table=table)  # fmt: skip
 
 
-__all__ = ["ancestor_bits", "attend_tree", "sglang_custom_mask", "tree_attention", "tree_attention_ref"]
+__all__ = [
+    "ancestor_bits",
+    "attend_tree",
+    "sglang_custom_mask",
+    "sglang_custom_mask_kernel",
+    "sglang_custom_mask_ref",
+    "tree_attention",
+    "tree_attention_ref",
+]

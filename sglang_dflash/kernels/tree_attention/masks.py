@@ -11,8 +11,16 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from .custom_mask import sglang_custom_mask_kernel
+
 
 def sglang_custom_mask(ancestor_mask: Tensor, seq_lens: Tensor, seq_lens_sum: int) -> tuple[Tensor, Tensor]:
+    """Shapes as `sglang_custom_mask_ref`: one launch on CUDA (`custom_mask`), the torch reference elsewhere."""
+    make = sglang_custom_mask_kernel if ancestor_mask.is_cuda else sglang_custom_mask_ref
+    return make(ancestor_mask, seq_lens, seq_lens_sum)
+
+
+def sglang_custom_mask_ref(ancestor_mask: Tensor, seq_lens: Tensor, seq_lens_sum: int) -> tuple[Tensor, Tensor]:
     """ancestor_mask bool [R, N, N]; seq_lens long [R] (prefix lengths) and their sum as a host int
     (the output size, as SGLang passes it) -> (custom_mask bool [N * seq_lens_sum + R * N * N],
     mask_indptr int32 [R + 1]). No host sync."""
