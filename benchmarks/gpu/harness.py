@@ -317,7 +317,9 @@ def convert_shipped_target(out: Path, seed: int) -> None:
     """The shipped tiny target (Qwen3_5ForCausalLM, tied embeddings, keys model.*) saved to `out` as the
     Qwen3_5ForConditionalGeneration the random target is: keys model.language_model.*, lm_head.weight = the
     embedding, tie_word_embeddings false at both levels, eos none, a random vision tower (seeded), bf16 (exact copies),
-    and the pair's tokenizer."""
+    and the pair's tokenizer files. The harness sends token ids; a server that tokenizes text may not split it as the
+    shipped pair does: transformers 5.19 loads model type qwen3_5 as its Qwen3_5Tokenizer, whose own pre-tokenizer
+    replaces the file's (ours and stock's servers alike, so the verdict compares like with like)."""
     import torch
     from safetensors.torch import load_file
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
