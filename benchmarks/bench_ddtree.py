@@ -59,7 +59,7 @@ from sglang_dflash.kernels.tree_walk import greedy_walk  # noqa: E402
 
 V, L = 248_320, 15
 # The mid case's accepted depth. DDTree's mean tokens a round (accepted + bonus) are 8-11 on the paper's math and
-# code sets with Qwen3, less on chat (research/ddtree.md, section 3): 6 accepted depths is a middling accept.
+# code sets with Qwen3, less on chat (the DDTree paper, section 3): 6 accepted depths is a middling accept.
 MID_DEPTH = 6
 COND_K = 16  # candidates per depth of the conditional build (DFlash2's released selector_top_k)
 ACCEPTANCE_FIELDS = ("accept_len", "accepted_nodes", "bonus_tokens")

@@ -1,7 +1,6 @@
 """Kernels for tree verification, each beside its pure-torch reference (fla layout: <op>/naive.py).
 
-Contracts (shapes, semantics): ../../DESIGN.md "Kernels" in the steering repo, restated in each
-function's docstring.
+Contracts (shapes, semantics): each function's docstring.
 """
 
 from .tree_attention import sglang_custom_mask, tree_attention_ref

@@ -48,7 +48,7 @@ from sglang_dflash.kernels.vocab import argmax, argmax_ref, draft_log_probs, dra
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="production shapes: GPU only (too slow interpreted)")
 
-# Qwen3.6-27B per GPU at TP=2, as tests/kernels/test_sm86_compile.py (and research/gdn.md: 24 / 4 attention heads of
+# Qwen3.6-27B per GPU at TP=2, as tests/kernels/test_sm86_compile.py (and its config: 24 / 4 attention heads of
 # 256, 16 / 48 GDN heads of 128, conv width 4, vocabulary 248,320, 64 layers = 16 x [3 GDN + 1 attention])
 VOCAB, DEPTHS = 248320, 15
 HV, H, K = 24, 8, 128  # GDN: V heads, QK heads, head dim (= V head dim)

@@ -1,6 +1,6 @@
 """Triton: Gated DeltaNet verify over draft trees without per-node states, and its commit.
 
-Unrolled along root paths (research/gdn.md section 3), with G_i = sum of g over the root path of i
+Unrolled along root paths, with G_i = sum of g over the root path of i
 and anc*(i) = ancestors of i and i itself:
     S_i = e^{G_i} S0 + sum_{j in anc*(i)} e^{G_i - G_j} u_j k_j^T
     u_i = beta_i (v_i - e^{G_i} S0 k_i - sum_{j in anc(i)} e^{G_i - G_j} (k_j . k_i) u_j)

@@ -57,7 +57,7 @@ MAX_PROGRAMS = 32  # programs per request: more spin on one counter for little m
 # 18.9 / 18.8 / 39.2 against 8 warps 17.3 / 17.2 / 35.6 (root / 6 / 15 deep).
 MAX_WARPS = 8
 # Rows per round (`greedy_walk`). More rows a round win when the walk goes deep and lose when it stops at the root;
-# DDTree accepts 7-10 tokens a step on average (research/ddtree.md: tau 8-11 with the bonus), so 8. H200, the walk alone
+# DDTree accepts 7-10 tokens a step on average (the DDTree paper: tau 8-11 with the bonus), so 8. H200, the walk alone
 # at R = 8, B = 64 (benchmarks/RESULTS.md, bf16 rows read as pairs), LA 8 against 4: stopping at the root 15.6 against
 # 10.8 us, 6 deep 15.5 against 18.2, 15 deep 32.6 against 39.0 (before the pairs: 4 against 2 won from
 # about 3 depths).
