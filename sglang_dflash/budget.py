@@ -180,14 +180,17 @@ class WidthController:
             self.drafted[r] = (probs[i], depths[i])
 
 
-def tree_accept_probs(tree: DraftTree, draft_logits: Tensor) -> Tensor:
+def tree_accept_probs(tree: DraftTree, draft_logits: Tensor, lse: Tensor | None = None) -> Tensor:
     """float [R, N - 1]: each non-root node's path probability under the drafter (the product of its tokens'
     per-depth probabilities), the drafter's own estimate that verification accepts it. In `build_ddtree`'s node order
     (descending score), so a row is non-increasing and `plan_budget` takes it as it is; a caller may calibrate it with
-    the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`."""
+    the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`; lse float32
+    [R, L] their rows' logsumexp where the tree's vocabulary pass made it (`draft_log_probs(..., with_lse=True)`), else
+    computed here (a second pass over the vocabulary)."""
     R, N = tree.token_ids.shape
     rows, depth = torch.arange(R, device=draft_logits.device)[:, None], tree.depths[:, 1:] - 1
-    lse = torch.logsumexp(draft_logits.float(), dim=-1)  # [R, L]: the nodes' log-probabilities without a [R, L, V] one
+    if lse is None:
+        lse = torch.logsumexp(draft_logits.float(), dim=-1)  # [R, L]: no [R, L, V] log-softmax
     own = draft_logits[rows, depth, tree.token_ids[:, 1:]].float() - lse[rows, depth]  # [R, N - 1]
     path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # sum over each node's path
     return path.exp()

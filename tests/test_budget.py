@@ -131,6 +131,7 @@ def test_tree_nodes_are_the_best_prefixes_best_first(seed):
     tree = build_ddtree(logits, torch.zeros(R, dtype=torch.long), B)
     probs = tree_accept_probs(tree, logits)
     assert probs.shape == (R, B) and (probs[:, 1:] <= probs[:, :-1] * (1 + 1e-6)).all()
+    torch.testing.assert_close(tree_accept_probs(tree, logits, torch.logsumexp(logits, -1)), probs)  # lse given
     for r in range(R):
         best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
         torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)

@@ -18,7 +18,15 @@ from tqdm import tqdm
 
 from ..budget import BudgetControl, WidthController, tree_accept_probs
 from ..cuda_graph import CapturedStep, sync_time
-from ..ddtree import DraftTree, accept_greedy, accept_sampling, build_ddtree, sample_tokens, tree_from_parents
+from ..ddtree import (
+    DraftTree,
+    accept_greedy,
+    accept_sampling,
+    build_ddtree_from_top_k,
+    draft_log_probs,
+    sample_tokens,
+    tree_from_parents,
+)
 from ..dflash import chain_tree
 from ..proposal import propose, uses_heads
 
@@ -129,8 +137,9 @@ def generate(
             tree = propose(drafter, dcache, roots, slots, lens, target.embed_tokens, target.lm_head, algo, budget, scoring)
         else:
             logits = drafter(dcache, roots, slots, lens, target.embed_tokens, target.lm_head)
-            full = build_ddtree(logits, roots, budget, validate=False)
-            drafted, tree = (tree_accept_probs(full, logits), full.depths[:, 1:]), full.prefix(nodes)
+            logp, ids, lse = draft_log_probs(logits, min(budget, logits.shape[-1]), with_lse=True)  # one vocabulary pass
+            full = build_ddtree_from_top_k(logp, ids, roots, budget)
+            drafted, tree = (tree_accept_probs(full, logits, lse), full.depths[:, 1:]), full.prefix(nodes)
         out = target.verify(tcache, tree, slots, lens)
         acc = accept(tree, target.logits(out.hidden))
         commit(out, slots, lens, acc.accepted_nodes)
