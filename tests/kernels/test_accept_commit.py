@@ -19,22 +19,22 @@ def by_hand(window: list[int], path: list[int], token_ids: list[int], bonus: int
 
 
 @pytest.mark.parametrize("impl", COMMITS)
-@pytest.mark.parametrize("table_dtype", [torch.int32, torch.int64])
-def test_commit_puts_the_path_first_and_emits_its_tokens(impl, table_dtype):
-    """Random trees and paths, odd N and path widths, windows anywhere in a shared table: the window's slots stay the
-    request's, the path's come first; nothing outside the windows moves."""
+@pytest.mark.parametrize("index_dtype", [torch.int32, torch.int64])  # SGLang's req_to_token, slots and lengths
+def test_commit_puts_the_path_first_and_emits_its_tokens(impl, index_dtype):
+    """Random trees and paths, odd N and path widths (P > N too), windows anywhere in a shared table: the window's
+    slots stay the request's, the path's come first; nothing outside the windows moves."""
     commit, device = COMMITS[impl]
     gen = torch.Generator().manual_seed(1)
     for trial in range(24):
-        R, N, P = 1 + trial % 5, 3 + trial % 9, 1 + trial % 7
+        R, N, P = 1 + trial % 5, 3 + trial % 9, 1 + trial % 13
         parents = random_parents(R, N, gen, chain=trial % 3 == 0)
         accepted = accepted_paths(parents, P, gen)
         accept_len = (accepted >= 0).sum(1) - 1
-        slots = torch.randperm(7, generator=gen)[:R]
-        seq_lens = torch.randint(0, 6, (R,), generator=gen)
+        slots = torch.randperm(7, generator=gen)[:R].to(index_dtype)
+        seq_lens = torch.randint(0, 9, (R,), generator=gen).to(index_dtype)  # a window may end at the row's end
         token_ids = torch.randint(100, 200, (R, N), generator=gen)
         bonus = torch.randint(200, 300, (R,), generator=gen)
-        table = torch.randperm(7 * 20, generator=gen).view(7, 20).to(table_dtype)
+        table = torch.randperm(7 * 20, generator=gen).view(7, 20).to(index_dtype)
         before = table.clone()
         on = table.to(device)
         with poisoned_outputs():

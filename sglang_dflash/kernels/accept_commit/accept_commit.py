@@ -6,7 +6,8 @@ long [R]. Returns tokens long [R, N], accept_lens int32 [R], new_seq_lens long [
 CUDA graph).
 
 Column c of a window goes to column j where c is the path's j-th node, else to accept_len + 1 + (the count of
-non-path columns before c). The window is loaded whole before it is stored, in the same program.
+non-path columns before c). The window is loaded whole before it is stored (a barrier between: its columns span several
+warps). Path entries past accept_len are ignored (`Acceptance` pads them -1).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _commit_accepted_kernel(
     new_col = tl.where(on, at, a + tl.cumsum(rest, axis=0))  # the k-th non-path column (k from 1) -> a + k
     row = req_to_token + tl.load(slots + r).to(tl.int64) * table_stride + s
     window = tl.load(row + c, mask=cm)
+    tl.debug_barrier()  # every warp's columns loaded before any is overwritten (N > 32 spans several warps)
     tl.store(row + new_col, window, mask=cm)
 
     nxt = tl.load(accepted_nodes + r * P + 1 + c, mask=(c + 1 < P) & (c < a), other=-1)  # path node c + 1
@@ -74,8 +76,8 @@ def commit_accepted(
         return tokens, accept_lens, new_seq_lens
     assert req_to_token.stride(1) == 1, "req_to_token: unit stride over tokens"
     _commit_accepted_kernel[(R,)](
-        req_to_token, req_to_token.stride(0), slots, seq_lens, token_ids.contiguous(), accepted_nodes.contiguous(),
-        accept_len, bonus, tokens, accept_lens, new_seq_lens, N, P,
+        req_to_token, req_to_token.stride(0), slots.contiguous(), seq_lens.contiguous(), token_ids.contiguous(),
+        accepted_nodes.contiguous(), accept_len.contiguous(), bonus.contiguous(), tokens, accept_lens, new_seq_lens, N, P,
         NN=triton.next_power_of_2(N), PP=triton.next_power_of_2(P),
     )  # fmt: skip
     return tokens, accept_lens, new_seq_lens
