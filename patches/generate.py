@@ -8,9 +8,8 @@ Everything is generated from the plugin's own code, so each series follows the p
   copied file by file into a new package `python/sglang/srt/speculative/<prefix>/` (its relative imports stay as
   they are; an import leaving that set stops the generator);
 - the SGLang-facing modules (`sglang_dflash/sglang/*.py` but `algorithm.py`) become files
-  `python/sglang/srt/speculative/<prefix>_*.py` (and `python/sglang/srt/models/<prefix>.py` for the drafter model
-  where SGLang has none), with their relative imports rewritten to absolute `sglang.srt...` ones; the field names
-  SGLang renamed between releases (`names.fields()`) become the release's own;
+  `python/sglang/srt/speculative/<prefix>_*.py`, with their relative imports rewritten to absolute `sglang.srt...`
+  ones; the field names SGLang renamed between releases (`names.fields()`) become the release's own;
 - each hook of `sglang_dflash/sglang/plugin/patches.py` that the release's table (`plugin/versions.py`) applies
   becomes a direct edit of the SGLang function it goes around (`algorithm.DraftTreeAlgorithm` becomes members of
   SGLang's `SpeculativeAlgorithm`), made by exact-text replacement on the pristine file and diffed with difflib.
@@ -46,7 +45,7 @@ AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 # The SGLang-independent core, vendored as the package sglang.srt.speculative.<prefix>.
 CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "cuda_graph.py", "env.py", "kernels", "models")
 
-# Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_ (the drafter model: models.<prefix>).
+# Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_.
 FACING = {
     "sglang_dflash.sglang.names": "names",
     "sglang_dflash.sglang.hidden_capture": "hidden_capture",
@@ -58,7 +57,6 @@ FACING = {
     "sglang_dflash.sglang.memory_plan": "memory_plan",
     "sglang_dflash.sglang.step_profile": "step_profile",
 }
-DRAFT_MODEL = "sglang_dflash.sglang.draft_model"
 # Plugin modules beside them that are not ported: the enum members and the edits replace them; and 0.5.11's opt-in
 # spec-v2 worker, out of its series (spec v1 there) until a GPU run verifies it.
 NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm", "sglang_dflash.sglang.ddtree_worker_v2_0511")
@@ -76,7 +74,7 @@ CPU_SUITE = 'register_cpu_ci(est_time=30, suite="base-a-test-cpu")'  # 0.5.23's 
 WORKER_V1 = "sglang_dflash.sglang.ddtree_worker"
 WORKER_V2 = "sglang_dflash.sglang.ddtree_worker_v2"
 # Modules that read the release's field names (written out literally in the port).
-FIELD_READERS = ("sglang_dflash.sglang.worker_common", WORKER_V1)
+FIELD_READERS = (WORKER_V1,)
 # Plugin-only parts of the ported names module (the release's field names are written out instead).
 DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
 # The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the
@@ -103,7 +101,6 @@ class Target:
     release: str
     prefix: str  # upstream names: speculative/<prefix>/, speculative/<prefix>_*.py, models/<prefix>.py
     slug: str  # the algorithms in patch file names
-    draft_model: bool  # port draft_model.py (False where SGLang has a DFlashDraftModel of its own)
     why: str
 
     @property
@@ -133,8 +130,6 @@ class Target:
             out[WORKER_V2] = self.module("worker_v2")
         else:
             out[WORKER_V1] = self.module("worker")
-        if self.draft_model:
-            out[DRAFT_MODEL] = f"sglang.srt.models.{self.prefix}"
         return out
 
 
@@ -142,13 +137,9 @@ TARGETS = {
     t.release: t
     for t in (
         Target(
-            "0.5.10.post1", "dflash", "dflash-ddtree", True, "This release has no DFLASH: `DFLASH` is DFLASH_CHAIN's other name."
-        ),
-        Target(
             "0.5.11",
             "ddtree",
             "ddtree-dflash-chain",
-            False,
             "This release has a DFLASH of its own (`speculative/dflash_*.py`, `models/dflash.py`), which stays as it is: "
             "ours go by DDTREE and DFLASH_CHAIN, under `speculative/ddtree*`, and SGLang's `DFlashDraftModel` stays the "
             "architecture's model.",
@@ -157,7 +148,6 @@ TARGETS = {
             "0.5.23",
             "ddtree",
             "ddtree-dflash-chain",
-            False,
             "This release has no spec v1: ours run as `DDTreeWorkerV2` on the spec-v2 schema (their server arguments "
             "turn the overlap scheduler off unless SGLANG_DFLASH_OVERLAP=1), built in as `SpeculativeAlgorithm` members with the "
             "answers the plugin registers through `SpeculativeAlgorithm.register`. SGLang's own DFLASH "
@@ -297,7 +287,7 @@ def core_files(t: Target) -> dict[str, str]:
         f'"""{DDTREE} and {DFLASH_CHAIN} speculative decoding: draft trees, acceptance, Triton kernels and reference '
         "models.\n\n"
         "Framework-independent (plain torch and Triton, no SGLang import): the SGLang side lives in\n"
-        f"`{t.module('*')}`{f' and `sglang.srt.models.{t.prefix}`' if t.draft_model else ''}. `env` holds the\n"
+        f"`{t.module('*')}`. `env` holds the\n"
         "SGLANG_DFLASH_* switches.\n"
         '"""\n'
     )
@@ -312,7 +302,7 @@ def facing_files(t: Target) -> dict[str, str]:
     """The SGLang-facing modules, with absolute imports, the release's field names and `is_ours` in the names
     module."""
     facing = t.facing
-    unknown = sorted(set(plugin_modules()) - set(facing) - {DRAFT_MODEL, WORKER_V1, WORKER_V2} - set(NOT_PORTED))
+    unknown = sorted(set(plugin_modules()) - set(facing) - {WORKER_V1, WORKER_V2} - set(NOT_PORTED))
     if unknown:
         raise UnsupportedSource(f"plugin modules {unknown} have no upstream place; extend FACING or NOT_PORTED")
     core = {c.removesuffix(".py") for c in CORE}
@@ -373,15 +363,6 @@ def test_files(t: Target) -> dict[str, str]:
 def literal_fields(text: str, f, where: str) -> str:
     """A worker module (`FIELD_READERS`) with the release's SGLang field names written out where it asks
     `names.fields()` for them."""
-    common = (
-        ("        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_\n", ""),
-        (
-            '            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},\n'
-            '            **{f"{retrieve}_cum_len": None},\n',
-            "".join(f'            {f.retrieve}_{k}=f["retrieve_{k}"],\n' for k in ("index", "next_token", "next_sibling"))
-            + f"            {f.retrieve}_cum_len=None,\n",
-        ),
-    )
     v1 = (
         ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
         (
@@ -401,8 +382,7 @@ def literal_fields(text: str, f, where: str) -> str:
             f"            req.{f.req_accepted} += n - 1\n",
         ),
     )
-    edits = common if where == FIELD_READERS[0] else v1
-    for old, new in edits:
+    for old, new in v1:
         text = edit(text, old, new, where)
     if "fields()" in text:
         raise UnsupportedSource(f"{where}: a names.fields() use with no literal in generate.py's literal_fields")
@@ -1092,7 +1072,6 @@ def series(t: Target, read) -> list[Patch]:
     if missing or len(grouped) != len(set(grouped)):
         raise UnsupportedSource(f"hooks {missing} of SGLang {t.release}'s table have no patch in edit_patches")
     core, facing = core_files(t), facing_files(t)
-    model = upstream_path(t.facing[DRAFT_MODEL]) if t.draft_model else None
     both = f"{DFLASH_CHAIN} and {DDTREE}"
     out = [
         Patch(
@@ -1111,18 +1090,6 @@ def series(t: Target, read) -> list[Patch]:
             core,
         )
     ]
-    if model:
-        out.append(
-            Patch(
-                "models-add-dflash-draft-model",
-                "[Model] Add DFlashDraftModel, the z-lab DFlash block drafter",
-                'Support `architectures: ["DFlashDraftModel"]` checkpoints (e.g. z-lab/Qwen3.6-27B-DFlash) on\n'
-                "SGLang layers: tensor-parallel attention and MLP, ENCODER_ONLY attention over the draft block\n"
-                "(sliding layers: DECODER with the window), no embedding or LM head (the target's are used).\n"
-                "Registered through EntryClass like every module of sglang.srt.models.",
-                {model: facing[model]},
-            )
-        )
     out.append(
         Patch(
             f"speculative-add-{t.slug}-workers",
@@ -1148,7 +1115,7 @@ def series(t: Target, read) -> list[Patch]:
             "  (drafter/target mismatch, DP attention, PP, page size for DDTREE, ...);\n"
             f"- {t.prefix}_names.py: the algorithms' names.\n"
             "Not wired in yet.",
-            {p: text for p, text in facing.items() if p != model},
+            facing,
         )
     )
     for slug, subject, body, names, edits in groups:
@@ -1302,13 +1269,6 @@ def readme(t: Target, names: list[str], patches: list[Patch]) -> str:
             "  `is_ddtree()`, `is_eagle()`, `supports_spec_v2()`, `create_worker`"
         )
         caller, dummy = "`ModelRunnerKVCacheMixin._init_pools`", ""
-    if t.draft_model:
-        model = f"- `sglang/draft_model.py` -> `python/sglang/srt/models/{t.prefix}.py` (EntryClass `DFlashDraftModel`)"
-    else:
-        model = (
-            "- `sglang/draft_model.py`: not ported; SGLang's own `models/dflash.py` is the `DFlashDraftModel`\n"
-            "  architecture here (the workers run the core's drafter, not an SGLang model)"
-        )
     return f"""\
 # patches/{t.release}/: sglang-dflash as an SGLang {t.release} patch series
 
@@ -1336,9 +1296,8 @@ wheel in that layout), written the way an upstream PR would add them, generated 
   `python/sglang/srt/speculative/{t.prefix}/` (copied file by file; their relative imports unchanged)
 - `sglang_dflash/sglang/<module>.py` -> `python/sglang/srt/speculative/{t.prefix}_<module>.py` ({renamed}),
   relative imports made absolute; `names.Fields` dropped: the worker spells SGLang {t.release}'s fields
-  `{f.retrieve}_*`, `{f.result_accepted}`, `{f.result_accepted_per_req}`, `{f.req_accepted}`; `algorithm.is_ours`
+  `{f.result_accepted}`, `{f.result_accepted_per_req}`, `{f.req_accepted}`; `algorithm.is_ours`
   joins `{t.prefix}_names.py`
-{model}
 {enum}
 - each hook of `plugin/patches.py` that `plugin/versions.py` applies on {t.release} -> an edit of the function it goes
   around, in the patch numbered after it:

@@ -3,8 +3,8 @@
     python -m sglang_dflash.launch --preset a6000x2-qwen3.6-27b [any launch_server arguments]
 
 A preset supplies launch_server arguments; arguments given after it override the preset's.
-The resolved command is printed, then launch_server runs in a fresh interpreter (where the
-installed sglang_dflash.pth patches SGLang). --dry-run prints the command only.
+The resolved command is printed, then launch_server runs in a fresh interpreter (where SGLang loads the
+plugin through its entry point). --dry-run prints the command only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fetch_wheels.sh [RELEASE]: download the wheels of benchmarks/gpu/wheels.txt and wheels-RELEASE.txt (Python 3.12,
 # manylinux x86_64, no dependencies resolved: the lists are complete) into .whl/gpu/, and SGLang RELEASE's own wheel
-# into .whl/, for the GPU machine, which has no package index. RELEASE: 0.5.11 (default), 0.5.23 or 0.5.10.post1; .whl
+# into .whl/, for the GPU machine, which has no package index. RELEASE: 0.5.11 (default) or 0.5.23; .whl
 # holds one release at a time (another's wheels are removed first). A package in wheels-RELEASE.txt replaces its line in
 # wheels.txt; its "#slim PACKAGE PREFIX..." lines drop members of wheels too large to carry whole (slim_wheel.py). Run from anywhere, on a machine that reaches PyPI.
 # .whl/ is git-ignored and is what a device call carries (carry: [".whl"]); everything carried, the working tree
@@ -11,7 +11,7 @@ release="${1:-0.5.11}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 dest="$root/.whl/gpu"
 extra="$root/benchmarks/gpu/wheels-$release.txt"
-[ -f "$extra" ] || { echo "fetch_wheels: no $extra (releases: 0.5.11, 0.5.23, 0.5.10.post1)" >&2; exit 2; }
+[ -f "$extra" ] || { echo "fetch_wheels: no $extra (releases: 0.5.11, 0.5.23)" >&2; exit 2; }
 if [ -f "$root/.whl/release" ] && [ "$(cat "$root/.whl/release")" != "$release" ]; then
     rm -rf "$dest" "$root"/.whl/sglang-*.whl
 fi

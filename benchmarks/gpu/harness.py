@@ -1,4 +1,4 @@
-"""GPU harness: stock SGLang's offline Engine (0.5.11, or --sglang 0.5.10.post1) beside transformers and the standalone
+"""GPU harness: stock SGLang's offline Engine (0.5.11, or --sglang 0.5.23) beside transformers and the standalone
 engine.
 
 On the GPU machine (torch 2.11 / CUDA 13 / Triton 3.6 / transformers 5.17, no package index):
@@ -16,7 +16,7 @@ What it does, in order:
    that machine: SGLang's compiled wheel is built for torch 2.9), the TEST-ONLY stand-in
    tests/sgl_kernel_stub (seven ops in torch, every other op raising NotImplementedError by name)
    goes first on that PYTHONPATH, and the harness says so; a working sgl_kernel is never shadowed.
-2. Checkpoints (in --work): a tiny random Qwen3.5 hybrid target in the format SGLang 0.5.10
+2. Checkpoints (in --work): a tiny random Qwen3.5 hybrid target in the format SGLang
    registers (transformers' Qwen3_5ForConditionalGeneration: 2 x [3 Gated DeltaNet + 1 gated
    attention] text layers, a 1-layer vision tower with deepstack_visual_indexes=[], weights drawn
    for peaked logits and rounded to bf16 so that every run reads the same numbers), and a random
@@ -55,10 +55,10 @@ Logs: --out (default $OUT, else WORK/out): harness.log, table.md, results.json a
 (SGLang subprocesses are killed, unfinished runs reported as such) so a device call ends in time.
 
 Adding a SGLang configuration is one entry in `sglang_runs` (name, plugin on/off, Engine kwargs).
-Plugin runs need the plugin to reach every SGLang process (its entry point on 0.5.11, `sglang_dflash.pth` on
-0.5.10.post1): the harness checks that SGLang resolves DDTREE to ours and otherwise installs this repo editable into
-the machine's Python (`pip install --no-deps --no-index --no-build-isolation -e .`; the GPU machine is
-disposable); stock runs set SGLANG_DFLASH_DISABLE=1, so they stay stock either way.
+Plugin runs need the plugin to reach every SGLang process (its entry point): the harness checks that SGLang
+resolves DDTREE to ours and otherwise installs this repo editable into the machine's Python (`pip install --no-deps
+--no-index --no-build-isolation -e .`; the GPU machine is disposable); stock runs set SGLANG_DFLASH_DISABLE=1, so they
+stay stock either way.
 
 CPU check (no GPU): `python benchmarks/gpu/harness.py --device cpu --skip-sglang --num-prompts 3 [--pair shipped]`.
 """
@@ -89,7 +89,7 @@ roots = [pathlib.Path(p) / "data" for p in (spec.submodule_search_locations if s
 print(any((r / "include").is_dir() and (r / "csrc" / "sampling.cu").exists() for r in roots))
 """
 WHEELS = REPO / ".whl"
-RELEASES = ("0.5.11", "0.5.23", "0.5.10.post1")
+RELEASES = ("0.5.11", "0.5.23")
 LIN, FULL = "linear_attention", "full_attention"
 BATCHES = (1, 8)
 
@@ -221,7 +221,7 @@ _PLUGIN_ACTIVE: set[str] = set()  # the PYTHONPATHs the plugin was found active 
 
 
 def ensure_plugin(env: dict, log: Log) -> None:
-    """The plugin reaches SGLang (as `pip install sglang-dflash` leaves it: entry point or .pth), else install it."""
+    """The plugin reaches SGLang (as `pip install sglang-dflash` leaves it: its entry point), else install it."""
     env = {k: v for k, v in env.items() if k != "SGLANG_DFLASH_DISABLE"}
     key = env.get("PYTHONPATH", "")
     if key in _PLUGIN_ACTIVE:
@@ -268,7 +268,7 @@ def target_configs(vocab: int, hidden: int, groups: int) -> tuple[dict, dict]:
 
 
 def vision_config(hidden: int) -> dict:
-    """The smallest vision tower SGLang 0.5.10's Qwen3_5ForConditionalGeneration builds (1 layer, no deepstack)."""
+    """The smallest vision tower SGLang's Qwen3_5ForConditionalGeneration builds (1 layer, no deepstack)."""
     return dict(
         depth=1,
         hidden_size=64,
@@ -331,9 +331,7 @@ def convert_shipped_target(out: Path, seed: int) -> None:
     text = {k: v for k, v in text.items() if k not in ("architectures", "dtype", "transformers_version")}
     text.update(tie_word_embeddings=False, eos_token_id=None, full_attention_interval=4)  # SGLang reads the interval
     if text["layer_types"] != [LIN, LIN, LIN, FULL] * (len(text["layer_types"]) // 4):
-        raise ValueError(
-            f"shipped target: SGLang 0.5.10 derives layer types from full_attention_interval, not {text['layer_types']}"
-        )
+        raise ValueError(f"shipped target: SGLang derives layer types from full_attention_interval, not {text['layer_types']}")
     cfg = Qwen3_5Config(text_config=text, vision_config=vision_config(text["hidden_size"]), tie_word_embeddings=False)
     cfg.eos_token_id = None
     torch.manual_seed(seed)

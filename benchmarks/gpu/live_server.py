@@ -5,7 +5,7 @@
 (device call: carry [".whl"], as for harness.py.) Ran at TP=2 on two H200s (benchmarks/RESULTS.md).
 With two groups of --tp GPUs (two H200s at TP=1), two servers run side by side.
 
-On the shipped trained tiny pair (harness.py --pair shipped: its target rewritten into the format SGLang 0.5.10
+On the shipped trained tiny pair (harness.py --pair shipped: its target rewritten into the format SGLang
 loads, with the pair's tokenizer; its drafter as shipped), one server per configuration: stock, DFLASH, and DDTREE
 at each budget. Each is SGLang's own `launch_server` (HTTP on --port; harness.py's engine arguments, so bf16,
 triton attention, CUDA graphs), driven by benchmarks/bench_serving.py once /health answers (native /generate,

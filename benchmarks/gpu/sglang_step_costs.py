@@ -1,6 +1,6 @@
 """Step costs inside stock SGLang at Qwen3.6-27B shapes, on the GPU machine.
 
-    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.23|0.5.10.post1] [--tp 1 [--tp2-shard]|2]
+    python3 benchmarks/gpu/sglang_step_costs.py --site /tmp/site [--sglang 0.5.11|0.5.23] [--tp 1 [--tp2-shard]|2]
         [--budgets 32,64] [--runs sglang,sglang-mtp,sglang-eagle-tree,sglang-ddtree64] [--batches 1,8,32] [--out $OUT]
     python3 benchmarks/gpu/sglang_step_costs.py --plot OUT/step_costs.json [--out DIR]   # tokens/s table and plot again
 
@@ -408,7 +408,7 @@ def main(argv=None) -> int:
          "--max-new-tokens", str(mine.max_new_tokens), "--batches", mine.batches, "--budgets", mine.budgets,
          "--mem-fraction", str(mine.mem_fraction),
          "--sglang", mine.sglang, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
-         *(["DFLASH"] if mine.sglang != "0.5.10.post1" else []), "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
+         "DFLASH", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
         + (["--also-backend-attention"] if mine.also_backend_attention else [])
         + ["--attention-backend", mine.attention_backend]

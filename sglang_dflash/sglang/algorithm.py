@@ -1,7 +1,7 @@
 """DDTREE and DFLASH_CHAIN as values SGLang can hold where it holds its `SpeculativeAlgorithm`.
 
 `SpeculativeAlgorithm.from_string` returns these objects for our names (the plugin arranges that). They answer
-every `is_*()` question SGLang 0.5.10.post1 and 0.5.11 ask of the enum. `is_eagle()` is True on purpose: SGLang's
+every `is_*()` question SGLang 0.5.11 asks of the enum. `is_eagle()` is True on purpose: SGLang's
 shared code then gives our verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs sized by
 `speculative_num_draft_tokens`, the tree `custom_mask` in the attention backends, the hybrid GDN layers' verify
 metadata). Side effects, as for EAGLE: radix-cache keys are bigrams, and the tokenizer reserves EAGLE's extra

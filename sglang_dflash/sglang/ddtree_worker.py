@@ -8,7 +8,7 @@ the target's argmax up to bf16 near ties at TP=1 and TP=2, also after radix-cach
 batches finish (benchmarks/RESULTS.md).
 SGLANG_DFLASH_PROFILE=FILE writes per-phase step times (`step_profile.py`).
 SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
-acceptance). Written against SGLang 0.5.10.post1, modelled on
+acceptance). Written against SGLang's spec v1 (0.5.10.post1, then 0.5.11), modelled on
 `speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
 post-verify bookkeeping (`eagle_info.EagleVerifyInput.verify`, `eagle_worker._mamba_verify_update`).
 
@@ -74,8 +74,7 @@ Decode:
 
 Sampled batches ran on the GPU (harness --sampled: they finish); their distribution is tested on CPU. A decode step
 that raises before `_commit` (drafter, tree, verify input, verify forward, accept) gives its verify KV slots back and
-ends its batch's requests aborted with the error, emitting nothing, kept out of the radix cache (0.5.10.post1 has no
-such switch; before `_commit` the state is whole there); the server goes on.
+ends its batch's requests aborted with the error, emitting nothing, kept out of the radix cache; the server goes on.
 From `_commit` on tokens are emitted and lengths move, so an exception there still ends the server, as does a broken
 CUDA context.
 """

@@ -1,6 +1,6 @@
 """Target hidden-state capture for the DFlash drafter's taps, on SGLang's Qwen3.5 decoder layers.
 
-SGLang's Qwen3.5 model (0.5.10.post1, 0.5.11) has no aux-hidden-state capture; 0.5.23's serves its own DFLASH only. The
+SGLang's Qwen3.5 model (0.5.11) has no aux-hidden-state capture; 0.5.23's serves its own DFLASH only. The
 drafter's target layer id l means the output of decoder layer l, i.e. `hidden + residual` after
 layer l. SGLang's decoder layers hand `(hidden, residual)` to the next layer un-summed, and under
 the FlashInfer all-reduce fusion (auto-enabled on SM90/SM100 at TP > 1) `hidden` is even a

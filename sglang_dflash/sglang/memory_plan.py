@@ -8,7 +8,7 @@ target's weights (`ModelRunnerKVCacheMixin.profile_max_num_token`):
   holds them back;
 - with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request
   (the plugin's `req_to_token_pool_init` hook), so the plan gets back what it reserves for the others
-  (0.5.10.post1, 0.5.11: `rest_memory_adjustment_gib`; 0.5.23, which counts the drafter's weights itself and solves
+  (0.5.11: `rest_memory_adjustment_gib`; 0.5.23, which counts the drafter's weights itself and solves
   the GDN state slots jointly with that reservation: planned as without it, then `one_slot_states_gib` taken off).
 
 At Qwen3.6-27B with z-lab's 5-layer drafter in bf16, whole: 3.5 GB of weights, and 20 KiB per cached token beside

@@ -1,8 +1,8 @@
 """Names shared by the SGLang-facing modules and the plugin (a leaf: it imports nothing of ours).
 
 Our algorithms go by names of their own, so that they never collide with SGLang's: `DDTREE` (tree verify) and
-`DFLASH_CHAIN` (our chain verify). `DFLASH` is SGLang's own where SGLang has one (0.5.11); it means
-`DFLASH_CHAIN` where SGLang has none (0.5.10.post1), or where the user opts in (SGLANG_DFLASH_OVERRIDE_DFLASH=1).
+`DFLASH_CHAIN` (our chain verify). `DFLASH` is SGLang's own; on 0.5.11 it means `DFLASH_CHAIN` where the user opts
+in (SGLANG_DFLASH_OVERRIDE_DFLASH=1).
 """
 
 DDTREE = "DDTREE"
@@ -40,8 +40,7 @@ class Fields:
     """SGLang field names the workers read or write that SGLang renamed between releases. The plugin sets the
     running release's (`use_fields`, from its version table) before any worker exists."""
 
-    def __init__(self, retrieve: str, result_accepted: str, result_accepted_per_req: str, req_accepted: str):
-        self.retrieve = retrieve  # prefix of EagleVerifyInput's retrieve_index / _next_token / _next_sibling / _cum_len
+    def __init__(self, result_accepted: str, result_accepted_per_req: str, req_accepted: str):
         self.result_accepted = result_accepted  # GenerationBatchResult: accepted drafts of the batch (int)
         self.result_accepted_per_req = result_accepted_per_req  # GenerationBatchResult: the same per request (list)
         self.req_accepted = req_accepted  # Req: its running count of accepted drafts

@@ -28,7 +28,7 @@ from ..models.tp_shard import shard_drafter, shard_plan
 from ..proposal import draft, uses_heads
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .memory_plan import draft_max_len, draft_tp_size
-from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR, fields
+from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR
 from .step_profile import StepProfile
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_verify_fields
@@ -482,13 +482,14 @@ class DDTreeWorkerBase:
 
         bs = len(batch.reqs)  # a ScheduleBatch's or a ModelWorkerBatch's (which has no batch_size())
         f = eagle_verify_fields(tree, batch.seq_lens.long(), sum(seq_cpu))
-        retrieve = fields().retrieve  # SGLang 0.5.10 spells it retrive_
         spec_info = EagleVerifyInput(
             draft_token=f["draft_token"],
             custom_mask=f["custom_mask"],
             positions=f["positions"],
-            **{f"{retrieve}_{k}": f[f"retrieve_{k}"] for k in ("index", "next_token", "next_sibling")},
-            **{f"{retrieve}_cum_len": None},
+            retrieve_index=f["retrieve_index"],
+            retrieve_next_token=f["retrieve_next_token"],
+            retrieve_next_sibling=f["retrieve_next_sibling"],
+            retrieve_cum_len=None,
             spec_steps=self.server_args.speculative_num_steps,
             topk=self.server_args.speculative_eagle_topk,  # > 1: SGLang's verify (GDN, attention) in tree mode
             draft_token_num=self.num_nodes,
@@ -533,7 +534,7 @@ class DDTreeWorkerBase:
 
     def _abort_batch(self, batch, error: Exception) -> None:
         """Inside an `except`: every request of the batch ends aborted with the error as its message, kept out of the
-        radix cache (its GDN state or drafter context may be half written; SGLang 0.5.10.post1 has no such switch).
+        radix cache (its GDN state or drafter context may be half written).
         Re-raises where the device is unusable afterwards, and at TP > 1 unless every rank failed this step
         (`FailureAgreement`: a rank that failed alone leaves the others waiting in a collective it never joins, so
         there the server ends as before)."""

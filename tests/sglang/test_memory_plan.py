@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from hooks import around
 from model_helpers import save_tiny_target, tiny_target_config
 
 from sglang_dflash import env
@@ -17,7 +18,6 @@ from sglang_dflash.models.config import DraftConfig, read_config
 from sglang_dflash.models.dflash_draft import DFlashDrafter
 from sglang_dflash.sglang import memory_plan
 from sglang_dflash.sglang.plugin import patches
-from sglang_dflash.sglang.plugin.activate import around
 
 GiB = 1 << 30
 LIN, FULL = "linear_attention", "full_attention"
@@ -67,7 +67,7 @@ def test_draft_max_len(monkeypatch):
     ],
 )
 def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
-    """Per KV-cache token the drafter's context K/V joins the cell size (0.5.10's and 0.5.11's hooks alike); its
+    """Per KV-cache token the drafter's context K/V joins the cell size (the pool configurator's hook); its
     weights are held back before the KV cache is sized; SGLang's per-node GDN reservation shrinks to one request with
     the tree verify. (The hooks exist only in a scheduler serving ours: `test_sglang_plugin`.)"""
     if tree_gdn is None:
@@ -76,9 +76,6 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
         monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
 
     class ModelRunnerKVCacheMixin:  # SGLang's reservation, as handle_max_mamba_cache computes it
-        def get_cell_size_per_token(self, num_layers):  # 0.5.10
-            return 1000 * num_layers
-
         def handle_max_mamba_cache(self, total_rest_memory):
             args, per_req = self.server_args, self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
             return total_rest_memory - per_req * args.max_running_requests * args.speculative_num_draft_tokens / GiB
@@ -87,7 +84,6 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
         def _compute_cell_size(self, mr, num_layers):
             return 1000 * num_layers
 
-    around(ModelRunnerKVCacheMixin, "get_cell_size_per_token", patches.cell_size_per_token)
     around(ModelRunnerKVCacheMixin, "handle_max_mamba_cache", patches.handle_max_mamba_cache)
     around(DefaultPoolConfigurator, "_compute_cell_size", patches.compute_cell_size)
     runner = ModelRunnerKVCacheMixin()
@@ -98,7 +94,6 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
     runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
     runner.dp_size, runner.is_draft_worker = 1, False
-    assert runner.get_cell_size_per_token(4) == 4000 + DRAFT_TOKEN_BYTES * ours
     assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + DRAFT_TOKEN_BYTES * ours
     expected = 100.0 - DRAFT_WEIGHT_BYTES / GiB * ours - (1 if refunded else 32) * 33 / 16
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected, rel=0, abs=1e-12)  # the weights: 9e-5 GiB

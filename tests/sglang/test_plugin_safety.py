@@ -7,8 +7,8 @@ stock patches touch, with a dist-info naming its version) goes first on the path
 - with an unknown version string, nothing is patched and nothing is said, unless DDTREE is asked for: then one line
   naming the supported versions.
 
-Both ways into SGLang are covered: the entry point (0.5.11, whose tree has `srt/plugins`) and the .pth bootstrap's
-import hook (0.5.10.post1, without). No real SGLang is imported here.
+The plugin comes in through its entry point, as SGLang 0.5.11's loader calls it, and hooks through the installed
+SGLang's own `HookRegistry` (its file copied into the fake tree). No real SGLang is imported here.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ class Scheduler:
 """
 
 # what the fresh interpreter does: activate as SGLang's scheduler process would (the entry point is loaded from inside
-# the scheduler module; the .pth's hook acts on import), then report
+# the scheduler module), then report
 PROBE = """
 import argparse, json, sys
 import sglang.srt.managers.scheduler
@@ -97,7 +97,7 @@ print("OUT" + json.dumps(out))
 ENTRY_LOAD = "from sglang_dflash.sglang.plugin.entry import load; load()"
 
 
-def fake_sglang(root: Path, version: str, plugin_loader: bool, name="name", handle="_handle_speculative_decoding") -> Path:
+def fake_sglang(root: Path, version: str, name="name", handle="_handle_speculative_decoding") -> Path:
     files = {
         "sglang/__init__.py": "",
         "sglang/srt/__init__.py": "",
@@ -108,8 +108,8 @@ def fake_sglang(root: Path, version: str, plugin_loader: bool, name="name", hand
         "sglang/srt/managers/scheduler.py": SCHEDULER,
         f"sglang-{version}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n",
     }
-    if plugin_loader:
-        files["sglang/srt/plugins/__init__.py"] = ""
+    files["sglang/srt/plugins/__init__.py"] = ""
+    files["sglang/srt/plugins/hook_registry.py"] = hook_registry_source()
     for rel, text in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(textwrap.dedent(text))
@@ -129,17 +129,19 @@ def run_probe(tree: Path, load: str) -> tuple[dict, list[str]]:
     return out, [line for line in done.stderr.splitlines() if "sglang-dflash is off" in line and not line.startswith("error")]
 
 
-WAYS = {"entry point": ("0.5.11", True, ENTRY_LOAD), ".pth": ("0.5.10.post1", False, "")}
+def hook_registry_source() -> str:
+    """The installed SGLang's `srt/plugins/hook_registry.py` (standard library imports only), found without importing
+    SGLang."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("sglang")
+    if spec is None:
+        pytest.skip("needs SGLang's hook_registry.py (tests/setup_env.sh installs SGLang)")
+    return (Path(spec.origin).parent / "srt" / "plugins" / "hook_registry.py").read_text()
 
 
-@pytest.fixture(params=sorted(WAYS))
-def way(request):
-    return WAYS[request.param]
-
-
-def test_the_fake_tree_is_patched_when_its_shape_matches(tmp_path, way):
-    version, loader, load = way
-    out, warnings = run_probe(fake_sglang(tmp_path, version, loader), load)
+def test_the_fake_tree_is_patched_when_its_shape_matches(tmp_path):
+    out, warnings = run_probe(fake_sglang(tmp_path, "0.5.11"), ENTRY_LOAD)
     assert out["ddtree"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and out["hooked"] == [True] * 4, out
     assert "DDTREE" in out["choices"] and out["refusal"] is None and not out["refusal_lines"] and not warnings, (out, warnings)
 
@@ -151,9 +153,9 @@ def test_the_fake_tree_is_patched_when_its_shape_matches(tmp_path, way):
         (dict(name="algo"), "SpeculativeAlgorithm.from_string takes (cls, algo)"),
     ],
 )
-def test_a_renamed_attribute_leaves_sglang_stock(tmp_path, way, change, named):
-    version, loader, load = way
-    out, warnings = run_probe(fake_sglang(tmp_path, version, loader, **change), load)
+def test_a_renamed_attribute_leaves_sglang_stock(tmp_path, change, named):
+    version = "0.5.11"
+    out, warnings = run_probe(fake_sglang(tmp_path, version, **change), ENTRY_LOAD)
     assert out["hooked"][:3] == [False] * 3 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
     assert out["stock"] == "'EAGLE'" and out["eagle"] == "<SpeculativeAlgorithm.EAGLE: 1>", out
     assert len(warnings) == 1 and f"SGLang {version}" in warnings[0] and named in warnings[0], warnings
@@ -161,9 +163,8 @@ def test_a_renamed_attribute_leaves_sglang_stock(tmp_path, way, change, named):
     assert out["refusal_lines"][0].startswith("error: --speculative-algorithm DDTREE needs sglang-dflash, which is off: SGLang")
 
 
-def test_an_unknown_version_is_left_alone(tmp_path, way):
-    _, loader, load = way
-    out, warnings = run_probe(fake_sglang(tmp_path, "0.5.99", loader), load)
+def test_an_unknown_version_is_left_alone(tmp_path):
+    out, warnings = run_probe(fake_sglang(tmp_path, "0.5.99"), ENTRY_LOAD)
     assert out["hooked"] == [False] * 4 and out["ddtree"] == "KeyError" and out["choices"] == ["EAGLE"], out
     assert out["stock"] == "'EAGLE'" and not warnings, (out, warnings)
     assert (

@@ -1,8 +1,8 @@
-"""The SGLang plugin's registration and server arguments, against the installed SGLang (0.5.11, 0.5.23 or
-0.5.10.post1: CI runs this file once with each).
+"""The SGLang plugin's registration and server arguments, against the installed SGLang (0.5.11 or 0.5.23: CI runs
+this file once with each).
 
-Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only what SGLang loads
-(the entry point on 0.5.11, the installed `sglang_dflash.pth` on 0.5.10.post1) can have patched SGLang there.
+Every SGLang check runs in a fresh interpreter that never imports sglang_dflash itself: only what SGLang loads (the
+entry point) can have patched SGLang there.
 SGLang is imported on CPU (device="cpu"); tests that import its runtime modules put the import-only sgl_kernel
 stand-in (tests/sgl_kernel_stub) on the path and say so.
 """
@@ -22,7 +22,6 @@ from paths import TESTS
 from sglang_probes import REPLAY_SLOTS
 
 from sglang_dflash.init_draft import init_draft
-from sglang_dflash.sglang.plugin import bootstrap
 from sglang_dflash.sglang.plugin.activate import installed_version
 from sglang_dflash.sglang.plugin.versions import release
 
@@ -38,9 +37,9 @@ STUB_ENV = {"PYTHONPATH": os.pathsep.join([STUB, os.environ.get("PYTHONPATH", ""
 
 LIN, FULL = "linear_attention", "full_attention"
 
-# Where SGLang has a plugin loader (0.5.11), its entry points (launch_server, Engine, schedulers) call it first thing;
-# a probe that builds ServerArgs by hand does the same.
-LOAD_PLUGINS = "try:\n    from sglang.srt.plugins import load_plugins; load_plugins()\nexcept ImportError:\n    pass\n"
+# SGLang's entry points (launch_server, Engine, schedulers) call its plugin loader first thing; a probe that builds
+# ServerArgs by hand does the same.
+LOAD_PLUGINS = "from sglang.srt.plugins import load_plugins; load_plugins()\n"
 
 # One interpreter for all ServerArgs cases (importing SGLang takes ~10 s): each case prints the
 # resolved fields or the error message.
@@ -210,14 +209,12 @@ def test_issue_command_resolves_to_our_algorithm(probe):
         off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
         assert off["disable_radix_cache"] and off["all_fields"][STRATEGY] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == workers[0]
-    # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler and the v2 worker where SGLang runs spec v2 under it (0.5.23,
-    # 0.5.11: there with spec v2's topk 2 x 16 steps; 0.5.10.post1 stays v1 and non-overlap)
+    # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler and the spec-v2 worker (0.5.11: with spec v2's topk 2 x 16
+    # steps)
     overlap = probe[2]["ddtree_cmd"]
-    v2 = V2 or RELEASE.overlap_spec_v2
-    assert overlap["disable_overlap_schedule"] is (not v2), overlap
-    worker = "DDTreeWorkerV2" if V2 else "DDTreeWorkerV2For0511" if v2 else "DDTreeWorker"
-    assert overlap["create_worker"] == worker, overlap
-    assert overlap["speculative_num_steps"] == (16 if v2 else 15) and overlap["speculative_eagle_topk"] == 2, overlap
+    assert overlap["disable_overlap_schedule"] is False, overlap
+    assert overlap["create_worker"] == ("DDTreeWorkerV2" if V2 else "DDTreeWorkerV2For0511"), overlap
+    assert overlap["speculative_num_steps"] == 16 and overlap["speculative_eagle_topk"] == 2, overlap
     if not V2:  # with the non-overlap scheduler asked for: spec v1's steps and worker, as without the switch
         off = probe[2]["ddtree_no_overlap"]
         assert (off["speculative_num_steps"], off["create_worker"]) == (15, "DDTreeWorker"), off
@@ -226,8 +223,8 @@ def test_issue_command_resolves_to_our_algorithm(probe):
 def test_dflash_is_sglangs_own_unless_opted_in(probe):
     """On a release with a built-in DFLASH (0.5.11), `DFLASH` resolves exactly as without the plugin (same algorithm,
     every server field the same, e.g. mamba_scheduler_strategy left at SGLang's choice); with
-    SGLANG_DFLASH_OVERRIDE_DFLASH=1 it is our chain worker. Where SGLang has none (0.5.10.post1), it is ours. With a
-    registry (0.5.23) it is SGLang's, override or not (on CPU SGLang refuses it, with the plugin as without)."""
+    SGLANG_DFLASH_OVERRIDE_DFLASH=1 it is our chain worker. With a registry (0.5.23) it is SGLang's, override or not
+    (on CPU SGLang refuses it, with the plugin as without)."""
     with_plugin, without_plugin, with_override = probe
     if V2:
         assert with_plugin["dflash"] == without_plugin["dflash"] == with_override["dflash"]
@@ -338,25 +335,6 @@ def test_stock_process_imports_only_the_light_plugin():
         assert f"sglang_dflash.sglang.{heavy}" not in line and f"sglang_dflash.{heavy}" not in line, line
 
 
-def test_bootstrap_does_nothing_without_sglang(monkeypatch):
-    import importlib.util
-
-    monkeypatch.setattr(sys, "meta_path", [f for f in sys.meta_path if not isinstance(f, bootstrap.SGLangHookFinder)])
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "sglang" else real(name, *a))
-    bootstrap.install()
-    assert not any(isinstance(f, bootstrap.SGLangHookFinder) for f in sys.meta_path)
-
-
-def test_each_release_reaches_sglang_its_own_way():
-    """0.5.11 loads `sglang.srt.plugins` entry points itself: the .pth bootstrap steps aside there; 0.5.10.post1 has no
-    loader: the .pth's import hook is what patches it."""
-    code = ("import sys; from sglang_dflash.sglang.plugin.bootstrap import SGLangHookFinder; "
-            "print('FINDER', any(isinstance(f, SGLangHookFinder) for f in sys.meta_path))")  # fmt: skip
-    out = run_fresh(code)
-    assert f"FINDER {RELEASE.loader == '.pth'}" in out.stdout, out.stdout + out.stderr[-2000:]
-
-
 def test_entry_point_for_sglang_plugin_loaders():
     from importlib.metadata import entry_points
 
@@ -395,7 +373,7 @@ def test_runtime_hooks_only_where_ours_serves(serving):
 
 
 def test_scheduler_init_is_hooked_in_a_scheduler_process():
-    """0.5.10.post1: when the scheduler module is imported; 0.5.11: when run_scheduler_process loads the plugins."""
+    """When run_scheduler_process loads the plugins."""
     code = "import sglang.srt.managers.scheduler as m\n" + LOAD_PLUGINS + ours("m.Scheduler.__init__")
     out = run_fresh(code, env=STUB_ENV)
     assert "PATCHED True" in out.stdout, out.stderr[-2000:]
@@ -416,7 +394,7 @@ print('SLOTS', json.dumps(replay_slots('sglang_dflash_num_reqs')))
 
 
 def test_mamba_graph_replay_counts_a_length_one_request_as_real():
-    """SGLang 0.5.10 counts graph padding as the requests whose length equals the fill value (1), so with a
+    """SGLang counts graph padding as the requests whose length equals the fill value (1), so with a
     one-token prompt in the batch the LAST real request verifies from state slot -1 (stock, no mark). Our
     verify batches mark their request count, and then both real requests keep their slots."""
     out = run_fresh(MAMBA_REPLAY, env=STUB_ENV)

@@ -33,7 +33,6 @@ if RELEASE is None:
 PKG = ROOT / "sglang_dflash"
 # (our file, SGLang module it imports from) that only another release's code path reaches; a whole file: module None
 V1_ONLY = {  # spec v1 was deleted in 0.5.23
-    ("sglang/draft_model.py", None): "the SGLang-layer drafter of the 0.5.10.post1 series",
     ("sglang/ddtree_worker.py", "sglang.srt.speculative.eagle_worker"): "the v1 worker's verify step",
 }
 REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
@@ -48,16 +47,10 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
 NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
     ("sglang/worker_common.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
 }
-PTH_NOT = {  # the .pth loader's release (0.5.10.post1) has no HookRegistry
-    ("sglang/plugin/activate.py", "sglang.srt.plugins.hook_registry"): "hooks through HookRegistry",
-}
 
 
 def elsewhere() -> dict:
-    other = dict(REGISTRY_ONLY if not RELEASE.registry else V1_ONLY | NAN_DETECTION)
-    if RELEASE.loader == ".pth":
-        other |= PTH_NOT
-    return other
+    return dict(REGISTRY_ONLY if not RELEASE.registry else V1_ONLY | NAN_DETECTION)
 
 
 def sglang_imports():
@@ -201,7 +194,7 @@ def test_a_request_aborted_at_admission_passes_the_workers_guard(monkeypatch):
         worker._check_batch(SimpleNamespace(reqs=[aborted, live]))
 
 
-@pytest.mark.skipif(RELEASE is None or RELEASE.registry, reason="the spec-v1 worker serves 0.5.11 and 0.5.10.post1")
+@pytest.mark.skipif(RELEASE is None or RELEASE.registry, reason="the spec-v1 worker serves 0.5.11")
 @pytest.mark.parametrize("where", ["verify", "commit"])
 def test_a_v1_step_that_raises_ends_its_batch_before_its_commit(monkeypatch, where):
     """The spec-v1 worker's decode step raises after its verify took KV slots: before `_commit` the slots go back to

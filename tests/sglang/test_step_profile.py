@@ -147,7 +147,8 @@ def test_stock_decode_forwards_are_timed_only_with_the_variable(tmp_path, monkey
     by position or by keyword, or not at all (0.5.23's verify forwards)."""
     from types import SimpleNamespace
 
-    from sglang_dflash.sglang.plugin.activate import around
+    from hooks import around
+
     from sglang_dflash.sglang.plugin.patches import profile_decode
 
     if not rank_on_worker:

@@ -245,7 +245,8 @@ def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypa
     """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) when the
     tree verify that never reads them runs (the default), and keeps them with SGLANG_DFLASH_TREE_GDN=0. (The hook exists
     only in a scheduler serving ours: `test_sglang_plugin`.)"""
-    from sglang_dflash.sglang.plugin.activate import around
+    from hooks import around
+
     from sglang_dflash.sglang.plugin.patches import req_to_token_pool_init
 
     if tree_gdn is None:

@@ -334,8 +334,9 @@ def test_requests_the_workers_cannot_serve_are_named(override, named):
 
 
 def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms_only():
+    from hooks import around
+
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
-    from sglang_dflash.sglang.plugin.activate import around
     from sglang_dflash.sglang.plugin.patches import add_request_to_queue
 
     class Req:

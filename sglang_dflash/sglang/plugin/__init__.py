@@ -6,8 +6,8 @@
 - `activate`: checks a release's table against the installed SGLang, then applies its hooks (through SGLang's
   `HookRegistry` where the release has one, else by wrapping in place); on any mismatch it applies nothing and
   SGLang runs stock.
-- `entry` (the `sglang.srt.plugins` entry point, releases with a plugin loader) and `bootstrap` (run by the
-  installed `sglang_dflash.pth`, releases without one): how `activate` gets called in every SGLang process.
+- `entry`: the `sglang.srt.plugins` entry point, which SGLang calls in every process it starts: how `activate` gets
+  called there.
 
 Nothing here is imported by the SGLang-facing modules beside this package (`..worker_common`, the workers and the rest).
 """

@@ -1,21 +1,19 @@
 """Turning the plugin on in one SGLang process: check the installed release's table (`versions`), then apply it.
 
-`activate()` is called by the entry point, or by the .pth bootstrap's import hook once an SGLang module with stock
-patches is imported. Before touching anything it checks that every target it is about to patch exists with the
-parameters it expects (the scheduler's is checked where SGLang imports it); on the first mismatch it patches nothing,
-logs one warning line naming the SGLang version and the attribute, and the plugin stays off for the process: SGLang
+`activate()` is called by the entry point, which SGLang calls first thing in every process it starts. Before touching
+anything it checks that every target it is about to patch exists with the parameters it expects (the scheduler's is
+checked where SGLang imports it); on the first mismatch it patches nothing, logs one warning line naming the SGLang
+version and the attribute, and the plugin stays off for the process: SGLang
 runs stock. An unsupported SGLang version turns it off the same way, silently (nothing of SGLang's is touched).
 Asking for one of our algorithms while the plugin is off stops the start-up with one line saying why
 (`refuse_if_asked`, `patches.from_string`).
 
-Where the release has SGLang's `HookRegistry` (0.5.11), the hooks go through it; elsewhere they wrap in place the
-same way (functools.wraps, classmethod / staticmethod kept). Either way each target is patched once per process.
+The hooks go through SGLang's `HookRegistry` (AROUND), each target once per process.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import importlib
 import inspect
 import logging
@@ -39,7 +37,6 @@ class _State:
     off: str | None = None  # why the plugin is off in this process (None: on, or not decided yet)
     applied: set[str] = set()  # targets patched in this process
     runtime: bool = False
-    busy: bool = False
 
 
 state = _State()
@@ -119,32 +116,11 @@ def _hook(patch: Patch):
     return scheduler_init if patch.hook == "scheduler_init" else getattr(patches, patch.hook)
 
 
-def around(owner, name: str, hook) -> None:
-    """owner.name <- a wrapper calling hook(original, *args, **kwargs) (HookRegistry's AROUND, where it is absent)."""
-    raw = inspect.getattr_static(owner, name)
-    original = _function(raw)
-
-    @functools.wraps(original)
-    def wrapper(*args, **kwargs):
-        return hook(original, *args, **kwargs)
-
-    kind = type(raw) if isinstance(raw, (classmethod, staticmethod)) else None
-    setattr(owner, name, kind(wrapper) if kind else wrapper)
-
-
 def hooked(fn) -> bool:
     """Whether fn (a function, or a class- or static method) goes through one of our hooks, applied either way."""
     fn = getattr(fn, "__func__", fn)
     plugin = __name__.rsplit(".", 1)[0]
     return any(str(getattr(c.cell_contents, "__module__", "")).startswith(plugin) for c in getattr(fn, "__closure__", None) or ())
-
-
-def _registry():
-    try:
-        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-    except ImportError:
-        return None
-    return HookRegistry, HookType
 
 
 def apply(todo: list[Patch]) -> None:
@@ -158,15 +134,12 @@ def apply(todo: list[Patch]) -> None:
     except Mismatch as e:
         turn_off(f"SGLang {installed_version()}: {e}")
         return
-    registry = _registry()
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
     for patch in todo:
-        if registry is not None:
-            registry[0].register(patch.dotted, _hook(patch), registry[1].AROUND)
-        else:
-            around(_owner_and_raw(patch)[0], patch.path[-1], _hook(patch))
+        HookRegistry.register(patch.dotted, _hook(patch), HookType.AROUND)
         state.applied.add(patch.target)
-    if registry is not None:
-        registry[0].apply_hooks()
+    HookRegistry.apply_hooks()
 
 
 def _choose_release() -> Release | None:
@@ -192,18 +165,14 @@ def our_name(name) -> str | None:
 def activate(scheduler: bool | None = None) -> None:
     """The stock patches of the installed release: those of the light modules (spec_info, server_args: imported
     here, checked together) and the scheduler's where `scheduler` (None: where SGLang has imported that module, as
-    in a scheduler process; the .pth's hook says when it has finished executing)."""
-    if env.disabled() or state.busy or not _choose_release():
+    in a scheduler process)."""
+    if env.disabled() or not _choose_release():
         return
     if scheduler is None:
         scheduler = SCHEDULER in sys.modules
-    state.busy = True  # importing a watched module from here re-enters through the .pth's hook
-    try:
-        apply([p for p in state.release.stock if p.module != SCHEDULER or scheduler])
-        if state.release.registry and not state.off:
-            register()
-    finally:
-        state.busy = False
+    apply([p for p in state.release.stock if p.module != SCHEDULER or scheduler])
+    if state.release.registry and not state.off:
+        register()
 
 
 def register() -> None:

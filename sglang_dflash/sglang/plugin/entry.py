@@ -1,4 +1,4 @@
-"""The `sglang.srt.plugins` entry point (pyproject.toml), for SGLang releases with a plugin loader (0.5.11).
+"""The `sglang.srt.plugins` entry point (pyproject.toml), which SGLang 0.5.11 and 0.5.23 load.
 
 SGLang calls `load` first thing in every process it starts (launch_server and `sglang serve` before parsing the
 command line, the offline Engine, each scheduler process), so no import hook is needed there. A command line that

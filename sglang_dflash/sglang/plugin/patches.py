@@ -235,17 +235,9 @@ def plan_mamba_states(original, self, total_rest_memory, *args, **kwargs):
     return rest - one_slot_states_gib(self)
 
 
-def cell_size_per_token(original, self, num_layers, *args, **kwargs):
-    """0.5.10: every KV-cache token also pays for the drafter's context K/V (`memory_plan.draft_cell_bytes`)."""
-    from ..memory_plan import draft_cell_bytes
-
-    size = original(self, num_layers, *args, **kwargs)
-    return size + (0 if self.is_draft_worker else draft_cell_bytes(self))
-
-
 def compute_cell_size(original, self, mr, num_layers, *args, **kwargs):
-    """0.5.11 and later (the cell size moved to the pool configurator; `mr` is 0.5.23's KV-cache configurator): the
-    same as `cell_size_per_token`."""
+    """Every KV-cache token also pays for the drafter's context K/V (`memory_plan.draft_cell_bytes`); `mr` is 0.5.23's
+    KV-cache configurator."""
     from ..memory_plan import draft_cell_bytes
 
     size = original(self, mr, num_layers, *args, **kwargs)

@@ -51,7 +51,6 @@ class Field:
 @dataclass(frozen=True)
 class Release:
     versions: tuple[str, ...]
-    loader: str  # how the plugin reaches every SGLang process: "entry point" or ".pth"
     has_dflash: bool  # SGLang's own DFLASH exists (then `DFLASH` stays SGLang's unless overridden)
     stock: tuple[Patch, ...]
     runtime: tuple[Patch, ...]
@@ -181,36 +180,22 @@ PROFILE = Patch(f"{TP_WORKER}:TpModelWorker.forward_batch_generation", "profile_
 def field_owners(f: Fields) -> tuple[Field, ...]:
     """Where the renamed fields live: checked with the runtime patches."""
     return (
-    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_index"),
-    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_next_token"),
-    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_next_sibling"),
-    Field(f"{EAGLE_INFO}:EagleVerifyInput", f"{f.retrieve}_cum_len"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_index"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_next_token"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_next_sibling"),
+    Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_cum_len"),
     Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted),
     Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted_per_req),
     Field(f"{SCHEDULE_BATCH}:Req", f.req_accepted),
     )  # fmt: skip
 
 
-FIELDS_0_5_10 = Fields("retrive", "num_accepted_tokens", "accept_length_per_req_cpu", "spec_accepted_tokens")
-FIELDS_0_5_11 = Fields("retrieve", "num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
-FIELDS_0_5_23 = Fields("retrieve", "num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_num_correct_drafts")
+FIELDS_0_5_11 = Fields("num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
+FIELDS_0_5_23 = Fields("num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_num_correct_drafts")
 
 RELEASES = (
     Release(
-        versions=("0.5.10", "0.5.10.post1"),
-        loader=".pth",  # no plugin loader in this release
-        has_dflash=False,
-        stock=STOCK,
-        runtime=(
-            *RUNTIME_COMMON,
-            Patch(f"{KV_MIXIN}:ModelRunnerKVCacheMixin.get_cell_size_per_token", "cell_size_per_token",
-                  ("self", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
-        ),
-        fields=FIELDS_0_5_10,
-    ),
-    Release(
         versions=("0.5.11",),
-        loader="entry point",  # sglang.srt.plugins, loaded first thing in every SGLang process; HookRegistry applies
         has_dflash=True,
         stock=STOCK,
         runtime=(
@@ -226,7 +211,6 @@ RELEASES = (
     ),
     Release(
         versions=("0.5.23",),
-        loader="entry point",
         has_dflash=True,
         stock=(SCHEDULER_INIT,),  # our names: SpeculativeAlgorithm.register (`registry`)
         runtime=(
