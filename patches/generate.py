@@ -431,12 +431,8 @@ def operands(indent: int, test: str) -> str:
 def canonical(t: Target, indent: int, name: str, target: str, what: str = "") -> str:
     """`target = names.canonical_name(name)` for this release, with its imports (and the comment `what`)."""
     pad = " " * indent
-    env = imports(indent, t.core, "env as dflash_env") if t.table.has_dflash else ""
-    override = "dflash_env.OVERRIDE_DFLASH.on()" if t.table.has_dflash else "False"
-    if t.table.has_dflash:
-        why = f"{DFLASH} stays SGLang's own unless SGLANG_DFLASH_OVERRIDE_DFLASH=1 makes it {DFLASH_CHAIN}"
-    else:
-        why = f"{DFLASH} is {DFLASH_CHAIN}'s other name (SGLang has no {DFLASH} of its own)"
+    env = imports(indent, t.core, "env as dflash_env")
+    why = f"{DFLASH} stays SGLang's own unless SGLANG_DFLASH_OVERRIDE_DFLASH=1 makes it {DFLASH_CHAIN}"
     return (
         env
         + imports(indent, t.module("names"), "canonical_name")
@@ -444,8 +440,7 @@ def canonical(t: Target, indent: int, name: str, target: str, what: str = "") ->
         + comment(indent, f"{what} {why}".strip())
         + f"{pad}{target} = canonical_name(\n"
         f"{pad}    {name},\n"
-        f"{pad}    sglang_has_dflash={t.table.has_dflash},\n"
-        f"{pad}    override_dflash={override},\n"
+        f"{pad}    override_dflash=dflash_env.OVERRIDE_DFLASH.on(),\n"
         f"{pad})\n"
     )
 
@@ -945,10 +940,8 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
         f"SGLang's own {DFLASH} is unchanged.\n"
         if t.v2
         else f"SGLang's own {DFLASH} is unchanged ({DFLASH} names it unless SGLANG_DFLASH_OVERRIDE_DFLASH=1).\n"
-        if t.table.has_dflash
-        else f"{DFLASH} is accepted as {DFLASH_CHAIN}'s other name (this release has no {DFLASH} of its own).\n"
     )
-    cell = f"{versions.POOL_CONFIGURATOR.rsplit('.', 1)[1]}'s" if t.table.has_dflash else "the KV-cache mixin's"
+    cell = f"{versions.POOL_CONFIGURATOR.rsplit('.', 1)[1]}'s"
     if t.v2:
         register = (
             f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Spec v1 is gone,\n"

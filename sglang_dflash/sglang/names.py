@@ -7,7 +7,7 @@ in (SGLANG_DFLASH_OVERRIDE_DFLASH=1).
 
 DDTREE = "DDTREE"
 DFLASH_CHAIN = "DFLASH_CHAIN"
-DFLASH = "DFLASH"  # an alias of DFLASH_CHAIN where it is not SGLang's (`canonical_name`)
+DFLASH = "DFLASH"  # SGLang's own; DFLASH_CHAIN where the user opts in (`canonical_name`)
 ALGORITHMS = (DFLASH_CHAIN, DDTREE)  # the names our workers serve under, after server-argument resolution
 
 # Set on our EagleVerifyInput: the number of real requests in the verify batch (read by the graph-replay fix).
@@ -24,14 +24,14 @@ def resolved(args):
     return args if isinstance(args, ResolvedView) else resolved_view(args)  # a view already: as it is
 
 
-def canonical_name(name, sglang_has_dflash: bool, override_dflash: bool) -> str | None:
+def canonical_name(name, override_dflash: bool) -> str | None:
     """Our algorithm's name for `--speculative-algorithm name`, or None where the name is not ours."""
     if not isinstance(name, str):
         return None
     upper = name.upper()
     if upper in ALGORITHMS:
         return upper
-    if upper == DFLASH and (override_dflash or not sglang_has_dflash):
+    if upper == DFLASH and override_dflash:
         return DFLASH_CHAIN
     return None
 

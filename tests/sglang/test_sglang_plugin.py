@@ -163,7 +163,7 @@ def probe(pair):
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     with_plugin = json.loads(out.stdout.split("RESULTS", 1)[1])
-    stock = ("plain", "eagle", "dflash") if RELEASE.has_dflash else ("plain", "eagle")
+    stock = ("plain", "eagle", "dflash")
     off = run_fresh(PROBE, json.dumps({k: cases[k] for k in stock}), env={"SGLANG_DFLASH_DISABLE": "1"})
     without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
     switches = {"SGLANG_DFLASH_OVERRIDE_DFLASH": "1", "SGLANG_DFLASH_OVERLAP": "1"}  # independent: one process
@@ -229,11 +229,8 @@ def test_dflash_is_sglangs_own_unless_opted_in(probe):
     if V2:
         assert with_plugin["dflash"] == without_plugin["dflash"] == with_override["dflash"]
         return
-    if RELEASE.has_dflash:
-        assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH: 1>"
-        assert with_plugin["dflash"] == without_plugin["dflash"]
-    else:
-        assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>"
+    assert with_plugin["dflash"]["algo"] == "<SpeculativeAlgorithm.DFLASH: 1>"
+    assert with_plugin["dflash"] == without_plugin["dflash"]
     chain = with_override["dflash"]
     assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
     worker = "DDTreeWorkerV2For0511" if RELEASE.overlap_spec_v2 else "DDTreeWorker"  # that probe also has OVERLAP=1

@@ -152,7 +152,7 @@ def _choose_release() -> Release | None:
             return None
         state.release = table
         names.use_fields(table.fields)
-        patches.configure(table.has_dflash, table.overlap_spec_v2)
+        patches.configure(table.overlap_spec_v2)
     return None if state.off else state.release
 
 

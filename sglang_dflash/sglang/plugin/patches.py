@@ -12,9 +12,8 @@ import sys
 
 from ... import env
 from ..algorithm import DraftTreeAlgorithm, is_ours
-from ..names import ALGORITHMS, DFLASH, NUM_REQS_ATTR, canonical_name
+from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name
 
-_has_dflash = False  # the running release has SGLang's own DFLASH (`configure`)
 _overlap_spec_v2 = False  # the running release's overlap scheduler can run our spec-v2 worker (0.5.11, `configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
 _command_line = False  # a launch_server command line asked for ours: refusals print one line, exit code 2
@@ -25,9 +24,9 @@ CHOICES_HELP = (
 )
 
 
-def configure(has_dflash: bool, overlap_spec_v2: bool = False) -> None:
-    global _has_dflash, _overlap_spec_v2
-    _has_dflash, _overlap_spec_v2 = has_dflash, overlap_spec_v2
+def configure(overlap_spec_v2: bool) -> None:
+    global _overlap_spec_v2
+    _overlap_spec_v2 = overlap_spec_v2
 
 
 def disable(reason: str) -> None:
@@ -59,7 +58,7 @@ def _resolving(resolve, args) -> None:
 
 def ours(name) -> str | None:
     """Our canonical name for a --speculative-algorithm value, or None where the name is SGLang's."""
-    return canonical_name(name, _has_dflash, env.OVERRIDE_DFLASH.on())
+    return canonical_name(name, env.OVERRIDE_DFLASH.on())
 
 
 # ----------------------------------------------------------------------------- stock: every SGLang process
@@ -74,15 +73,12 @@ def from_string(original, cls, name):
 
 def add_cli_args(original, parser):
     original(parser)
-    ours_names = [*ALGORITHMS, *([] if _has_dflash else [DFLASH])]  # DFLASH: an alias where SGLang has none
     for action in parser._actions:
         if "--speculative-algorithm" in action.option_strings:
             if action.choices is not None:
-                action.choices = list(action.choices) + [a for a in ours_names if a not in action.choices]
+                action.choices = list(action.choices) + [a for a in ALGORITHMS if a not in action.choices]
             action.help = (action.help or "Speculative algorithm.") + CHOICES_HELP + (
-                " DFLASH is SGLang's own (SGLANG_DFLASH_OVERRIDE_DFLASH=1: DFLASH_CHAIN)." if _has_dflash
-                else " DFLASH: DFLASH_CHAIN."
-            )  # fmt: skip
+                " DFLASH is SGLang's own (SGLANG_DFLASH_OVERRIDE_DFLASH=1: DFLASH_CHAIN).")  # fmt: skip
 
 
 def post_init(original, self):

@@ -51,7 +51,6 @@ class Field:
 @dataclass(frozen=True)
 class Release:
     versions: tuple[str, ...]
-    has_dflash: bool  # SGLang's own DFLASH exists (then `DFLASH` stays SGLang's unless overridden)
     stock: tuple[Patch, ...]
     runtime: tuple[Patch, ...]
     fields: Fields
@@ -196,7 +195,6 @@ FIELDS_0_5_23 = Fields("num_correct_drafts", "num_correct_drafts_per_req_cpu", "
 RELEASES = (
     Release(
         versions=("0.5.11",),
-        has_dflash=True,
         stock=STOCK,
         runtime=(
             *RUNTIME_COMMON,
@@ -211,7 +209,6 @@ RELEASES = (
     ),
     Release(
         versions=("0.5.23",),
-        has_dflash=True,
         stock=(SCHEDULER_INIT,),  # our names: SpeculativeAlgorithm.register (`registry`)
         runtime=(
             # no target-graph hook: the spec-v2 worker's init_attention_backends runs before the target's capture,
