@@ -1,4 +1,4 @@
-"""The tree-verify inputs SGLang's attention backends take (0.5.10, `EagleVerifyInput`).
+"""The tree-verify inputs SGLang's attention backends take (`EagleVerifyInput`).
 
 `custom_mask`: bool, per request row-major [N x (seq_len + N)], requests concatenated; True =
 may attend: every prefix column, and in the draft block each row's ancestors and itself (the
