@@ -29,7 +29,7 @@ Metrics per level (over the requests that completed):
                      definition; the first token, from prefill, is counted too, which adds
                      1 / spec_verify_ct to the per-step mean)
 
-Where acceptance comes from (SGLang 0.5.10.post1). Only SGLang's native /generate endpoint
+Where acceptance comes from (SGLang's tokenizer manager). Only SGLang's native /generate endpoint
 returns per-request speculative metrics: when a request finishes, the tokenizer manager adds
 to its meta_info `spec_verify_ct` (target verify steps), `spec_accept_token_num`,
 `spec_draft_token_num`, `spec_accept_rate` and `spec_accept_length` = completion_tokens /

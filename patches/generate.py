@@ -99,7 +99,7 @@ class Target:
     """One supported SGLang release and where the port goes in it."""
 
     release: str
-    prefix: str  # upstream names: speculative/<prefix>/, speculative/<prefix>_*.py, models/<prefix>.py
+    prefix: str  # upstream names: speculative/<prefix>/, speculative/<prefix>_*.py
     slug: str  # the algorithms in patch file names
     why: str
 
@@ -879,8 +879,8 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "        if one_slot_spec_state:\n            mamba_state_memory += one_slot_states_gib(self)\n" + ret,
             ),
         ]
-    if name in ("cell_size_per_token", "compute_cell_size"):
-        runner = "self" if name == "cell_size_per_token" else "kvc" if t.v2 else "mr"
+    if name == "compute_cell_size":
+        runner = "kvc" if t.v2 else "mr"
         if t.v2:
             tail = (
                 "        cell_size += self._compute_qsa_cell_size(\n"
@@ -888,8 +888,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "        )\n"
             )
         else:
-            tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n"
-            tail += "" if name == "cell_size_per_token" else "\n"
+            tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n\n"
         return [
             Edit(
                 path,
@@ -1040,7 +1039,7 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             + " With the tree GDN verify the per-node GDN verify states\n"
             "are never read, so they are allocated and reserved for one request slot instead of\n"
             "max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
-            ("req_to_token_pool_init", "handle_max_mamba_cache", "plan_mamba_states", "cell_size_per_token", "compute_cell_size"),
+            ("req_to_token_pool_init", "handle_max_mamba_cache", "plan_mamba_states", "compute_cell_size"),
             [],
         ),
         (

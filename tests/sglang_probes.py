@@ -15,7 +15,7 @@ REPLAY_SLOTS = textwrap.dedent(
         from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
         be = object.__new__(m.MambaAttnBackendBase)
-        be.topk = 1  # SGLang 0.5.11 reads the backend's speculative_eagle_topk (0.5.10.post1: the spec's)
+        be.topk = 1  # SGLang 0.5.11 reads the backend's speculative_eagle_topk
         mapping = torch.tensor([10, 11, 12, 13])  # req_pool_idx -> GDN state slot
         be.req_to_token_pool = SimpleNamespace(get_mamba_indices=lambda idx: mapping[idx],
                                                translate_mamba_indices=lambda idx: idx)  # 0.5.23: virtual = physical

@@ -37,10 +37,10 @@ What it does, in order:
      ar, dflash, ddtree at each of --budgets;
    - SGLang's offline Engine, one subprocess per configuration (bf16, triton attention, CUDA graphs
      on, TP --tp): `stock` now; with --speculative-algorithm, DFLASH_CHAIN / DDTREE (per budget) through
-     the plugin, and DFLASH: SGLang's own built-in DFLASH where the release has one (0.5.11), with the same
-     drafter. The SGLang subprocesses start first and overlap with the reference runs
-     (--no-overlap to serialise). With more than one group of --tp GPUs (two H200s at TP=1), one
-     queue of configurations runs on each group at the same time (--no-parallel: one queue).
+     the plugin, and DFLASH: SGLang's own built-in DFLASH, with the same drafter. The SGLang subprocesses start
+     first and overlap with the reference runs (--no-overlap to serialise). With more than one group of --tp GPUs
+     (two H200s at TP=1), one queue of configurations runs on each group at the same time (--no-parallel: one
+     queue).
 5. A table (stdout, and $OUT/table.md): per prompt and run, `=` when the greedy tokens equal
    transformers', else `!=@k` with k the first differing position and the reference's top-1 minus
    top-2 logit margin there (a small margin: bf16 rounding picked the other side of a near tie; a
@@ -200,13 +200,10 @@ print(pins[0] if pins and rust else "-", torch.__version__.split("+")[0])
 """
 
 
-# What SGLang's processes (and `python -m sglang.launch_server`) do first, where the release has plugins.
+# What SGLang's processes (and `python -m sglang.launch_server`) do first.
 LOAD_PLUGINS = """
-try:
-    from sglang.srt.plugins import load_plugins
-    load_plugins()
-except ImportError:
-    pass
+from sglang.srt.plugins import load_plugins
+load_plugins()
 """
 PLUGIN_CHECK = (
     LOAD_PLUGINS

@@ -44,7 +44,7 @@ import verdict  # noqa: E402
 from verdict import top2_margins  # noqa: E402
 
 BENCH = h.REPO / "benchmarks" / "bench_serving.py"
-# What `python -m sglang.launch_server` does: plugins first (where the release has them), then the server.
+# What `python -m sglang.launch_server` does: plugins first, then the server.
 SERVE = (
     "import json, sys\n" + h.LOAD_PLUGINS + "from sglang.srt.entrypoints.http_server import launch_server\n"
     "from sglang.srt.server_args import ServerArgs\n"

@@ -12,7 +12,7 @@ with SGLang's random `load_format="dummy"` weights (no checkpoint is written, on
 random bf16 5-layer DFlash drafter for it from `init_draft` (4 sliding-window layers + 1 full, block 16).
 SGLang's offline Engine then decodes `--max-new-tokens` greedy tokens for `--num-prompts` prompts at
 batch 1 and 8, CUDA graphs on, in one subprocess per configuration (harness.py's queue): stock decode,
-SGLang's own DFLASH where the release has one (0.5.11; the same drafter, timed by wall clock only), SGLang's own MTP
+SGLang's own DFLASH (the same drafter, timed by wall clock only), SGLang's own MTP
 on 0.5.23 (what Qwen3.6 users run today: NEXTN with the target as its own draft, SGLang's one-layer
 `Qwen3_5ForCausalLMMTP` with dummy weights; `sglang-mtp` a chain of 3 steps / 4 tokens, `sglang-eagle-tree` topk 4 x
 3 steps / 8 tokens; wall clock only, `mtp_runs`), our DFLASH_CHAIN (chain of 16), DDTREE at each budget, their GDN

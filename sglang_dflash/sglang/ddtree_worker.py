@@ -8,7 +8,7 @@ the target's argmax up to bf16 near ties at TP=1 and TP=2, also after radix-cach
 batches finish (benchmarks/RESULTS.md).
 SGLANG_DFLASH_PROFILE=FILE writes per-phase step times (`step_profile.py`).
 SGLANG_DFLASH_DEBUG_STEPS=K logs the first K verify steps (slots, GDN state slots, lengths, draft,
-acceptance). Written against SGLang's spec v1 (0.5.10.post1, then 0.5.11), modelled on
+acceptance). Written against SGLang's spec v1 (0.5.11), modelled on
 `speculative/ngram_worker.py` (external drafts verified through TARGET_VERIFY) and on EAGLE v1's
 post-verify bookkeeping (`eagle_info.EagleVerifyInput.verify`, `eagle_worker._mamba_verify_update`).
 
@@ -30,7 +30,7 @@ CUDA graphs are captured):
      LM-head shard; the chain is the full-vocabulary argmax merged over TP
      (`vocab_parallel.argmax_vocab_parallel`), so every rank drafts the same tokens (a DFlash2 / DSpark
      drafter at TP = 1: its conditional head's chain or tree, `proposal.draft`).
-     Why not the SGLang-layer `draft_model.DFlashDraftModel`: it needs a draft ModelRunner, a draft
+     Why not an SGLang-layer drafter model (SGLang's `models/dflash.py`): it needs a draft ModelRunner, a draft
      KV pool at the target's slot indices, an ENCODER_ONLY attention backend in TARGET_VERIFY mode and
      its own graph runner; each is a new SGLang-internals surface. The standalone drafter is already
      checked against transformers and runs in the standalone engine on GPU, so this worker

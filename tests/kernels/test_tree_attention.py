@@ -60,7 +60,7 @@ def test_sglang_custom_mask_layout(impl):
 
 
 def test_sglang_custom_mask_drives_sglangs_triton_verify_attention():
-    """Our custom_mask / mask_indptr in SGLang 0.5.10's own triton-backend verify attention (`extend_attention_fwd`,
+    """Our custom_mask / mask_indptr in the installed SGLang's own triton-backend verify attention (`extend_attention_fwd`,
     as its triton backend calls it in target-verify mode: the prefix read from the KV pool through kv_indices, the
     tree's K/V as the extend part), on the tests' device (Triton's interpreter on the CPU): it computes the
     reference's tree attention."""

@@ -171,3 +171,20 @@ def test_an_unknown_version_is_left_alone(tmp_path):
         out["refusal"] == 2
         and "SGLang 0.5.99 is not supported (supported: " + ", ".join(SUPPORTED) + ")" in out["refusal_lines"][0]
     )
+
+
+OTHER_PLUGIN_FIRST = (
+    "from sglang.srt.plugins.hook_registry import HookRegistry, HookType\n"
+    "HookRegistry.register('sglang.srt.server_args.ServerArgs.__post_init__', lambda original, *a, **k: original(*a, **k),"
+    " HookType.AROUND)\n"
+    "HookRegistry.apply_hooks()\n" + ENTRY_LOAD
+)
+
+
+def test_a_target_another_plugin_patched_first_turns_the_plugin_off(tmp_path):
+    """SGLang's HookRegistry patches a target once: a later plugin's hook on it is skipped without a word. Ours notice
+    (the function does not go through our hook), say so in one line and refuse DDTREE; SGLang's own names work."""
+    out, warnings = run_probe(fake_sglang(tmp_path, "0.5.11"), OTHER_PLUGIN_FIRST)
+    assert out["hooked"][2] is False and out["stock"] == "'EAGLE'", out
+    assert len(warnings) == 1 and "ServerArgs.__post_init__ did not take our hook" in warnings[0], warnings
+    assert out["ddtree"] == "ValueError" and out["refusal"] == 2, out

@@ -105,8 +105,8 @@ def run_fresh(code: str, *args: str, env: dict | None = None) -> subprocess.Comp
 
 
 def ours(method: str) -> str:
-    """Python that prints `PATCHED True` when `method` goes through one of our hooks (wrapped in place or through
-    SGLang's HookRegistry), looked up on the class itself: a patched base class must not make a subclass look done."""
+    """Python that prints `PATCHED True` when `method` goes through one of our hooks (SGLang's HookRegistry's
+    wrapper, or the tests' `around`), looked up on the class itself: a patched base class must not make a subclass look done."""
     return f"from sglang_dflash.sglang.plugin.activate import hooked; print('PATCHED', hooked({method}))"
 
 

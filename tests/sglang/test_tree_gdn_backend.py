@@ -1,6 +1,6 @@
 """The tree-GDN verify path inside SGLang's GDN backend (`sglang_dflash.sglang.tree_gdn_backend`), on CPU.
 
-Oracle: SGLang 0.5.10.post1's own TARGET_VERIFY kernels (`causal_conv1d_update` with its intermediate conv
+Oracle: the installed SGLang's own TARGET_VERIFY kernels (`causal_conv1d_update` with its intermediate conv
 windows, `fused_sigmoid_gating_delta_rule_update` with its per-node states), run under the Triton
 interpreter on the same pools, for chains (SGLang's topk = 1 path) and trees (its topk > 1 path: the tree as
 retrieve_next_token / retrieve_next_sibling, which `verify_io` hands SGLang). Our verify must give SGLang's outputs,
@@ -24,7 +24,7 @@ from sglang_dflash.kernels.tree_build import ancestors
 
 pytestmark = pytest.mark.sglang  # also run against the second supported SGLang release (.ci/run)
 
-pytest.importorskip("sglang", reason="SGLang 0.5.10.post1 is installed by tests/setup_env.sh")
+pytest.importorskip("sglang", reason="SGLang is installed by tests/setup_env.sh")
 
 H, HV, K, V, W = 2, 4, 16, 16, 4
 D = 2 * H * K + HV * V
@@ -120,7 +120,7 @@ def sglang_verify(sgl, layer, pool: Pool, slots: torch.Tensor, x: torch.Tensor, 
 )  # fmt: skip
 def test_tree_verify_and_commit_equal_sglangs_own_path(sgl, monkeypatch, R, graph_rows, N, bias, tree):
     """Through SGLang's own dispatch (HybridLinearAttnBackend.forward -> GDNAttnBackend.forward_extend, as the
-    plugin's import hook patched it), for chains or random trees. graph_rows: the verify ran as a CUDA-graph batch
+    plugin's hook patches it), for chains or random trees. graph_rows: the verify ran as a CUDA-graph batch
     of that many rows (padding rows with GDN slot -1); the forward is then recorded as a capture's (as during
     SGLang's graph capture), and the commit reads that. Before the commit, `track` (extra_buffer's prefix-cache
     tracking) writes the state after a prefix of the accepted path into a free slot."""

@@ -1,5 +1,5 @@
 """CPU tests of the experimental DFLASH worker's GPU-free parts: the target hidden capture on a stand-in
-decoder stack shaped like SGLang 0.5.10's Qwen3.5 layers, the extend/verify bookkeeping helpers, and the
+decoder stack shaped like SGLang's Qwen3.5 layers, the extend/verify bookkeeping helpers, and the
 worker classes. Nothing here imports SGLang's runtime modules (the worker
 module imports them only inside its methods), so no `tests/sgl_kernel_stub` is needed; the worker
 itself (draft, verify, commit, GDN update) needs a GPU and is not tested here.
@@ -261,7 +261,7 @@ def test_a_weight_update_leaves_the_drafter_and_is_not_passed_on(worker):
 
 
 def sampling_info(**overrides):
-    """SGLang 0.5.10's SamplingBatchInfo fields the worker reads: request 0 greedy (SGLang's top_k = 1), request 1
+    """SGLang's SamplingBatchInfo fields the worker reads: request 0 greedy (SGLang's top_k = 1), request 1
     temperature 0.7 with top-p 0.9 and no top-k (TOP_K_ALL), request 2 temperature 1.3 with top-k 5."""
     info = dict(
         is_all_greedy=False,
@@ -350,7 +350,7 @@ def test_scheduler_aborts_unsupported_requests_at_admission_under_our_algorithms
         def set_finish_with_abort(self, message):
             self.aborted = message
 
-    class Scheduler:  # the method the hook wraps, as SGLang 0.5.10's scheduler calls it
+    class Scheduler:  # the method the hook wraps, as SGLang's scheduler calls it
         def __init__(self, algorithm):
             self.spec_algorithm, self.queue = algorithm, []
             self.draft_worker = SimpleNamespace(max_len=64, num_nodes=17)

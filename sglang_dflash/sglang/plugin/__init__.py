@@ -4,7 +4,7 @@
   expect) and the renamed fields the workers read.
 - `patches`: the hooks themselves, each `hook(original, *args, **kwargs)` around one SGLang function.
 - `activate`: checks a release's table against the installed SGLang, then applies its hooks (through SGLang's
-  `HookRegistry` where the release has one, else by wrapping in place); on any mismatch it applies nothing and
+  `HookRegistry`); on any mismatch it applies nothing and
   SGLang runs stock.
 - `entry`: the `sglang.srt.plugins` entry point, which SGLang calls in every process it starts: how `activate` gets
   called there.

@@ -117,7 +117,7 @@ def _hook(patch: Patch):
 
 
 def hooked(fn) -> bool:
-    """Whether fn (a function, or a class- or static method) goes through one of our hooks, applied either way."""
+    """Whether fn (a function, or a class- or static method) goes through one of our hooks."""
     fn = getattr(fn, "__func__", fn)
     plugin = __name__.rsplit(".", 1)[0]
     return any(str(getattr(c.cell_contents, "__module__", "")).startswith(plugin) for c in getattr(fn, "__closure__", None) or ())
@@ -140,6 +140,11 @@ def apply(todo: list[Patch]) -> None:
         HookRegistry.register(patch.dotted, _hook(patch), HookType.AROUND)
         state.applied.add(patch.target)
     HookRegistry.apply_hooks()
+    # the registry skips a target another plugin had it patch already, and logs a target it failed on: both leave
+    # SGLang's function without our hook
+    missed = [p.dotted for p in todo if not hooked(_owner_and_raw(p)[1])]
+    if missed:
+        turn_off(f"SGLang {installed_version()}: {missed[0]} did not take our hook (another plugin patched it first?)")
 
 
 def _choose_release() -> Release | None:
@@ -214,6 +219,8 @@ def activate_runtime(server_args) -> None:
         raise RuntimeError(f"sglang-dflash cannot serve {server_args.speculative_algorithm} on SGLang {installed_version()}: "
                            f"{e} (supported: {', '.join(SUPPORTED)})") from None  # fmt: skip
     apply(list(table.runtime))
+    if state.off:
+        raise RuntimeError(f"sglang-dflash cannot serve {server_args.speculative_algorithm}: {state.off}")
     state.runtime = True
 
 
