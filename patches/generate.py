@@ -91,6 +91,7 @@ PLUGIN_ONLY = {
     "scheduler_init": "turns the runtime hooks on in a scheduler that serves ours (upstream, the edits are there)",
     "acceptance_histogram": "0.5.11's opt-in spec-v2 path (SGLANG_DFLASH_OVERLAP=1), not in its series (spec v1 there) "
     "until a GPU run verifies it",
+    "check_finished": "a fix of SGLang's spec-v2 stop-string check (any multi-token step), apart from this port",
 }
 
 

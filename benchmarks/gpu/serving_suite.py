@@ -37,8 +37,9 @@ the last bit of some logits, and where a token's cumulative probability sits tha
 one server's nucleus and outside the other's (a run at top-p 0.9 saw one: 2.3% of the mass moved, RESULTS); the
 nucleus and top-k rules are checked on CPU against SGLang's rule (tests/test_sampling.py).
 
-Output under --out (default $OUT): serving_suite.log, <run>.server.log, <run>.json (each request's result),
-report.md (the table).
+Output under --out (default $OUT): serving_suite.log, report.md (the table, then every failed check by request),
+reference.json, sglang.json and sglang.samples.json (stock's row, results and samples, for --reference),
+servers.tar.gz (each server's <run>.server.log; ours' <run>.json, each request's result, and <run>.samples.json).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ import random
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import urllib.error
@@ -275,14 +277,14 @@ def judge(requests: list[Request], ours: list[Result], stock: list[Result]) -> d
         if a.finish in DONE:
             c["completed"] += 1
             if s.finish in DONE:
-                pairs.append((a.output_ids, s.output_ids, s.margins))
+                pairs.append((a.output_ids, s.output_ids, s.margins, f"{r.rid} ({r.kind}, {a.finish}, stock {s.finish})"))
             else:
                 c["errors"].append(f"{r.rid}: stock did not complete ({s.finish} {s.message[:80]})")
         elif a.aborted and (a.finish == "abort" or (a.finish or "").startswith("http")):
             c["aborted"] += 1
         else:
             c["errors"].append(f"{r.rid} ({r.kind}): {a.finish} {a.message[:120]}")
-    v = verdict.judge([p[0] for p in pairs], [p[1] for p in pairs], [p[2] or [] for p in pairs])
+    v = verdict.judge([p[0] for p in pairs], [p[1] for p in pairs], [p[2] or [] for p in pairs], [p[3] for p in pairs])
     c["verdict"] = v
     c["mismatches"] = len(v.failures)
     return c
@@ -411,7 +413,21 @@ def report(rows: dict[str, dict], args) -> tuple[str, bool]:
                     f"{c['evicted_tokens']} / {c['evicted_states']} | {c['idle_checks']} | {c['alive_after']}, "
                     f"{c['answered_after']} | {len(c['failure_lines'])} | "
                     f"{'' if sampled_ok else 'FAILED: '}{sampled_text} |")  # fmt: skip
-    return "\n".join(head), ok
+    notes = [f"- {name}: {line}" for name, c in rows.items() if "verdict" in c
+             for line in c["verdict"].failures + c["errors"] + c["failure_lines"]]  # fmt: skip
+    return "\n".join(head + ([""] + notes if notes else [])), ok
+
+
+def pack(out: Path, names: list[str]) -> None:
+    """The servers' files into servers.tar.gz, but stock's results and samples (`load_reference` reads them): a
+    device call returns 8 files."""
+    files = [f for n in names for f in (out / f"{n}.json", out / f"{n}.samples.json", out / f"{n}.server.log")
+             if f.exists() and not (n == h.STOCK and f.suffix == ".json")]  # fmt: skip
+    with tarfile.open(out / "servers.tar.gz", "w:gz") as tar:
+        for f in files:
+            tar.add(f, arcname=f.name)
+    for f in files:
+        f.unlink()
 
 
 def main(argv=None) -> int:
@@ -505,6 +521,7 @@ def main(argv=None) -> int:
     table, ok = report(rows, args)
     (out / "report.md").write_text(table + "\n\n" + ("PASSED" if ok else "FAILED") + "\n")
     print(table)
+    pack(out, [r.name for r in runs])
     log.stamp("serving suite: " + ("PASSED" if ok else "FAILED: see report.md and the server logs"))
     return 0 if ok else 1
 

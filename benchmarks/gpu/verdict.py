@@ -38,28 +38,35 @@ def top2_margins(top_logprobs: list) -> list[float]:
     return [row[0][0] - row[1][0] for row in top_logprobs]
 
 
-def judge(ours: list[list[int]] | None, stock: list[list[int]] | None, stock_margins: list[list[float]] | None) -> Verdict:
+def judge(
+    ours: list[list[int]] | None,
+    stock: list[list[int]] | None,
+    stock_margins: list[list[float]] | None,
+    names: list[str] | None = None,
+) -> Verdict:
     """ours, stock: each prompt's greedy output tokens (same prompts, dtype and batch size); stock_margins: stock's
-    top-1 - top-2 logit at each of its output positions (`top2_margins`)."""
+    top-1 - top-2 logit at each of its output positions (`top2_margins`); names: what failures call each prompt
+    (default "prompt i")."""
     if ours is None or stock is None:
         return Verdict(False, 0, 0, failures=["no output" if ours is None else "no stock output to compare with"])
     v = Verdict(True, len(stock), 0)
     if len(ours) != len(stock):
         v.failures.append(f"{len(ours)} outputs for {len(stock)} prompts")
     for i, (a, b) in enumerate(zip(ours, stock)):
+        name = names[i] if names else f"prompt {i}"
         if a == b:
             v.equal += 1
             continue
         p = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), None)
         if p is None:
-            v.failures.append(f"prompt {i}: {len(a)} tokens, stock {len(b)}, equal where both have one")
+            v.failures.append(f"{name}: {len(a)} tokens, stock {len(b)}, equal where both have one")
             continue
         margins = stock_margins[i] if stock_margins is not None and i < len(stock_margins) else []
         if p >= len(margins):
-            v.failures.append(f"prompt {i}: differs at {p}, stock's margin there unknown")
+            v.failures.append(f"{name}: differs at {p}, stock's margin there unknown")
         elif margins[p] < NEAR_TIE:
             v.ties.append((i, p, margins[p]))
         else:
-            v.failures.append(f"prompt {i}: token {a[p]} at {p}, stock {b[p]} with margin {margins[p]:.3g} >= {NEAR_TIE}")
+            v.failures.append(f"{name}: token {a[p]} at {p}, stock {b[p]} with margin {margins[p]:.3g} >= {NEAR_TIE}")
     v.ok = not v.failures
     return v

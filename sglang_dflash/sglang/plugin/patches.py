@@ -132,6 +132,29 @@ def acceptance_histogram(original, self, accepted_draft_tokens, *args, **kwargs)
     return original(self, accepted_draft_tokens, *args, **kwargs)
 
 
+def check_finished(original, self, new_accepted_len: int = 1, *args, **kwargs):
+    """A spec-v2 step's tokens checked one at a time, as stock decode checks them (0.5.23: `update_finish_state`).
+    0.5.11 checks a step's stop strings and regexes once, over its last stop_str_max_len + 1 tokens: one completed
+    early in the step is missed, and one found sets no finished_len, so tokens after it are emitted. 0.5.23 locates
+    the first stop string in list order that the step holds, not the first completed."""
+    sp = self.sampling_params
+    if new_accepted_len <= 1 or self.finished() or not (sp.stop_strs or sp.stop_regex_strs):
+        return original(self, new_accepted_len, *args, **kwargs)
+    output_ids, start = self.output_ids, len(self.output_ids) - new_accepted_len
+    try:
+        for end in range(start + 1, len(output_ids) + 1):
+            self.output_ids = output_ids[:end]
+            original(self, 1, *args, **kwargs)
+            output_ids[start:end] = self.output_ids[start:end]  # its NaN check rewrites a token in place
+            if self.finished():
+                if self.finished_len is None:
+                    self.finished_len = end
+                return None
+    finally:
+        self.output_ids = output_ids
+    return None
+
+
 def init_device_graphs(original, self):
     """The target runner's hidden-state capture and tree-verify workspace, installed before its graphs are captured
     (should this not have run, the worker installs the capture itself and recaptures once)."""

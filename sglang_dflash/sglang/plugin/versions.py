@@ -203,6 +203,9 @@ RELEASES = (
             Patch(f"{SCHEDULE_BATCH}:Req.update_spec_acceptance_histogram", "acceptance_histogram",
                   ("self", "accepted_draft_tokens"), "the spec-v2 worker's step that ended its batch aborted emits "
                   "nothing (accept length 0, so -1 accepted drafts): not a histogram entry"),
+            Patch(f"{SCHEDULE_BATCH}:Req.check_finished", "check_finished", ("self", "new_accepted_len"),
+                  "the spec-v2 output processing checks a step's stop strings once, over the last few tokens: one "
+                  "completed early in the step was missed or emitted past; checked token by token as stock decode"),
         ),
         fields=FIELDS_0_5_11,
         overlap_spec_v2=True,
@@ -224,6 +227,9 @@ RELEASES = (
                   ("self", "kvc", "num_layers"), "every KV-cache token also pays for the drafter's context K/V"),
             Patch(f"{KV_CONFIGURATOR}:KVCacheConfigurator._handle_max_mamba_cache", "plan_mamba_states",
                   ("self", "total_rest_memory"), "the memory plan reserves per-node GDN states for the one slot kept"),
+            Patch(f"{SCHEDULE_BATCH}:Req.update_finish_state", "check_finished", ("self", "new_accepted_len"),
+                  "of a step's stop strings, the first listed that its tokens hold ends the request, not the first "
+                  "completed, which stock decode stops at; checked token by token as stock decode"),
         ),
         fields=FIELDS_0_5_23,
         registry=True,
