@@ -89,8 +89,7 @@ def is_ours(server_args) -> bool:
 # Plugin hooks with no upstream edit.
 PLUGIN_ONLY = {
     "scheduler_init": "turns the runtime hooks on in a scheduler that serves ours (upstream, the edits are there)",
-    "acceptance_histogram": "0.5.11's opt-in spec-v2 path (SGLANG_DFLASH_OVERLAP=1), not in its series (spec v1 there) "
-    "until a GPU run verifies it",
+    "acceptance_histogram": "0.5.11's spec-v2 path, not in its series (which ports the spec-v1 worker)",
     "check_finished": "a fix of SGLang's spec-v2 stop-string check (any multi-token step), apart from this port",
 }
 
@@ -149,8 +148,8 @@ TARGETS = {
             "0.5.23",
             "ddtree",
             "ddtree-dflash-chain",
-            "This release has no spec v1: ours run as `DDTreeWorkerV2` on the spec-v2 schema (their server arguments "
-            "turn the overlap scheduler off unless SGLANG_DFLASH_OVERLAP=1), built in as `SpeculativeAlgorithm` members with the "
+            "This release has no spec v1: ours run as `DDTreeWorkerV2` on the spec-v2 schema (under SGLang's scheduler "
+            "choice, overlap by default), built in as `SpeculativeAlgorithm` members with the "
             "answers the plugin registers through `SpeculativeAlgorithm.register`. SGLang's own DFLASH "
             "(`dflash_worker_v2.py`, `models/dflash.py`) stays as it is: ours go by DDTREE and DFLASH_CHAIN, under "
             "`speculative/ddtree*`.",
@@ -553,10 +552,7 @@ def algorithm_edits_v2(t: Target) -> list[Edit]:
             spec_info,
             f"{enum}.create_worker",
             "        if self.is_dflash():\n            # V2 worker drives both overlap",
-            if_ours(8, "self")
-            + "            # The server arguments choose the scheduler (overlap: SGLANG_DFLASH_OVERLAP=1).\n"
-            + imports(12, t.module("worker_v2"), "DDTreeWorkerV2")
-            + "\n            return DDTreeWorkerV2\n\n"
+            if_ours(8, "self") + imports(12, t.module("worker_v2"), "DDTreeWorkerV2") + "\n            return DDTreeWorkerV2\n\n"
             "        if self.is_dflash():\n            # V2 worker drives both overlap",
         ),
         Edit(
@@ -945,9 +941,8 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
     if t.v2:
         register = (
             f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Spec v1 is gone,\n"
-            "so create_worker returns the spec-v2 DDTreeWorkerV2 for both; their server arguments turn the overlap\n"
-            "scheduler off unless SGLANG_DFLASH_OVERLAP=1 (the worker reads nothing back from the GPU in a step,\n"
-            "not yet verified under overlap on a GPU). They answer is_eagle() False (EAGLE's draft model, draft KV pool\n"
+            "so create_worker returns the spec-v2 DDTreeWorkerV2 for both, under either scheduler (the worker reads\n"
+            "nothing back from the GPU in a step). They answer is_eagle() False (EAGLE's draft model, draft KV pool\n"
             "and MTP sizing hang on it) and has_draft_kv() False (the drafter's context K/V is counted per KV-cache\n"
             "token); their verify input for the captured TARGET_VERIFY graphs is a later patch. CustomSpecAlgo\n"
             "gets the two predicates too (False): a registered plugin must answer every enum predicate.\n"

@@ -224,7 +224,8 @@ def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     steps = [ddtree[f"speculative_{k}"] for k in ("num_steps", "eagle_topk", "num_draft_tokens")]
     assert steps == ([16, 2, 33] if TARGET.v2 else [15, 2, 33]), ddtree
     strategy = ddtree["mamba_radix_cache_strategy" if TARGET.v2 else "mamba_scheduler_strategy"]
-    assert ddtree["disable_overlap_schedule"] and strategy == "extra_buffer"
+    # the spec-v2 worker keeps SGLang's default scheduler (overlap); the spec-v1 one needs the non-overlap one
+    assert ddtree["disable_overlap_schedule"] is (not TARGET.v2) and strategy == "extra_buffer"
     workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DDTreeWorker")
     assert ddtree["worker"] == f"{worker}.{workers[0]}"
     chain = res["chain"]

@@ -10,7 +10,6 @@ tokens per request. `is_dflash()` is False: that is SGLang's own DFLASH (0.5.11)
 
 from __future__ import annotations
 
-from .. import env
 from .names import ALGORITHMS, DDTREE, DFLASH_CHAIN, resolved
 
 
@@ -55,9 +54,8 @@ class DraftTreeAlgorithm:
         return False
 
     def supports_spec_v2(self) -> bool:
-        """0.5.11 asks under its overlap scheduler only, which the server arguments keep for ours with
-        SGLANG_DFLASH_OVERLAP=1 alone (the spec-v2 worker: `create_worker`)."""
-        return env.OVERLAP.on()
+        """0.5.11 asks under its overlap scheduler only, where ours run the spec-v2 worker (`create_worker`)."""
+        return True
 
     def is_ddtree(self) -> bool:
         return self.name == DDTREE

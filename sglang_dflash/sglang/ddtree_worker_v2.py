@@ -31,8 +31,8 @@ end aborted; either way they stay out of the radix cache. Where the CUDA context
 every later call fails), at TP > 1 unless every rank failed the step (`FailureAgreement`), or for an exception after
 the publish outside the context append, the server ends as before.
 
-The scheduler: synchronous by default; SGLang's overlap scheduler with SGLANG_DFLASH_OVERLAP=1 (`server_args`),
-until a GPU run verifies it lossless there.
+The scheduler: SGLang's, overlap by default (the step reads nothing back), synchronous with
+--disable-overlap-schedule.
 
 What another release's spec-v2 schema changes goes through a few small methods (`_publisher`, `_roots`,
 `_extend_lengths`, `_prepare_verify`, `_track_interval`, `_result_fields`, `_draft_input`), for a subclass to
@@ -67,7 +67,7 @@ NEEDS_HOST_LENGTHS = SimpleNamespace(needs_cpu_seq_lens=True)  # the step reads 
 class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
     """DDTREE or DFLASH_CHAIN (by `server_args.speculative_algorithm`) on spec v2; see the module docstring."""
 
-    overlap_ready = True  # its step reads nothing back (server_args keeps overlap off unless SGLANG_DFLASH_OVERLAP=1)
+    overlap_ready = True  # its step reads nothing back
 
     def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int | None = None):
         BaseSpecWorker.__init__(self)

@@ -1,7 +1,7 @@
 """DDTreeWorkerV2For0511: the spec-v2 worker (`ddtree_worker_v2`) on SGLang 0.5.11's spec-v2 schema.
 
-0.5.11 runs spec v2 only under its overlap scheduler; the algorithm gives ours this worker there
-(SGLANG_DFLASH_OVERLAP=1, `server_args`), else the v1 worker (`ddtree_worker`). What its schema changes:
+0.5.11 runs spec v2 only under its overlap scheduler, its default; the algorithm gives ours this worker there, and
+the v1 worker (`ddtree_worker`) with --disable-overlap-schedule. What its schema changes:
 
   construction  the scheduler passes the ranks too and calls no lifecycle method: the phases run in __init__, in
                 the v1 worker's order (the target's taps went on before its graphs: the plugin's init_device_graphs)
@@ -17,7 +17,8 @@
                 plugin's hook on Req.update_spec_acceptance_histogram leaves out
   tracking      extra_buffer tracks every --mamba-track-interval tokens
 
-Not yet run on a GPU; the CPU tests run its step by hand and its draft input through 0.5.11's own FutureMap.
+The CPU tests run its step by hand and its draft input through 0.5.11's own FutureMap; the GPU harness and serving
+suite run it (RESULTS).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ Runs inside `ServerArgs._handle_speculative_decoding` (the plugin's hook), befor
 handling, on the ServerArgs object itself. Defaults: DFLASH_CHAIN verifies the drafter's whole block
 (`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
 `--speculative-num-draft-tokens` (default 33: the root and a budget of 32), tree depth up to
-block size - 1. Both run SGLang's non-overlap scheduler (on spec-v2 SGLang, SGLANG_DFLASH_OVERLAP=1: the overlap one).
+block size - 1. The spec-v2 worker keeps SGLang's scheduler choice (overlap unless --disable-overlap-schedule); the
+spec-v1 one gets the non-overlap scheduler.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import logging
 from pathlib import Path
 
-from .. import env
 from ..kernels.tree_build import MAX_TRITON_BUDGET as MAX_BUDGET
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
 from .names import DFLASH_CHAIN
@@ -109,7 +109,8 @@ def tree_depth(args) -> int:
 
 def resolve_speculative_args(args, spec_v2: bool = False) -> None:
     """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `spec_v2` (ours
-    served by the spec-v2 worker: SGLang 0.5.23, and 0.5.11 under its overlap scheduler): the scheduler maps
+    served by the spec-v2 worker: SGLang 0.5.23, and 0.5.11 under its overlap scheduler; else the spec-v1 worker, which
+    needs the non-overlap scheduler): the scheduler maps
     max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the smallest tree-mode topk (2) and
     steps = nodes // 2 there; the trees' depth is not steps then (`tree_depth`)."""
     name = args.speculative_algorithm.upper()
@@ -155,9 +156,8 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
         raise ServerArgsError(
             f"--mamba-track-interval ({args.mamba_track_interval}) must be >= --speculative-num-draft-tokens ({nodes})"
         )
-    if not args.disable_overlap_schedule and not (spec_v2 and env.OVERLAP.on()):
-        logger.warning("%s runs SGLang's non-overlap scheduler: overlap scheduling disabled%s.", name,
-                       f" ({env.OVERLAP.name}=1 for the overlap one, not yet verified on a GPU)" if spec_v2 else "")  # fmt: skip
+    if not spec_v2 and not args.disable_overlap_schedule:  # the spec-v1 worker reads the device back each step
+        logger.warning("%s runs spec v1 here: SGLang's non-overlap scheduler.", name)
         args.disable_overlap_schedule = True
     resolve_radix_cache(args)
     if args.enable_mixed_chunk:

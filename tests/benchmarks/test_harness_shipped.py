@@ -106,13 +106,17 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
             assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name
 
 
-def test_overlap_runs_are_ours_with_the_switch(tmp_path):
+def test_overlap_runs_are_ours_under_sglangs_default_scheduler(tmp_path):
+    """Ours run --disable-overlap-schedule, their -overlap variants SGLang's default (overlap); SGLang's DFLASH keeps
+    its default and has no variant."""
     args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63", "--also-overlap"])
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
     assert set(runs) == {"sglang", "sglang-ddtree63", "sglang-builtin-dflash", "sglang-ddtree63-overlap"}
-    assert runs["sglang-ddtree63-overlap"].env == {"SGLANG_DFLASH_OVERLAP": "1"} and runs["sglang-ddtree63"].env == {}
-    assert runs["sglang-ddtree63-overlap"].engine_kwargs == runs["sglang-ddtree63"].engine_kwargs
+    on, off = runs["sglang-ddtree63-overlap"].engine_kwargs, runs["sglang-ddtree63"].engine_kwargs
+    assert off["disable_overlap_schedule"] is True and on == dict(off, disable_overlap_schedule=False)
+    assert "disable_overlap_schedule" not in runs["sglang-builtin-dflash"].engine_kwargs
+    assert runs["sglang-ddtree63-overlap"].env == runs["sglang-ddtree63"].env == {}
 
 
 def test_runs_keeps_the_named_runs_in_its_order(tmp_path):

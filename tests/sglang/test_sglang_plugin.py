@@ -166,8 +166,7 @@ def probe(pair):
     stock = ("plain", "eagle", "dflash")
     off = run_fresh(PROBE, json.dumps({k: cases[k] for k in stock}), env={"SGLANG_DFLASH_DISABLE": "1"})
     without_plugin = json.loads(off.stdout.split("RESULTS", 1)[1])
-    switches = {"SGLANG_DFLASH_OVERRIDE_DFLASH": "1", "SGLANG_DFLASH_OVERLAP": "1"}  # independent: one process
-    override = run_fresh(PROBE, json.dumps({k: cases[k] for k in ("dflash", "ddtree_cmd", "ddtree_no_overlap")}), env=switches)
+    override = run_fresh(PROBE, json.dumps({"dflash": cases["dflash"]}), env={"SGLANG_DFLASH_OVERRIDE_DFLASH": "1"})
     with_override = json.loads(override.stdout.split("RESULTS", 1)[1])
     return with_plugin, without_plugin, with_override
 
@@ -189,19 +188,18 @@ def test_launch_server_help_lists_our_algorithms():
 
 
 def test_issue_command_resolves_to_our_algorithm(probe):
-    """The issue's command. Spec v1 (0.5.11): EAGLE's tree verify with topk 2 over 15 steps, the v1 workers; SGLang
-    reserves max(steps x topk, nodes) KV slots a request and step, so exactly the verify's 33 (topk 8 made it 120, and
-    the scheduler retracted for room the step never used). Spec v2 (0.5.23): not EAGLE (SGLang hangs EAGLE's draft
-    model on is_eagle()), topk 2 x 16 steps, the v2 worker for both of ours."""
+    """The issue's command: SGLang's overlap scheduler (its default) and the spec-v2 worker for both of ours, topk 2 x
+    16 steps; SGLang reserves max(steps x topk, nodes) KV slots a request and step, so exactly the verify's 33. 0.5.11
+    answers is_eagle() (EAGLE's tree verify); 0.5.23 not (it hangs EAGLE's draft model on that question). With
+    --disable-overlap-schedule, 0.5.11 runs spec v1: the v1 worker, topk 2 over 15 steps."""
     r = probe[0]["ddtree_cmd"]
     assert r["algo"] == "<SpeculativeAlgorithm.DDTREE (sglang-dflash)>" and r["is_eagle"] is (not V2), r
     assert r["alloc_len_per_decode"] == (None if V2 else 33), r["alloc_len_per_decode"]  # v2: a per-request estimate
-    steps = (16, 2, 33) if V2 else (15, 2, 33)
-    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == steps
-    assert r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
+    assert (r["speculative_num_steps"], r["speculative_eagle_topk"], r["speculative_num_draft_tokens"]) == (16, 2, 33)
+    assert not r["disable_overlap_schedule"] and not r["enable_mixed_chunk"] and r["max_running_requests"] == 48
     assert not r["disable_radix_cache"] and r["all_fields"][STRATEGY] == "'extra_buffer'"
     assert probe[0]["ddtree_default"]["speculative_num_draft_tokens"] == 32
-    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if V2 else ("DDTreeWorker", "DDTreeWorker")
+    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if V2 else ("DDTreeWorkerV2For0511", "DDTreeWorkerV2For0511")
     assert (r["create_worker"], probe[0]["chain_default"]["create_worker"]) == workers
     eb = probe[0]["ddtree_extra_buffer"]
     assert not eb["disable_radix_cache"] and eb["all_fields"][STRATEGY] == "'extra_buffer'", eb.get("error")
@@ -209,15 +207,9 @@ def test_issue_command_resolves_to_our_algorithm(probe):
         off = probe[0]["ddtree_no_radix"]  # extra_buffer without the radix cache: SGLang would refuse it
         assert off["disable_radix_cache"] and off["all_fields"][STRATEGY] == "'no_buffer'", off.get("error")
     assert probe[0]["ddtree_tp2"]["create_worker"] == workers[0]
-    # SGLANG_DFLASH_OVERLAP=1: SGLang's overlap scheduler and the spec-v2 worker (0.5.11: with spec v2's topk 2 x 16
-    # steps)
-    overlap = probe[2]["ddtree_cmd"]
-    assert overlap["disable_overlap_schedule"] is False, overlap
-    assert overlap["create_worker"] == ("DDTreeWorkerV2" if V2 else "DDTreeWorkerV2For0511"), overlap
-    assert overlap["speculative_num_steps"] == 16 and overlap["speculative_eagle_topk"] == 2, overlap
-    if not V2:  # with the non-overlap scheduler asked for: spec v1's steps and worker, as without the switch
-        off = probe[2]["ddtree_no_overlap"]
-        assert (off["speculative_num_steps"], off["create_worker"]) == (15, "DDTreeWorker"), off
+    off = probe[0]["ddtree_no_overlap"]
+    assert off["disable_overlap_schedule"] is True, off
+    assert (off["speculative_num_steps"], off["create_worker"]) == ((16, "DDTreeWorkerV2") if V2 else (15, "DDTreeWorker"))
 
 
 def test_dflash_is_sglangs_own_unless_opted_in(probe):
@@ -233,8 +225,7 @@ def test_dflash_is_sglangs_own_unless_opted_in(probe):
     assert with_plugin["dflash"] == without_plugin["dflash"]
     chain = with_override["dflash"]
     assert chain["algo"] == "<SpeculativeAlgorithm.DFLASH_CHAIN (sglang-dflash)>", chain
-    worker = "DDTreeWorkerV2For0511" if RELEASE.overlap_spec_v2 else "DDTreeWorker"  # that probe also has OVERLAP=1
-    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == worker
+    assert chain["speculative_algorithm"] == "DFLASH_CHAIN" and chain["create_worker"] == "DDTreeWorkerV2For0511"
 
 
 def test_radix_cache_on_takes_extra_buffer(pair):
@@ -301,7 +292,7 @@ def test_hidden_capture_rows_follow_the_resolved_node_count(probe):
     ],
 )
 def test_refusals_name_the_problem(probe, case, message):
-    message = message.format(steps=16 if V2 else 15)  # 0.5.23: the budget over topk 2; earlier: the drafter's depth
+    message = message.format(steps=16)  # spec v2 (the overlap scheduler, by default): the budget over topk 2
     assert message in probe[0][case].get("error", ""), probe[0][case]
 
 

@@ -225,9 +225,9 @@ def test_local_vocab_range():
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_worker_classes(tp):
-    """Our workers serve DFLASH_CHAIN/DDTREE at any TP: the v1 worker under the non-overlap scheduler, the spec-v2 one
-    under the overlap scheduler (which the server arguments keep on 0.5.11 only with SGLANG_DFLASH_OVERLAP=1); SGLang's
-    names (DFLASH included, once resolved) are not ours."""
+    """Our workers serve DFLASH_CHAIN/DDTREE at any TP on 0.5.11: the spec-v2 one under the overlap scheduler
+    (SGLang's default), the v1 worker under the non-overlap one; SGLang's names (DFLASH included, once resolved) are
+    not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
     from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
     from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511

@@ -195,7 +195,7 @@ def register() -> None:
     for name in names.ALGORITHMS:
         if name in SpeculativeAlgorithm.__members__:  # an SGLang with our patch series: ours are built in
             logger.info("sglang-dflash: SGLang %s has %s built in; the plugin leaves it", installed_version(), name)
-        elif get_spec(name) is None:  # overlap: the server arguments decide (off unless SGLANG_DFLASH_OVERLAP=1)
+        elif get_spec(name) is None:
             register_name = SpeculativeAlgorithm.register(
                 name, supports_overlap=True, validate_server_args=patches.validate_server_args, spec_class=spec_class
             )

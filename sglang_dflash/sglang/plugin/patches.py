@@ -101,7 +101,7 @@ def speculative_decoding(original, self):
         from ..server_args import resolve_speculative_args
 
         # 0.5.11: the spec-v2 worker under the overlap scheduler (`DraftTreeAlgorithm.create_worker`: the same test)
-        spec_v2 = _overlap_spec_v2 and env.OVERLAP.on() and not self.disable_overlap_schedule
+        spec_v2 = _overlap_spec_v2 and not self.disable_overlap_schedule
         _resolving(lambda a: resolve_speculative_args(a, spec_v2=spec_v2), self)
     return original(self)
 

@@ -11,8 +11,8 @@ touches anything: a missing module, class or attribute, or other parameters, and
 - `fields`: SGLang fields the workers read or write under names that changed between releases (`names.Fields`).
 - `registry`: the release has `SpeculativeAlgorithm.register` (0.5.23): our names are registered there, with their
   server-argument validation and worker factory, instead of patched into `from_string` and `--speculative-algorithm`.
-- `overlap_spec_v2`: the release runs spec v2 under its overlap scheduler only (0.5.11): with SGLANG_DFLASH_OVERLAP=1
-  ours get the spec-v2 worker and that scheduler there, else the v1 worker and the non-overlap one.
+- `overlap_spec_v2`: the release runs spec v2 under its overlap scheduler only (0.5.11): ours get the spec-v2 worker
+  there (SGLang's default), the v1 worker with --disable-overlap-schedule.
 """
 
 from __future__ import annotations
