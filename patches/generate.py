@@ -57,8 +57,8 @@ FACING = {
     "sglang_dflash.sglang.memory_plan": "memory_plan",
     "sglang_dflash.sglang.step_profile": "step_profile",
 }
-# Plugin modules beside them that are not ported: the enum members and the edits replace them; and 0.5.11's opt-in
-# spec-v2 worker, out of its series (spec v1 there) until a GPU run verifies it.
+# Plugin modules beside them that are not ported: the enum members and the edits replace them; and 0.5.11's spec-v2
+# worker, out of its series (which ports the spec-v1 worker).
 NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm", "sglang_dflash.sglang.ddtree_worker_v2_0511")
 # Our CPU tests ported with the series (their oracles are brute force, transformers and hand-worked cases, no GPU and no
 # SGLang runtime), as test/registered/unit/spec/<prefix>/<name>; the helpers go beside them.

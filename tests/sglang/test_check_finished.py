@@ -38,8 +38,11 @@ def sglang_req():
 
     tokenizer = AutoTokenizer.from_pretrained(ROOT / "sglang_dflash/assets/tiny-pair/target")
 
+    tokenizer.additional_stop_token_ids = None  # SGLang's tokenizer wrapper has it; transformers' has not
+    assert tokenizer.eos_token_id not in tokenizer.encode(TEXT, add_special_tokens=False)
+
     def make(**params) -> Req:
-        sp = SamplingParams(temperature=0.0, ignore_eos=True, **params)
+        sp = SamplingParams(temperature=0.0, **params)
         sp.normalize(tokenizer)
         req = Req("r", "x", [1, 2], sp)
         req.tokenizer, req.vocab_size = tokenizer, len(tokenizer)
@@ -67,19 +70,24 @@ def stock(make, params, tokens):
 
 
 def in_steps(check, make, params, tokens, steps):
-    """The spec-v2 output processing: each step's accepted tokens appended, then one check with their count."""
+    """The spec-v2 output processing: each step's accepted tokens appended, then one check with their count. The
+    request keeps its output_ids object and every token of the step (an out-of-vocabulary one rewritten)."""
     req, at = make(**params), 0
+    ids = req.output_ids
     for n in steps:
-        req.output_ids.extend(tokens[at : at + n])
+        ids.extend(tokens[at : at + n])
         at += n
         check(req, n)
+        assert req.output_ids is ids and len(ids) == at
+        assert all(a == b or b >= req.vocab_size for a, b in zip(ids, tokens))
         if req.finished():
             break
     return req.output_ids[: req.finished_len or len(req.output_ids)], type(req.finished_reason).__name__
 
 
-def cases(tokenizer, count=150, seed=0):
-    """(params, tokens, step sizes): word tokens with a stop string, regex or stop id landing anywhere in a step."""
+def cases(tokenizer, count=210, seed=0):
+    """(params, tokens, step sizes): word tokens with a stop string, regex, stop id, EOS (the length cap in the same
+    step) or an out-of-vocabulary token landing anywhere in a step."""
     rng = random.Random(seed)
     words = tokenizer.encode(TEXT, add_special_tokens=False)
     stop_ids = tokenizer.encode(" the end.", add_special_tokens=False)
@@ -87,23 +95,31 @@ def cases(tokenizer, count=150, seed=0):
         tokens = [rng.choice(words) for _ in range(rng.randint(8, 40))]
         at = rng.randint(0, len(tokens))
         tokens[at:at] = stop_ids  # at least one match (random words may hold more)
+        eos, oov = rng.randint(0, len(tokens) - 1), rng.randint(0, len(tokens) - 1)
         params = [
             dict(stop=[" the end"]),
             dict(stop_regex=[r"end\."]),
             dict(stop=[" near", "go on", "end."]),
             dict(stop=["line", "e end"], stop_token_ids=[rng.choice(words)]),
             dict(stop=[" the end"], max_new_tokens=at),
-        ]
+            dict(max_new_tokens=eos + rng.randint(1, 4)),
+            dict(stop=[" the end"]),
+        ][i % 7]
+        if i % 7 == 5:
+            tokens[eos] = tokenizer.eos_token_id
+        elif i % 7 == 6:
+            tokens[oov] = len(tokenizer) + 5  # SGLang's NaN check rewrites it and finishes there
         steps, left = [], len(tokens)
         while left > 0:
             steps.append(min(left, rng.randint(1, 16)))
             left -= steps[-1]
-        yield params[i % len(params)], tokens, steps
+        yield params, tokens, steps
 
 
 def test_a_step_finishes_where_stock_decode_does(sglang_req):
-    """Through the hook; SGLang's check alone gets some wrong on every supported release (0.5.11 many; 0.5.23 where
-    a later-listed stop string completes after an earlier-listed one)."""
+    """Through the hook; SGLang's check alone gets some wrong on every supported release (0.5.11 many, and an EOS in a
+    step that crosses max_new_tokens; 0.5.23 where a later-listed stop string completes after an earlier-listed
+    one)."""
     make, tokenizer = sglang_req
     check = sglang_check()
     hooked = lambda req, n: patches.check_finished(check, req, n)  # noqa: E731
@@ -118,10 +134,11 @@ def test_a_step_finishes_where_stock_decode_does(sglang_req):
     assert differs > 0  # the cases reach the release's miss
 
 
-def test_one_token_steps_and_requests_without_stop_strings_go_straight_to_sglang(sglang_req):
+def test_steps_checking_all_at_once_gets_right_go_straight_to_sglang(sglang_req):
+    """One-token steps, and steps of requests without stop strings that stay under max_new_tokens."""
     make, _ = sglang_req
     calls = []
-    req = make(stop_token_ids=[7])
+    req = make(stop_token_ids=[7], max_new_tokens=8)
     req.output_ids.extend([5, 7, 9])
     patches.check_finished(lambda r, n: calls.append(n), req, 3)
     req = make(stop=["x"])

@@ -133,25 +133,31 @@ def acceptance_histogram(original, self, accepted_draft_tokens, *args, **kwargs)
 
 
 def check_finished(original, self, new_accepted_len: int = 1, *args, **kwargs):
-    """A spec-v2 step's tokens checked one at a time, as stock decode checks them (0.5.23: `update_finish_state`).
-    0.5.11 checks a step's stop strings and regexes once, over its last stop_str_max_len + 1 tokens: one completed
-    early in the step is missed, and one found sets no finished_len, so tokens after it are emitted. 0.5.23 locates
-    the first stop string in list order that the step holds, not the first completed."""
-    sp = self.sampling_params
-    if new_accepted_len <= 1 or self.finished() or not (sp.stop_strs or sp.stop_regex_strs):
+    """A spec-v2 step's tokens checked one at a time, as stock decode checks them (0.5.23: `update_finish_state`),
+    where checking them at once differs: 0.5.11 checks a step's stop strings and regexes once, over its last
+    stop_str_max_len + 1 tokens, so one completed early in the step is missed, and one found sets no finished_len
+    (tokens after it are emitted); and it checks the length cap before stop tokens, so a step that holds an EOS and
+    crosses max_new_tokens ends at the cap. 0.5.23 locates the first stop string in list order that the step holds,
+    not the first completed. output_ids stays the same object (truncated and refilled in place)."""
+    ids, sp = self.output_ids, self.sampling_params
+    if new_accepted_len <= 1 or self.finished():
         return original(self, new_accepted_len, *args, **kwargs)
-    output_ids, start = self.output_ids, len(self.output_ids) - new_accepted_len
+    capped = sp.max_new_tokens is not None and len(ids) >= sp.max_new_tokens
+    if not (sp.stop_strs or sp.stop_regex_strs or capped):
+        return original(self, new_accepted_len, *args, **kwargs)
+    start = len(ids) - new_accepted_len
+    tail = ids[start:]
+    del ids[start:]
     try:
-        for end in range(start + 1, len(output_ids) + 1):
-            self.output_ids = output_ids[:end]
+        for token in tail:
+            ids.append(token)
             original(self, 1, *args, **kwargs)
-            output_ids[start:end] = self.output_ids[start:end]  # its NaN check rewrites a token in place
             if self.finished():
                 if self.finished_len is None:
-                    self.finished_len = end
+                    self.finished_len = len(ids)
                 return None
     finally:
-        self.output_ids = output_ids
+        ids.extend(tail[len(ids) - start :])  # its NaN check may have rewritten a token in place: kept
     return None
 
 

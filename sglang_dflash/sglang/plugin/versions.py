@@ -204,8 +204,9 @@ RELEASES = (
                   ("self", "accepted_draft_tokens"), "the spec-v2 worker's step that ended its batch aborted emits "
                   "nothing (accept length 0, so -1 accepted drafts): not a histogram entry"),
             Patch(f"{SCHEDULE_BATCH}:Req.check_finished", "check_finished", ("self", "new_accepted_len"),
-                  "the spec-v2 output processing checks a step's stop strings once, over the last few tokens: one "
-                  "completed early in the step was missed or emitted past; checked token by token as stock decode"),
+                  "the spec-v2 output processing checks a step's stop strings once, over the last few tokens (one "
+                  "completed early in the step was missed or emitted past), and the length cap before an EOS in the "
+                  "step; checked token by token as stock decode"),
         ),
         fields=FIELDS_0_5_11,
         overlap_spec_v2=True,
