@@ -540,8 +540,6 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
 
     def spec(algo: str, nodes: int | None) -> dict:  # nodes None: a chain's default, the drafter's block
         kw = dict(base, speculative_algorithm=algo, speculative_draft_model_path=str(draft), speculative_num_draft_tokens=nodes)
-        if algo != "DFLASH":  # ours: the non-overlap scheduler (-overlap runs: SGLang's default, overlap)
-            kw["disable_overlap_schedule"] = True
         if args.radix_cache:
             kw["mamba_track_interval"] = track_interval(nodes or json.loads((draft / "config.json").read_text())["block_size"])
         return kw
@@ -559,8 +557,8 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
-    if args.also_overlap:  # ours under SGLang's overlap scheduler (spec v2: 0.5.23's worker, 0.5.11's)
-        runs += [SGLangRun(f"{r.name}-overlap", r.plugin, dict(r.engine_kwargs, disable_overlap_schedule=False), r.env)
+    if args.also_no_overlap:  # ours under SGLang's non-overlap scheduler (0.5.11: the spec-v1 worker)
+        runs += [SGLangRun(f"{r.name}-nooverlap", r.plugin, dict(r.engine_kwargs, disable_overlap_schedule=True), r.env)
                  for r in runs if r.plugin and r.name != BUILTIN]  # fmt: skip
     if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
         runs += [
@@ -1044,10 +1042,11 @@ def parse_args(argv=None):
         help="only these SGLang runs, comma-separated, run in this order (e.g. sglang-dflash to debug it without the stock run)",
     )
     p.add_argument(
-        "--also-overlap",
+        "--also-no-overlap",
         action="store_true",
-        help="each of our runs (and its -nograph variant) once more under SGLang's overlap scheduler, its default and "
-        "stock's (ours' other runs: --disable-overlap-schedule); on 0.5.11 that is the spec-v2 worker",
+        help="each of our runs (and its -nograph variant) once more with --disable-overlap-schedule (-nooverlap): "
+        "SGLang's non-overlap scheduler, where 0.5.11 runs the spec-v1 worker (ours' other runs: SGLang's default, "
+        "overlap, the spec-v2 worker)",
     )
     p.add_argument(
         "--also-sglang-gdn",

@@ -438,9 +438,10 @@ def main(argv=None) -> int:
     p.add_argument("--speculative-algorithm", nargs="*", default=["DDTREE", "DFLASH_CHAIN"],
                    help="ours to test (none: stock alone, e.g. to make a --reference)")  # fmt: skip
     p.add_argument("--budgets", default="15", help="DDTREE budgets")
-    p.add_argument("--also-overlap", action="store_true", help="each of ours once more under the overlap scheduler")
+    p.add_argument("--also-no-overlap", action="store_true",
+                   help="each of ours once more with --disable-overlap-schedule (0.5.11: the spec-v1 worker)")  # fmt: skip
     p.add_argument("--runs", default=None,
-                   help="only these servers, comma-separated (as harness.py names them, e.g. sglang-ddtree15-overlap); "
+                   help="only these servers, comma-separated (as harness.py names them, e.g. sglang-ddtree15-nooverlap); "
                         "stock is served too unless --reference")  # fmt: skip
     p.add_argument("--requests", type=int, default=1000)
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight at once (and the largest graph)")
@@ -474,7 +475,7 @@ def main(argv=None) -> int:
         p.error("--abort-fraction in [0, 1], --requests and --concurrency >= 1")
     hargs = h.parse_args(["--site", str(args.site), "--sglang", args.sglang, "--work", str(args.work), "--pair", "shipped",
                           "--radix-cache", "--budgets", args.budgets, "--speculative-algorithm", *args.speculative_algorithm]
-                         + (["--also-overlap"] if args.also_overlap else [])
+                         + (["--also-no-overlap"] if args.also_no_overlap else [])
                          + (["--runs", ",".join([h.STOCK, *args.runs.split(",")])] if args.runs else []))  # fmt: skip
     out = args.out or Path(os.environ.get("OUT") or args.work / "out")
     out.mkdir(parents=True, exist_ok=True)

@@ -106,17 +106,17 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
             assert run.env["SGLANG_DFLASH_DRAFT_GRAPHS"] == "1" and run.env["X"] == "a=b", name
 
 
-def test_overlap_runs_are_ours_under_sglangs_default_scheduler(tmp_path):
-    """Ours run --disable-overlap-schedule, their -overlap variants SGLang's default (overlap); SGLang's DFLASH keeps
-    its default and has no variant."""
-    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63", "--also-overlap"])
+def test_ours_run_sglangs_default_scheduler_and_nooverlap_runs_the_other(tmp_path):
+    """Ours keep SGLang's default scheduler (overlap), as served; their -nooverlap variants pass
+    --disable-overlap-schedule; SGLang's DFLASH has no variant."""
+    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63", "--also-no-overlap"])
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
-    assert set(runs) == {"sglang", "sglang-ddtree63", "sglang-builtin-dflash", "sglang-ddtree63-overlap"}
-    on, off = runs["sglang-ddtree63-overlap"].engine_kwargs, runs["sglang-ddtree63"].engine_kwargs
-    assert off["disable_overlap_schedule"] is True and on == dict(off, disable_overlap_schedule=False)
+    assert set(runs) == {"sglang", "sglang-ddtree63", "sglang-builtin-dflash", "sglang-ddtree63-nooverlap"}
+    on, off = runs["sglang-ddtree63"].engine_kwargs, runs["sglang-ddtree63-nooverlap"].engine_kwargs
+    assert "disable_overlap_schedule" not in on and off == dict(on, disable_overlap_schedule=True)
     assert "disable_overlap_schedule" not in runs["sglang-builtin-dflash"].engine_kwargs
-    assert runs["sglang-ddtree63-overlap"].env == runs["sglang-ddtree63"].env == {}
+    assert runs["sglang-ddtree63-nooverlap"].env == runs["sglang-ddtree63"].env == {}
 
 
 def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
