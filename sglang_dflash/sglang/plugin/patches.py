@@ -140,10 +140,8 @@ def check_finished(original, self, new_accepted_len: int = 1, *args, **kwargs):
     crosses max_new_tokens ends at the cap. 0.5.23 locates the first stop string in list order that the step holds,
     not the first completed. output_ids stays the same object (truncated and refilled in place)."""
     ids, sp = self.output_ids, self.sampling_params
-    if new_accepted_len <= 1 or self.finished():
-        return original(self, new_accepted_len, *args, **kwargs)
     capped = sp.max_new_tokens is not None and len(ids) >= sp.max_new_tokens
-    if not (sp.stop_strs or sp.stop_regex_strs or capped):
+    if new_accepted_len <= 1 or self.finished() or not (sp.stop_strs or sp.stop_regex_strs or capped):
         return original(self, new_accepted_len, *args, **kwargs)
     start = len(ids) - new_accepted_len
     tail = ids[start:]
