@@ -1,24 +1,24 @@
 #!/usr/bin/env python3
-"""Write patches/<release>/: sglang-dflash as a patch series against one SGLang release's source, the way an
-upstream PR would add it.
+"""Write patches/<release>/: sglang-dflash as a patch series against the newest supported SGLang release's source
+(0.5.23, `TARGETS`), the way an upstream PR would add it; older releases run the plugin.
 
-Everything is generated from the plugin's own code, so each series follows the plugin:
+Everything is generated from the plugin's own code, so the series follows the plugin:
 
 - the SGLang-independent core (`sglang_dflash/{ddtree,dflash,cuda_graph,env}.py`, `kernels/`, `models/`) is
   copied file by file into a new package `python/sglang/srt/speculative/<prefix>/` (its relative imports stay as
   they are; an import leaving that set stops the generator);
-- the SGLang-facing modules (`sglang_dflash/sglang/*.py` but `algorithm.py`) become files
-  `python/sglang/srt/speculative/<prefix>_*.py`, with their relative imports rewritten to absolute `sglang.srt...`
-  ones; the field names SGLang renamed between releases (`names.fields()`) become the release's own;
+- the SGLang-facing modules (`sglang_dflash/sglang/*.py` but `algorithm.py` and the worker on 0.5.11's schema)
+  become files `python/sglang/srt/speculative/<prefix>_*.py`, with their relative imports rewritten to absolute
+  `sglang.srt...` ones;
 - each hook of `sglang_dflash/sglang/plugin/patches.py` that the release's table (`plugin/versions.py`) applies
-  becomes a direct edit of the SGLang function it goes around (`algorithm.DraftTreeAlgorithm` becomes members of
-  SGLang's `SpeculativeAlgorithm`), made by exact-text replacement on the pristine file and diffed with difflib.
-  An anchor that is not found exactly once, or not inside the function the table names, stops the generator with
-  a message: that is how another SGLang release (or changed plugin code) shows up. The plugin package itself is
-  not ported: upstream needs no plugin.
+  becomes a direct edit of the SGLang function it goes around (what `algorithm.registered_spec_class` registers
+  becomes members of SGLang's `SpeculativeAlgorithm`), made by exact-text replacement on the pristine file and
+  diffed with difflib. An anchor that is not found exactly once, or not inside the function the table names, stops
+  the generator with a message: that is how another SGLang release (or changed plugin code) shows up. The plugin
+  package itself is not ported: upstream needs no plugin.
 
     python patches/generate.py                                   # the installed sglang's release
-    python patches/generate.py --release 0.5.11 --sglang-src DIR  # DIR: a checkout, or an unpacked wheel
+    python patches/generate.py --release 0.5.23 --sglang-src DIR  # DIR: a checkout, or an unpacked wheel
 """
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ FACING = {
     "sglang_dflash.sglang.memory_plan": "memory_plan",
     "sglang_dflash.sglang.step_profile": "step_profile",
 }
-# Plugin modules beside them that are not ported: the enum members and the edits replace them; and 0.5.11's spec-v2
-# worker, out of its series (which ports the spec-v1 worker).
+# Plugin modules beside them that are not ported: the enum members and the edits replace them; and the spec-v2 worker
+# on 0.5.11's schema, a release with no series.
 NOT_PORTED = ("sglang_dflash.sglang", "sglang_dflash.sglang.algorithm", "sglang_dflash.sglang.ddtree_worker_v2_0511")
 # Our CPU tests ported with the series (their oracles are brute force, transformers and hand-worked cases, no GPU and no
 # SGLang runtime), as test/registered/unit/spec/<prefix>/<name>; the helpers go beside them.
@@ -70,26 +70,21 @@ PORTED_TESTS = {
     "tests/reference_heap.py": "reference_heap.py",
 }
 CPU_SUITE = 'register_cpu_ci(est_time=30, suite="base-a-test-cpu")'  # 0.5.23's CPU suite (sglang.test.ci.ci_register)
-# The workers: spec v2 where the release has it for ours (the registry's releases, 0.5.23), else spec v1.
-WORKER_V1 = "sglang_dflash.sglang.ddtree_worker"
-WORKER_V2 = "sglang_dflash.sglang.ddtree_worker_v2"
-# Modules that read the release's field names (written out literally in the port).
-FIELD_READERS = (WORKER_V1,)
-# Plugin-only parts of the ported names module (the release's field names are written out instead).
-DROP_DEFS = {"sglang_dflash.sglang.names": ("Fields", "_fields", "use_fields", "fields")}
+# The worker (spec v2: the release has no spec v1), upstream as <prefix>_worker_v2.
+WORKER = "sglang_dflash.sglang.ddtree_worker_v2"
 # The one function of algorithm.py the ported modules import, upstream in the names module (SGLang's enum holds the
 # algorithm itself, so only server arguments are asked).
 IS_OURS = f'''
 
 def is_ours(server_args) -> bool:
-    """The server arguments (their algorithm name made canonical by `ServerArgs.__post_init__`) are served by the
+    """The server arguments (their algorithm name made canonical by `resolve_speculative_args`) are served by the
     {DFLASH_CHAIN} / {DDTREE} workers."""
     return getattr(server_args, "speculative_algorithm", None) in ALGORITHMS
 '''
 # Plugin hooks with no upstream edit.
 PLUGIN_ONLY = {
     "scheduler_init": "turns the runtime hooks on in a scheduler that serves ours (upstream, the edits are there)",
-    "acceptance_histogram": "0.5.11's spec-v2 path, not in its series (which ports the spec-v1 worker)",
+    "acceptance_histogram": "0.5.11's spec-v2 path, a release with no series",
     "check_finished": "a fix of SGLang's spec-v2 stop-string check (any multi-token step), apart from this port",
 }
 
@@ -115,35 +110,17 @@ class Target:
         return f"sglang.srt.speculative.{self.prefix}"
 
     def module(self, name: str) -> str:
-        """The upstream module of FACING's `name` (e.g. "worker": sglang.srt.speculative.ddtree_worker)."""
+        """The upstream module of FACING's `name` (e.g. "worker_v2": sglang.srt.speculative.ddtree_worker_v2)."""
         return f"sglang.srt.speculative.{self.prefix}_{name}"
 
     @property
-    def v2(self) -> bool:
-        """Spec v1 is gone: ours run as the spec-v2 worker and are built in as the registry's plugins would be."""
-        return self.table.registry
-
-    @property
     def facing(self) -> dict[str, str]:
-        out = {m: self.module(n) for m, n in FACING.items()}
-        if self.v2:
-            out[WORKER_V2] = self.module("worker_v2")
-        else:
-            out[WORKER_V1] = self.module("worker")
-        return out
+        return {**{m: self.module(n) for m, n in FACING.items()}, WORKER: self.module("worker_v2")}
 
 
 TARGETS = {
     t.release: t
     for t in (
-        Target(
-            "0.5.11",
-            "ddtree",
-            "ddtree-dflash-chain",
-            "This release has a DFLASH of its own (`speculative/dflash_*.py`, `models/dflash.py`), which stays as it is: "
-            "ours go by DDTREE and DFLASH_CHAIN, under `speculative/ddtree*`, and SGLang's `DFlashDraftModel` stays the "
-            "architecture's model.",
-        ),
         Target(
             "0.5.23",
             "ddtree",
@@ -198,27 +175,6 @@ def check_within(text: str, e: Edit) -> None:
         nodes = node.body
     if not node.lineno <= line <= node.end_lineno:
         raise UnsupportedSource(f"{e.path}: anchor at line {line} is outside {e.within}")
-
-
-def drop_defs(text: str, names, where: str) -> str:
-    """text without the top-level functions, classes or assignments `names` (and the blank lines after them)."""
-    lines = text.splitlines(keepends=True)
-    spans = {}
-    for node in ast.parse(text).body:
-        targets = [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
-        for name in [getattr(node, "name", None), *targets]:
-            if name in names:
-                start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-                end = node.end_lineno
-                while end < len(lines) and not lines[end].strip():
-                    end += 1
-                spans[name] = (start, end)
-    missing = sorted(set(names) - set(spans))
-    if missing:
-        raise UnsupportedSource(f"{where}: no top-level {missing} to drop; update DROP_DEFS in patches/generate.py")
-    for start, end in sorted(spans.values(), reverse=True):
-        del lines[start:end]
-    return "".join(lines).rstrip("\n") + "\n"
 
 
 def resolve(module: str, is_package: bool, level: int, name: str | None) -> str:
@@ -299,10 +255,9 @@ def plugin_modules() -> list[str]:
 
 
 def facing_files(t: Target) -> dict[str, str]:
-    """The SGLang-facing modules, with absolute imports, the release's field names and `is_ours` in the names
-    module."""
+    """The SGLang-facing modules, with absolute imports and `is_ours` in the names module."""
     facing = t.facing
-    unknown = sorted(set(plugin_modules()) - set(facing) - {WORKER_V1, WORKER_V2} - set(NOT_PORTED))
+    unknown = sorted(set(plugin_modules()) - set(facing) - set(NOT_PORTED))
     if unknown:
         raise UnsupportedSource(f"plugin modules {unknown} have no upstream place; extend FACING or NOT_PORTED")
     core = {c.removesuffix(".py") for c in CORE}
@@ -314,7 +269,7 @@ def facing_files(t: Target) -> dict[str, str]:
         if target.split(".")[1:2] and target.split(".")[1] in core:
             return t.core + target.removeprefix("sglang_dflash"), names
         if target in facing:
-            return facing[target], [n for n in names if n not in DROP_DEFS.get(target, ())]
+            return facing[target], names
         if target == "sglang_dflash.sglang.algorithm" and names == ["is_ours"]:
             return names_module, names
         raise UnsupportedSource(f"{where}: imports {names} from {target}, which has no upstream place; extend FACING")
@@ -322,11 +277,8 @@ def facing_files(t: Target) -> dict[str, str]:
     out = {}
     for module, dest in facing.items():
         text = (PKG.parent / (module.replace(".", "/") + ".py")).read_text()
-        text = drop_defs(text, DROP_DEFS.get(module, ()), module)
         if module == "sglang_dflash.sglang.names":
             text += IS_OURS
-        if module in FIELD_READERS:
-            text = literal_fields(text, t.table.fields, module)
         out[upstream_path(dest)] = rewrite_imports(text, module, False, upstream)
     return out
 
@@ -358,35 +310,6 @@ def test_files(t: Target) -> dict[str, str]:
             text = "".join(lines) + '\n\nif __name__ == "__main__":\n    sys.exit(pytest.main([__file__]))\n'
         out[f"test/registered/unit/spec/{t.prefix}/{name}"] = text
     return out
-
-
-def literal_fields(text: str, f, where: str) -> str:
-    """A worker module (`FIELD_READERS`) with the release's SGLang field names written out where it asks
-    `names.fields()` for them."""
-    v1 = (
-        ("            **{fields().result_accepted: 0},\n", f"            {f.result_accepted}=0,\n"),
-        (
-            "            **{fields().result_accepted: 0, fields().result_accepted_per_req: [0] * bs},\n",
-            f"            {f.result_accepted}=0,\n            {f.result_accepted_per_req}=[0] * bs,\n",
-        ),
-        (
-            "**{fields().result_accepted_per_req: accept_len_cpu})",
-            f"{f.result_accepted_per_req}=accept_len_cpu)",
-        ),
-        (
-            "            **{fields().result_accepted: sum(accept_len_cpu), fields().result_accepted_per_req: accept_len_cpu},\n",
-            f"            {f.result_accepted}=sum(accept_len_cpu),\n            {f.result_accepted_per_req}=accept_len_cpu,\n",
-        ),
-        (
-            "            counter = fields().req_accepted\n            setattr(req, counter, getattr(req, counter) + n - 1)\n",
-            f"            req.{f.req_accepted} += n - 1\n",
-        ),
-    )
-    for old, new in v1:
-        text = edit(text, old, new, where)
-    if "fields()" in text:
-        raise UnsupportedSource(f"{where}: a names.fields() use with no literal in generate.py's literal_fields")
-    return text
 
 
 # ----------------------------------------------------------------------------- the hooks, as direct edits
@@ -428,23 +351,6 @@ def operands(indent: int, test: str) -> str:
     return f"{pad}{first}\n{pad}or {second}\n"
 
 
-def canonical(t: Target, indent: int, name: str, target: str, what: str = "") -> str:
-    """`target = names.canonical_name(name)` for this release, with its imports (and the comment `what`)."""
-    pad = " " * indent
-    env = imports(indent, t.core, "env as dflash_env")
-    why = f"{DFLASH} stays SGLang's own unless SGLANG_DFLASH_OVERRIDE_DFLASH=1 makes it {DFLASH_CHAIN}"
-    return (
-        env
-        + imports(indent, t.module("names"), "canonical_name")
-        + "\n"
-        + comment(indent, f"{what} {why}".strip())
-        + f"{pad}{target} = canonical_name(\n"
-        f"{pad}    {name},\n"
-        f"{pad}    override_dflash=dflash_env.OVERRIDE_DFLASH.on(),\n"
-        f"{pad})\n"
-    )
-
-
 def enum_members(spec_info: str, enum: str) -> Edit:
     """Our names as members of SGLang's SpeculativeAlgorithm enum, after NGRAM."""
     members = "".join(f"    {a} = auto()\n" for a in ALGORITHMS)
@@ -461,53 +367,13 @@ def enum_predicates(enum: str) -> str:
     )
 
 
-def algorithm_edits(t: Target) -> list[Edit]:
-    """`algorithm.DraftTreeAlgorithm` as members of SGLang's enum: is_eagle(), no spec v2, its create_worker."""
-    if t.v2:
-        return algorithm_edits_v2(t)
-    spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
-    return [
-        enum_members(spec_info, enum),
-        Edit(
-            spec_info,
-            f"{enum}.is_eagle",
-            f"        # NOTE: EAGLE3 is a variant of EAGLE\n        return self == {enum}.EAGLE or self == {enum}.EAGLE3\n",
-            f"        # NOTE: EAGLE3 is a variant of EAGLE. {DFLASH_CHAIN} and {DDTREE} verify their\n"
-            "        # drafts through EAGLE's target-verify path (TARGET_VERIFY CUDA graphs sized by\n"
-            "        # speculative_num_draft_tokens, the tree custom_mask of the attention backends,\n"
-            "        # the hybrid GDN layers' verify metadata).\n"
-            "        return self in (\n"
-            + "".join(f"            {enum}.{a},\n" for a in ("EAGLE", "EAGLE3", *ALGORITHMS))
-            + "        )\n",
-        ),
-        Edit(
-            spec_info,
-            f"{enum}.supports_spec_v2",
-            "    def supports_spec_v2(self) -> bool:\n        return self.is_eagle() or self.is_standalone()\n",
-            enum_predicates(enum) + "\n"
-            "    def supports_spec_v2(self) -> bool:\n" + if_ours(8, "self") + "            return False\n"
-            "        return self.is_eagle() or self.is_standalone()\n",
-        ),
-        Edit(
-            spec_info,
-            f"{enum}.create_worker",
-            "        enable_overlap = not server_args.disable_overlap_schedule\n",
-            if_ours(8, "self")
-            + "            # Non-overlap scheduler only (the server arguments force it).\n"
-            + imports(12, t.module("worker"), "DDTreeWorker")
-            + "\n            return DDTreeWorker\n\n"
-            "        enable_overlap = not server_args.disable_overlap_schedule\n",
-        ),
-    ]
-
-
 SPEC_HOOK = "python/sglang/srt/arg_groups/speculative_hook.py"
 
 
-def algorithm_edits_v2(t: Target) -> list[Edit]:
-    """Spec-v2 releases: `algorithm.registered_spec_class` as members of SGLang's enum (is_eagle() False, no draft
-    KV of SGLang's), the server arguments resolved as the registry's `validate_server_args` resolves them, and
-    create_worker returning the spec-v2 worker."""
+def algorithm_edits(t: Target) -> list[Edit]:
+    """`algorithm.registered_spec_class` as members of SGLang's enum (is_eagle() False, no draft KV of SGLang's), the
+    server arguments resolved as the registry's `validate_server_args` resolves them, and create_worker returning the
+    spec-v2 worker."""
     spec_info, enum = upstream_path(versions.SPEC_INFO), "SpeculativeAlgorithm"
     return [
         enum_members(spec_info, enum),
@@ -567,78 +433,16 @@ def algorithm_edits_v2(t: Target) -> list[Edit]:
             "    record_foreign_defaults(\n"
             "        server_args,\n"
             '        "handle_speculative_decoding.ddtree",\n'
-            "        lambda args: resolve_speculative_args(args, spec_v2=True),\n"
+            "        resolve_speculative_args,\n"
             "    )\n\n\n"
             "def _handle_dflash(server_args: ServerArgs) -> None:\n",
         ),
     ]
 
 
-def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
+def hook_edits(t: Target, hook: versions.Patch) -> list[Edit]:
     """The direct edits that stand for one hook of the release's table (it goes around hook.target)."""
     path, within, name = upstream_path(hook.module), ".".join(hook.path), hook.hook
-    quoted, both = ", ".join(f'"{a}"' for a in ALGORITHMS), f"{DDTREE} and {DFLASH_CHAIN}"
-    if name == "from_string":
-        anchor = "        try:\n            return cls[name.upper()]\n"
-        body = canonical(t, 8, "name", "canonical") + anchor.replace("name.upper()", "(canonical or name).upper()")
-        return [Edit(path, within, anchor, body)]
-    if name == "add_cli_args":
-        found = re.findall(r'( {12}choices=\[([^\]\n]*)\],\n {12}help="Speculative algorithm\.",\n)', read(path))
-        if len(found) != 1:
-            raise UnsupportedSource(f"{path}: the --speculative-algorithm choices found {len(found)} times, expected once")
-        old, choices = found[0]
-        return [
-            Edit(
-                path,
-                within,
-                old,
-                "            choices=[\n"
-                + "".join(f"                {c.strip()},\n" for c in [*choices.split(","), *quoted.split(", ")])
-                + "            ],\n"
-                f'            help="Speculative algorithm. {DDTREE}: a DFlash block drafter\'s best "\n'
-                '            "--speculative-num-draft-tokens - 1 prefixes verified as one tree; "\n'
-                f'            "{DFLASH_CHAIN}: the same drafter verified as a chain.",\n',
-            )
-        ]
-    if name == "post_init":
-        doc = (
-            "    def __post_init__(self):\n"
-            '        """\n'
-            "        Orchestrates the handling of various server arguments, ensuring proper configuration and validation.\n"
-            '        """\n'
-        )
-        return [
-            Edit(
-                path,
-                within,
-                doc,
-                doc
-                + canonical(
-                    t,
-                    8,
-                    "self.speculative_algorithm",
-                    "name",
-                    what=f"{both} by their canonical names, before any check reads them;",
-                )
-                + "        if name:\n"
-                "            self.speculative_algorithm = name\n",
-            )
-        ]
-    if name in ("model_specific_adjustments", "speculative_decoding"):
-        head = f"    def {hook.path[-1]}(self):\n"
-        resolve = "resolve_radix_cache" if name == "model_specific_adjustments" else "resolve_speculative_args"
-        note = "            # before the hybrid models' radix-cache checks below\n" if resolve == "resolve_radix_cache" else ""
-        return [
-            Edit(
-                path,
-                within,
-                head,
-                head
-                + f"        if self.speculative_algorithm in ({quoted}):\n"
-                + imports(12, t.module("server_args"), resolve)
-                + f"\n{note}            {resolve}(self)\n\n",
-            )
-        ]
     if name == "add_request_to_queue":
         head = "    def _add_request_to_queue(self, req: Req, is_retracted: bool = False):\n"
         return [
@@ -662,30 +466,9 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "                req.set_finish_with_abort(message)\n\n",
             )
         ]
-    if name == "init_device_graphs":
-        head = '    def init_device_graphs(self):\n        """Capture device graphs."""\n'
-        return [
-            Edit(
-                path,
-                within,
-                head,
-                head
-                + if_ours(8, "self.spec_algorithm", "not self.is_draft_worker")
-                + "            # The drafter reads the target's hidden states at its tapped layers from a\n"
-                "            # static buffer that the target's graphs must write: install the capture\n"
-                "            # before they are captured, and the tree verify's static buffers with it.\n"
-                + imports(12, t.module("hidden_capture"), "install_before_graphs")
-                + imports(12, t.module("tree_gdn"), "install as install_tree_gdn")
-                + "\n"
-                "            install_before_graphs(self)\n"
-                "            install_tree_gdn(self)  # unless SGLANG_DFLASH_TREE_GDN=0\n\n",
-            )
-        ]
     if name == "replay_metadata":
-        # 0.5.23 counts inside `if num_padding is None:` / `else:`, against a cached fill value
-        pad, fill = (
-            (" " * 16, "self._graph_seq_len_fill_value") if t.v2 else (" " * 8, "self.get_cuda_graph_seq_len_fill_value()")
-        )
+        # counted inside `if num_padding is None:` / `else:`, against a cached fill value
+        pad, fill = " " * 16, "self._graph_seq_len_fill_value"
         lens = "seq_lens_cpu if num_reqs is None else seq_lens_cpu[num_reqs:]"
         return [
             Edit(
@@ -715,10 +498,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             ),
         ]
     if name == "hybrid_forward_extend":
-        # 0.5.23 asks `_is_full_attn`; earlier releases compare a local `layer_id`
-        test = 'self._is_full_attn(layer, kwargs.get("layer_id"))' if t.v2 else "layer_id in self.full_attn_layers"
-        head = f"        if {test}:\n"
-        layer_id = "layer.layer_id" if t.v2 else "layer_id"
+        head = '        if self._is_full_attn(layer, kwargs.get("layer_id")):\n'
         return [
             Edit(
                 path,
@@ -736,7 +516,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 "                    and attention_serves(layer, pools[1], q)\n"
                 "                ):\n"
                 "                    # the first full-attention layer makes the step's mask\n"
-                f"                    first = {layer_id} == min(self.full_attn_layers)\n"
+                "                    first = layer.layer_id == min(self.full_attn_layers)\n"
                 "                    return tree_verify.attention(\n"
                 "                        layer, forward_batch, pools, q, k, v, save_kv_cache, first\n"
                 "                    )\n"
@@ -761,38 +541,30 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             )
         ]
     if name == "req_to_token_pool_init":  # at its caller, which knows the algorithm
-        if t.v2:
-            caller = upstream_path("sglang.srt.mem_cache.kv_cache_configurator")
-            within, head = "KVCacheConfigurator._build_hybrid_req_pool", "        req_to_token_pool = HybridReqToTokenPool(\n"
-        else:
-            caller, within = upstream_path(versions.KV_MIXIN), "ModelRunnerKVCacheMixin._init_pools"
-            head = "            elif config := self.mambaish_config:\n"
-            head += "                self.req_to_token_pool = HybridReqToTokenPool(\n"
-        call = head.splitlines(keepends=True)[-1]
-        pad = " " * (len(call) - len(call.lstrip()))
+        caller, within = upstream_path(versions.KV_CONFIGURATOR), "KVCacheConfigurator._build_hybrid_req_pool"
+        call = "        req_to_token_pool = HybridReqToTokenPool(\n"
         return [
             Edit(
                 caller,
                 within,
-                head,
-                head.removesuffix(call)
-                + imports(len(pad), t.module("tree_gdn"), "enabled as tree_gdn_enabled")
+                call,
+                imports(8, t.module("tree_gdn"), "enabled as tree_gdn_enabled")
                 + "\n"
                 + comment(
-                    len(pad),
+                    8,
                     f"one request slot of per-node GDN verify states where the {DFLASH_CHAIN}/{DDTREE} tree verify "
                     "replaces them (it never reads them)",
                 )
-                + f"{pad}tree_verify = tree_gdn_enabled() and (\n"
-                + operands(len(pad) + 4, "self.spec_algorithm.is_dflash_chain() or self.spec_algorithm.is_ddtree()")
-                + f"{pad})\n"
+                + "        tree_verify = tree_gdn_enabled() and (\n"
+                + operands(12, "self.spec_algorithm.is_dflash_chain() or self.spec_algorithm.is_ddtree()")
+                + "        )\n"
                 + call,
             ),
             Edit(
                 caller,
                 within,
-                f"{pad}    mamba_spec_state_size=max_num_reqs,\n",
-                f"{pad}    mamba_spec_state_size=0 if tree_verify else max_num_reqs,\n",
+                "            mamba_spec_state_size=max_num_reqs,\n",
+                "            mamba_spec_state_size=0 if tree_verify else max_num_reqs,\n",
             ),
         ]
     if name in ("graph_spec_info", "dummy_verify_input"):
@@ -823,24 +595,7 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
                 + anchor,
             )
         ]
-    if name == "handle_max_mamba_cache":
-        head = "    def handle_max_mamba_cache(self: ModelRunner, total_rest_memory):\n"
-        return [
-            Edit(
-                path,
-                within,
-                head,
-                head
-                + if_ours(8, "self.spec_algorithm", "not self.is_draft_worker")
-                + imports(12, t.module("memory_plan"), "rest_memory_adjustment_gib")
-                + "\n"
-                "            # the drafter's weights are loaded after this plan; with the tree GDN\n"
-                "            # verify, the per-node GDN verify states reserved below are allocated for\n"
-                "            # one request only\n"
-                "            total_rest_memory += rest_memory_adjustment_gib(self)\n\n",
-            )
-        ]
-    if name == "plan_mamba_states":  # 0.5.23: the reservation of per-node GDN states, one slot's where the tree verify runs
+    if name == "plan_mamba_states":  # the reservation of per-node GDN states, one slot's where the tree verify runs
         reserves = (
             "        reserves_spec_state = (\n"
             "            has_spec_dec\n"
@@ -877,27 +632,23 @@ def hook_edits(t: Target, hook: versions.Patch, read) -> list[Edit]:
             ),
         ]
     if name == "compute_cell_size":
-        runner = "kvc" if t.v2 else "mr"
-        if t.v2:
-            tail = (
-                "        cell_size += self._compute_qsa_cell_size(\n"
-                "            hf_config=model_config.hf_config, num_layers=num_layers\n"
-                "        )\n"
-            )
-        else:
-            tail = "                    (n * k * num_layers * 2 * kv_size) // scale_block_size\n                )\n\n"
+        tail = (
+            "        cell_size += self._compute_qsa_cell_size(\n"
+            "            hf_config=model_config.hf_config, num_layers=num_layers\n"
+            "        )\n"
+        )
         return [
             Edit(
                 path,
                 within,
                 tail + "        return cell_size\n",
                 tail
-                + if_ours(8, f"{runner}.spec_algorithm", f"not {runner}.is_draft_worker")
+                + if_ours(8, "kvc.spec_algorithm", "not kvc.is_draft_worker")
                 + imports(12, t.module("memory_plan"), "draft_cell_bytes")
                 + "\n"
                 "            # the drafter's context K/V sits at the target's KV slots: one entry per\n"
                 "            # KV-cache token\n"
-                f"            cell_size += draft_cell_bytes({runner})\n"
+                "            cell_size += draft_cell_bytes(kvc)\n"
                 "        return cell_size\n",
             )
         ]
@@ -932,51 +683,24 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
     """(slug, subject, body, hooks, other edits) of each patch that edits SGLang, in order; every hook of the
     release's table but PLUGIN_ONLY's is in exactly one."""
     both = f"{DFLASH_CHAIN} and {DDTREE}"
-    alias = (
-        f"SGLang's own {DFLASH} is unchanged.\n"
-        if t.v2
-        else f"SGLang's own {DFLASH} is unchanged ({DFLASH} names it unless SGLANG_DFLASH_OVERRIDE_DFLASH=1).\n"
-    )
     cell = f"{versions.POOL_CONFIGURATOR.rsplit('.', 1)[1]}'s"
-    if t.v2:
-        register = (
-            f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Spec v1 is gone,\n"
-            "so create_worker returns the spec-v2 DDTreeWorkerV2 for both, under either scheduler (the worker reads\n"
-            "nothing back from the GPU in a step). They answer is_eagle() False (EAGLE's draft model, draft KV pool\n"
-            "and MTP sizing hang on it) and has_draft_kv() False (the drafter's context K/V is counted per KV-cache\n"
-            "token); their verify input for the captured TARGET_VERIFY graphs is a later patch. CustomSpecAlgo\n"
-            "gets the two predicates too (False): a registered plugin must answer every enum predicate.\n"
-            "handle_server_args resolves their arguments (_handle_ddtree: resolve_speculative_args, run on the\n"
-            "recorder that declares the fields it writes).\n" + alias
-        )
-    else:
-        register = (
-            f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Both answer\n"
-            "is_eagle(), so the shared code gives their verify pass what EAGLE's gets (TARGET_VERIFY CUDA graphs,\n"
-            "tree custom_mask, GDN verify metadata); as for EAGLE, radix-cache keys are bigrams. They do not support\n"
-            "spec v2. create_worker returns DDTreeWorker (both); --speculative-algorithm accepts both;\n"
-            "__post_init__ gives the algorithm its canonical name before any check reads it, and\n"
-            "_handle_speculative_decoding resolves their arguments first (resolve_speculative_args);\n"
-            "_handle_model_specific_adjustments settles the radix cache and the mamba scheduler strategy before the\n"
-            "hybrid models' checks.\n" + alias
-        )
+    register = (
+        f"SpeculativeAlgorithm gets {DFLASH_CHAIN} and {DDTREE} (is_dflash_chain()/is_ddtree()). Spec v1 is gone,\n"
+        "so create_worker returns the spec-v2 DDTreeWorkerV2 for both, under either scheduler (the worker reads\n"
+        "nothing back from the GPU in a step). They answer is_eagle() False (EAGLE's draft model, draft KV pool\n"
+        "and MTP sizing hang on it) and has_draft_kv() False (the drafter's context K/V is counted per KV-cache\n"
+        "token); their verify input for the captured TARGET_VERIFY graphs is a later patch. CustomSpecAlgo\n"
+        "gets the two predicates too (False): a registered plugin must answer every enum predicate.\n"
+        "handle_server_args resolves their arguments (_handle_ddtree: resolve_speculative_args, run on the\n"
+        f"recorder that declares the fields it writes).\nSGLang's own {DFLASH} is unchanged.\n"
+    )
     return [
         (
             f"speculative-register-{t.slug}",
             f"[Speculative] Register {both} as speculative algorithms",
             register,
-            ("from_string", "add_cli_args", "post_init", "model_specific_adjustments", "speculative_decoding"),
+            (),
             algorithm_edits(t),
-        ),
-        (
-            f"model-runner-{t.prefix}-hidden-capture",
-            f"[Speculative] Install the {DFLASH_CHAIN}/{DDTREE} hidden capture before target graph capture",
-            "The drafter is conditioned on the target's hidden states at its tapped layers. The capture copies\n"
-            "them into a static buffer, so it must be installed on the target model before\n"
-            "ModelRunner.init_device_graphs captures the CUDA graphs (replays run no Python); the tree verify's\n"
-            "static buffers are made there too.",
-            ("init_device_graphs",),
-            [],
         ),
         (
             f"scheduler-{t.prefix}-admission",
@@ -1026,16 +750,11 @@ def edit_patches(t: Target) -> list[tuple[str, str, str, tuple[str, ...], list[E
             f"memory-plan-{t.prefix}-drafter",
             f"[Speculative] {DFLASH_CHAIN}/{DDTREE} memory plan: the drafter's KV and weights, one slot of GDN states",
             f"The {DFLASH_CHAIN}/{DDTREE} worker keeps the drafter's context K/V at the target's KV slots (an entry\n"
-            f"per KV-cache token), so its per-token bytes join {cell} cell size; "
-            + (
-                "the scheduler counts its weights\n(the worker's preloaded_weights_bytes)."
-                if t.v2
-                else "its weights are loaded\nafter the plan, which now holds them back."
-            )
-            + " With the tree GDN verify the per-node GDN verify states\n"
+            f"per KV-cache token), so its per-token bytes join {cell} cell size; the scheduler counts its weights\n"
+            "(the worker's preloaded_weights_bytes). With the tree GDN verify the per-node GDN verify states\n"
             "are never read, so they are allocated and reserved for one request slot instead of\n"
             "max_running_requests (about 80 GB at Qwen3.6-27B, TP=2, 33 nodes, 32 requests).",
-            ("req_to_token_pool_init", "handle_max_mamba_cache", "plan_mamba_states", "compute_cell_size"),
+            ("req_to_token_pool_init", "plan_mamba_states", "compute_cell_size"),
             [],
         ),
         (
@@ -1055,10 +774,13 @@ def series(t: Target, read) -> list[Patch]:
     table = t.table
     hooks = {h.hook: h for h in (*table.stock, *table.runtime)}
     groups = edit_patches(t)
-    grouped = [h for _, _, _, names, _ in groups for h in names if h in hooks]
-    missing = sorted(set(hooks) - set(grouped) - set(PLUGIN_ONLY))
-    if missing or len(grouped) != len(set(grouped)):
-        raise UnsupportedSource(f"hooks {missing} of SGLang {t.release}'s table have no patch in edit_patches")
+    grouped = [h for _, _, _, names, _ in groups for h in names]
+    missing, unknown = sorted(set(hooks) - set(grouped) - set(PLUGIN_ONLY)), sorted(set(grouped) - set(hooks))
+    if missing or unknown or len(grouped) != len(set(grouped)):
+        raise UnsupportedSource(
+            f"edit_patches must name each hook of SGLang {t.release}'s table once: {missing} have no patch, "
+            f"{unknown} are not in the table"
+        )
     core, facing = core_files(t), facing_files(t)
     both = f"{DFLASH_CHAIN} and {DDTREE}"
     out = [
@@ -1082,17 +804,12 @@ def series(t: Target, read) -> list[Patch]:
         Patch(
             f"speculative-add-{t.slug}-workers",
             f"[Speculative] Add {both} workers, hidden capture and server-argument resolution",
-            (
-                f"- {t.prefix}_worker_v2.py: DDTreeWorkerV2, {DDTREE} and {DFLASH_CHAIN} on the spec-v2 schema: the phases\n"
-                "  (drafter, tree, accept, GDN commit, drafter context), SGLang's v2 bookkeeping (the scheduler maps the\n"
-                "  KV slots and appends the returned tokens);\n"
-                if t.v2
-                else f"- {t.prefix}_worker.py: DDTreeWorker, {DDTREE} and {DFLASH_CHAIN} for the non-overlap scheduler,\n"
-                "  verifying through EAGLE's TARGET_VERIFY path and its post-verify bookkeeping;\n"
-            )
-            + f"- {t.prefix}_worker_common.py: what the workers share: the drafter, its context and graphs, the\n"
-            "  draft (chain or tree), the verify input and the per-request checks of a step;\n"
-            + f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
+            f"- {t.prefix}_worker_v2.py: DDTreeWorkerV2, {DDTREE} and {DFLASH_CHAIN} on the spec-v2 schema: the phases\n"
+            "  (drafter, tree, accept, GDN commit, drafter context), SGLang's v2 bookkeeping (the scheduler maps the\n"
+            "  KV slots and appends the returned tokens);\n"
+            f"- {t.prefix}_worker_common.py: the worker's schema-independent part: the drafter, its context and graphs,\n"
+            "  the draft (chain or tree), the verify input and the per-request checks of a step;\n"
+            f"- {t.prefix}_hidden_capture.py: the target's hidden states at the drafter's tapped layers, in a\n"
             "  static buffer the target's CUDA graphs write;\n"
             f"- {t.prefix}_verify_io.py: a draft tree and its acceptance as EagleVerifyInput tensors;\n"
             f"- {t.prefix}_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
@@ -1107,10 +824,7 @@ def series(t: Target, read) -> list[Patch]:
         )
     )
     for slug, subject, body, names, edits in groups:
-        names = tuple(n for n in names if n in hooks)
-        edits = edits + [e for n in names for e in hook_edits(t, hooks[n], read)]
-        if not edits:  # none of its hooks is in this release's table
-            continue
+        edits = edits + [e for n in names for e in hook_edits(t, hooks[n])]
         out.append(Patch(slug, subject, body, apply_edits(read, edits), new=False, hooks=names))
     out.append(
         Patch(
@@ -1239,24 +953,6 @@ def readme(t: Target, names: list[str], patches: list[Patch]) -> str:
     plugin_only = "".join(f"  - `{h}`: {why}\n" for h, why in PLUGIN_ONLY.items())
     ported = ", ".join(f"`{src}`" for src in PORTED_TESTS)
     renamed = ", ".join(f"`{m.rsplit('.', 1)[1]}` -> `{t.prefix}_{n}`" for m, n in FACING.items() if m.rsplit(".", 1)[1] != n)
-    f = t.table.fields
-    if t.v2:
-        enum = (
-            f"- `algorithm.registered_spec_class` (what the plugin registers through `SpeculativeAlgorithm.register`) ->\n"
-            f"  `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` / `is_ddtree()`, `has_draft_kv()`,\n"
-            f"  `handle_server_args` (`arg_groups/speculative_hook._handle_ddtree`), `create_worker` (`DDTreeWorkerV2`)"
-        )
-        caller = "`KVCacheConfigurator._build_hybrid_req_pool`"
-        dummy = (
-            ";\n  `dummy_verify_input` edits `spec_info.create_dummy_verify_input`, which `base_runner` imports by name: the "
-            "plugin\n  patches that name"
-        )
-    else:
-        enum = (
-            f"- `algorithm.DraftTreeAlgorithm` -> `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` /\n"
-            "  `is_ddtree()`, `is_eagle()`, `supports_spec_v2()`, `create_worker`"
-        )
-        caller, dummy = "`ModelRunnerKVCacheMixin._init_pools`", ""
     return f"""\
 # patches/{t.release}/: sglang-dflash as an SGLang {t.release} patch series
 
@@ -1283,14 +979,17 @@ wheel in that layout), written the way an upstream PR would add them, generated 
 - `sglang_dflash/{{ddtree,dflash,cuda_graph,env}}.py`, `kernels/`, `models/` ->
   `python/sglang/srt/speculative/{t.prefix}/` (copied file by file; their relative imports unchanged)
 - `sglang_dflash/sglang/<module>.py` -> `python/sglang/srt/speculative/{t.prefix}_<module>.py` ({renamed}),
-  relative imports made absolute; `names.Fields` dropped: the worker spells SGLang {t.release}'s fields
-  `{f.result_accepted}`, `{f.result_accepted_per_req}`, `{f.req_accepted}`; `algorithm.is_ours`
-  joins `{t.prefix}_names.py`
-{enum}
+  relative imports made absolute;
+  `algorithm.is_ours` joins `{t.prefix}_names.py`
+- `algorithm.registered_spec_class` (what the plugin registers through `SpeculativeAlgorithm.register`) ->
+  `SpeculativeAlgorithm.{DFLASH_CHAIN}` / `{DDTREE}`, `is_dflash_chain()` / `is_ddtree()`, `has_draft_kv()`,
+  `handle_server_args` (`arg_groups/speculative_hook._handle_ddtree`), `create_worker` (`DDTreeWorkerV2`)
 - each hook of `plugin/patches.py` that `plugin/versions.py` applies on {t.release} -> an edit of the function it goes
   around, in the patch numbered after it:
 {edits}
-  (`req_to_token_pool_init` edits its caller, {caller}, which knows the algorithm{dummy})
+  (`req_to_token_pool_init` edits its caller, `KVCacheConfigurator._build_hybrid_req_pool`, which knows the
+  algorithm; `dummy_verify_input` edits `spec_info.create_dummy_verify_input`, which `base_runner` imports by name:
+  the plugin patches that name)
 - {ported} -> `test/registered/unit/spec/{t.prefix}/` (imports pointed at the ported modules, registered for
   SGLang's CPU CI; `tests/test_patches.py` runs them on the patched tree)
 
@@ -1298,6 +997,7 @@ wheel in that layout), written the way an upstream PR would add them, generated 
 
 - `sglang_dflash/sglang/plugin/`: upstream needs no plugin.
 {plugin_only}  - `profile_decode` (SGLANG_DFLASH_PROFILE's timing of stock decode steps): a benchmark aid.
+- `sglang_dflash/sglang/ddtree_worker_v2_0511.py`: the worker on SGLang 0.5.11's schema, a release with no series.
 - `engine/`, `generate.py`, `init_draft.py`, `demo.py`, `launch.py`: the standalone engine and CLIs.
 
 Module docstrings are the plugin's, verbatim: they name plugin files and hooks in places.

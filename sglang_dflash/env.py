@@ -6,7 +6,6 @@ Each switch is read when it is used, never at import, so a test or a launcher ma
 |---|---|---|---|
 | SGLANG_DFLASH_DISABLE | 1 | unset | the plugin leaves SGLang untouched (every process) |
 | SGLANG_DFLASH_OVERRIDE_DFLASH | 1 | unset | on SGLang with a built-in DFLASH (0.5.11): `DFLASH` runs our chain worker |
-| SGLANG_DFLASH_TREE_GDN | 0 / 1 | 1 | the GDN layers' verify through our tree kernels; 0: SGLang's per-node states |
 | SGLANG_DFLASH_TREE_ATTENTION | 0 / 1 / auto | auto | full-attention verify through our tree attention (auto: measured faster) |
 | SGLANG_DFLASH_DRAFT_GRAPHS | 0 / 1 | 1 | the drafter pass as CUDA graphs |
 | SGLANG_DFLASH_DRAFT_MAX_LEN | int | min(context, 8192) | positions per request the drafter reads |
@@ -54,7 +53,6 @@ class Switch:
 
 DISABLE = Switch("SGLANG_DFLASH_DISABLE", None)
 OVERRIDE_DFLASH = Switch("SGLANG_DFLASH_OVERRIDE_DFLASH", "0")
-TREE_GDN = Switch("SGLANG_DFLASH_TREE_GDN", "1")
 TREE_ATTENTION = Switch("SGLANG_DFLASH_TREE_ATTENTION", "auto", ("0", "1", "auto"))
 DRAFT_GRAPHS = Switch("SGLANG_DFLASH_DRAFT_GRAPHS", "1")
 DRAFT_MAX_LEN = Switch("SGLANG_DFLASH_DRAFT_MAX_LEN", None)
@@ -65,7 +63,7 @@ PROFILE_KERNELS = Switch("SGLANG_DFLASH_PROFILE_KERNELS", None)
 COMPILE = Switch("SGLANG_DFLASH_COMPILE", "1")
 PDL = Switch("SGLANG_DFLASH_PDL", "1")
 
-ALL = (DISABLE, OVERRIDE_DFLASH, TREE_GDN, TREE_ATTENTION, DRAFT_GRAPHS, DRAFT_MAX_LEN, DRAFT_TP, DEBUG_STEPS, PROFILE,
+ALL = (DISABLE, OVERRIDE_DFLASH, TREE_ATTENTION, DRAFT_GRAPHS, DRAFT_MAX_LEN, DRAFT_TP, DEBUG_STEPS, PROFILE,
        PROFILE_KERNELS, COMPILE, PDL)  # fmt: skip
 
 

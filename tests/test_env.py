@@ -36,9 +36,9 @@ def test_every_switch_is_documented_once():
 
 def test_switches_read_late_and_refuse_bad_values(monkeypatch):
     monkeypatch.delenv(env.TREE_ATTENTION.name, raising=False)
-    assert env.TREE_ATTENTION.get() == "auto" and env.TREE_GDN.on() and not env.OVERRIDE_DFLASH.on()
-    monkeypatch.setenv(env.TREE_GDN.name, "0")
-    assert not env.TREE_GDN.on()
+    assert env.TREE_ATTENTION.get() == "auto" and not env.OVERRIDE_DFLASH.on()
+    monkeypatch.setenv(env.OVERRIDE_DFLASH.name, "1")
+    assert env.OVERRIDE_DFLASH.on()
     monkeypatch.setenv(env.TREE_ATTENTION.name, "yes")
     with pytest.raises(ValueError, match="SGLANG_DFLASH_TREE_ATTENTION='yes': expected one of 0, 1, auto"):
         env.TREE_ATTENTION.get()

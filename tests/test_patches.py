@@ -1,8 +1,8 @@
-"""patches/<release>/: the plugin as a patch series against each supported SGLang release (patches/generate.py).
+"""patches/<release>/: the plugin as a patch series against the newest supported SGLang release (patches/generate.py).
 
-Run once per installed SGLang release (0.5.11, 0.5.23), against that release's series: it must equal a fresh
-generation from the plugin's code, apply cleanly and in order to the release's source (the installed sglang package,
-copied into the repository's `python/sglang` layout), compile, and give a patched SGLang where DDTREE and
+Run with the release that has a series installed (0.5.23; with another the module skips): the series must equal a
+fresh generation from the plugin's code, apply cleanly and in order to the release's source (the installed sglang
+package, copied into the repository's `python/sglang` layout), compile, and give a patched SGLang where DDTREE and
 DFLASH_CHAIN are built in: checked in a fresh interpreter whose path starts with the patched tree (and the
 import-only sgl_kernel stand-in, tests/sgl_kernel_stub), with the installed plugin switched off
 (SGLANG_DFLASH_DISABLE=1).
@@ -144,11 +144,9 @@ PROBE = REPLAY_SLOTS + textwrap.dedent(
     import sglang.srt.server_args as s; s.is_cuda = lambda: True
     from sglang.srt.server_args import ServerArgs
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
-    try:  # 0.5.23: the input stays in the fields, resolution declared beside them; extra_buffer asks the platform
-        from sglang.srt.arg_groups.model_override_base import resolved_view
-        import sglang.srt.arg_groups.mamba_hook as m; m._platform_supports_mamba_cache_extra_buffer = lambda: True
-    except ImportError:
-        resolved_view = lambda a: a
+    # the input stays in the fields, resolution declared beside them; extra_buffer asks the platform
+    from sglang.srt.arg_groups.model_override_base import resolved_view
+    import sglang.srt.arg_groups.mamba_hook as m; m._platform_supports_mamba_cache_extra_buffer = lambda: True
 
     names_module, target, draft = sys.argv[1:]
     out = {"sglang": sglang.__file__}
@@ -161,13 +159,13 @@ PROBE = REPLAY_SLOTS + textwrap.dedent(
         algo = SpeculativeAlgorithm.from_string(a.speculative_algorithm)
         row = dict(algo=algo.name, is_eagle=algo.is_eagle(), spec_v2=getattr(algo, "supports_spec_v2", lambda: None)())
         try:
-            getattr(a, "resolve_once", lambda: None)()  # 0.5.23: resolution is a step of its own
+            a.resolve_once()  # resolution is a step of its own
         except Exception as e:
             return dict(row, error=f"{type(e).__name__}: {e}")
         v = resolved_view(a)
         row.update({k: getattr(v, k, None) for k in ("speculative_algorithm", "speculative_num_steps",
                     "speculative_eagle_topk", "speculative_num_draft_tokens", "disable_overlap_schedule",
-                    "mamba_scheduler_strategy", "mamba_radix_cache_strategy")})
+                    "mamba_radix_cache_strategy")})
         worker = algo.create_worker(a)
         row["worker"] = f"{worker.__module__}.{worker.__name__}"
         return row
@@ -197,7 +195,7 @@ def pair(tmp_path_factory):
 
 def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     new_modules = modules(path for path, new in patched_files(series) if new and path.endswith(".py"))
-    worker, names = TARGET.module("worker_v2" if TARGET.v2 else "worker"), TARGET.module("names")
+    worker, names = TARGET.module("worker_v2"), TARGET.module("names")
     assert worker in new_modules and names in new_modules
     assert f"sglang.srt.models.{TARGET.prefix}" not in new_modules  # SGLang's own DFlashDraftModel stays
     env = {
@@ -211,30 +209,19 @@ def test_patched_sglang_resolves_ddtree_to_our_algorithm(patched, series, pair):
     res = json.loads(lines[0].removeprefix("RESULTS"))
     assert res["sglang"].startswith(str(patched)), res["sglang"]
     assert all(f.startswith(str(patched)) for f in res["code"]), f"the installed plugin wrapped SGLang: {res['code']}"
-    if TARGET.v2:  # a free-form option there: any registered or built-in name
-        assert res["choices"] is None
-    else:
-        assert {"DDTREE", "DFLASH_CHAIN", "EAGLE"} <= set(res["choices"])
-        assert "DFLASH" in res["choices"]  # SGLang's own
+    assert res["choices"] is None  # a free-form option: any registered or built-in name
     ddtree = res["ddtree"]
-    # spec v2 (0.5.23): not EAGLE, topk 2 x 16 steps; spec v1: EAGLE's tree verify, topk 2 x 15 steps
-    assert (ddtree["algo"], ddtree["is_eagle"], ddtree["spec_v2"]) == (
-        ("DDTREE", False, None) if TARGET.v2 else ("DDTREE", True, False)
-    )
+    # spec v2: not EAGLE (and no supports_spec_v2 to ask), topk 2 x 16 steps
+    assert (ddtree["algo"], ddtree["is_eagle"], ddtree["spec_v2"]) == ("DDTREE", False, None)
     steps = [ddtree[f"speculative_{k}"] for k in ("num_steps", "eagle_topk", "num_draft_tokens")]
-    assert steps == ([16, 2, 33] if TARGET.v2 else [15, 2, 33]), ddtree
-    strategy = ddtree["mamba_radix_cache_strategy" if TARGET.v2 else "mamba_scheduler_strategy"]
-    # the spec-v2 worker keeps SGLang's default scheduler (overlap); the spec-v1 one needs the non-overlap one
-    assert ddtree["disable_overlap_schedule"] is (not TARGET.v2) and strategy == "extra_buffer"
-    workers = ("DDTreeWorkerV2", "DDTreeWorkerV2") if TARGET.v2 else ("DDTreeWorker", "DDTreeWorker")
-    assert ddtree["worker"] == f"{worker}.{workers[0]}"
+    assert steps == [16, 2, 33], ddtree
+    # the spec-v2 worker keeps SGLang's default scheduler (overlap)
+    assert ddtree["disable_overlap_schedule"] is False and ddtree["mamba_radix_cache_strategy"] == "extra_buffer"
+    assert ddtree["worker"] == f"{worker}.DDTreeWorkerV2"
     chain = res["chain"]
-    assert chain["speculative_algorithm"] == chain["algo"] == "DFLASH_CHAIN" and chain["worker"] == f"{worker}.{workers[1]}"
-    if TARGET.v2:  # DFLASH stays SGLang's own (which refuses a CPU device)
-        assert res["dflash"]["algo"] == "DFLASH" and "DFLASH speculative decoding is not supported" in res["dflash"]["error"]
-    else:  # DFLASH stays SGLang's own
-        assert (res["dflash"]["speculative_algorithm"], res["dflash"]["algo"]) == ("DFLASH", "DFLASH")
-        assert res["dflash"]["worker"] == "sglang.srt.speculative.dflash_worker.DFlashWorker"
+    assert chain["speculative_algorithm"] == chain["algo"] == "DFLASH_CHAIN" and chain["worker"] == f"{worker}.DDTreeWorkerV2"
+    # DFLASH stays SGLang's own (which refuses a CPU device)
+    assert res["dflash"]["algo"] == "DFLASH" and "DFLASH speculative decoding is not supported" in res["dflash"]["error"]
     assert res["slots_None"] == [12, -1, -1]  # unmarked verify inputs: SGLang's behaviour, unchanged
     assert res["slots_2"] == [12, 13, -1]  # marked: both real requests keep their state slots
 
@@ -251,7 +238,6 @@ print("RESERVED", sorted({"DDTREE", "DFLASH_CHAIN"} & _reserved_names()))
 """
 
 
-@pytest.mark.skipif(not TARGET.v2, reason="run on the newest release's series only: the same tests, two minutes each")
 def test_ported_unit_tests_pass_on_the_patched_tree(patched, series):
     """The series' own tests (test/registered/unit/spec/<prefix>/, generate.PORTED_TESTS) pass on the patched tree,
     run as SGLang's CI would: pytest in their folder, the patched sglang first on the path (and the sgl_kernel
@@ -266,7 +252,6 @@ def test_ported_unit_tests_pass_on_the_patched_tree(patched, series):
     assert " passed" in out.stdout and " failed" not in out.stdout and "skipped" not in out.stdout, out.stdout[-500:]
 
 
-@pytest.mark.skipif(not TARGET.v2, reason="SGLang's plugin registry came after 0.5.11")
 def test_patched_registry_still_takes_plugins(patched):
     """Upstream's registry contract on the patched tree (the one its spec-registry unit tests check): the plugin base
     class answers every predicate the enum has, so registering a plugin still works; our names are reserved."""

@@ -83,17 +83,9 @@ def load() -> None:
         depths = torch.multinomial(probs.to(device), tree.token_ids.shape[0], replacement=True, generator=generator[device])
         return forced_acceptance(tree, target_logits, depths)
 
-    from sglang_dflash.sglang import ddtree_worker, worker_common
+    from sglang_dflash.sglang import ddtree_worker_v2, worker_common
 
-    modules = [ddtree_worker]
-    try:
-        from sglang_dflash.sglang import ddtree_worker_v2  # spec-v2 releases only
-
-        modules.append(ddtree_worker_v2)
-    except ImportError:
-        pass
-    for module in modules:
-        module.accept_greedy = accept
+    ddtree_worker_v2.accept_greedy = accept
     run_drafter = worker_common.DDTreeWorkerBase._run_drafter
 
     def sharpened(self, *args):  # (hidden, logits) of the pass, its logits sharpened

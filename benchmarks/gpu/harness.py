@@ -557,20 +557,14 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
-    if args.also_no_overlap:  # ours under SGLang's non-overlap scheduler (0.5.11: the spec-v1 worker)
+    if args.also_no_overlap:  # ours under SGLang's non-overlap scheduler, synchronously (0.5.23)
         runs += [SGLangRun(f"{r.name}-nooverlap", r.plugin, dict(r.engine_kwargs, disable_overlap_schedule=True), r.env)
                  for r in runs if r.plugin and r.name != BUILTIN]  # fmt: skip
-    if args.also_sglang_gdn:  # the GDN layers' verify through SGLang's per-node states instead of our tree kernels
-        runs += [
-            SGLangRun(f"{r.name}-sglanggdn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_GDN="0"))
-            for r in runs
-            if r.plugin
-        ]
     if args.also_backend_attention:  # the full-attention layers' verify through SGLang's backend, not the tree attention
         runs += [
             SGLangRun(f"{r.name}-backendattn", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_TREE_ATTENTION="0"))
             for r in runs
-            if r.plugin and "-sglanggdn" not in r.name
+            if r.plugin
         ]
     return select_runs(runs, args.runs)
 
@@ -1045,14 +1039,8 @@ def parse_args(argv=None):
         "--also-no-overlap",
         action="store_true",
         help="each of our runs (and its -nograph variant) once more with --disable-overlap-schedule (-nooverlap): "
-        "SGLang's non-overlap scheduler, where 0.5.11 runs the spec-v1 worker (ours' other runs: SGLang's default, "
-        "overlap, the spec-v2 worker)",
-    )
-    p.add_argument(
-        "--also-sglang-gdn",
-        action="store_true",
-        help="each plugin run (and its -nograph variant) once more with SGLANG_DFLASH_TREE_GDN=0: the GDN layers "
-        "verified through SGLang's own per-node states instead of the plugin's tree kernels (the default)",
+        "SGLang's non-overlap scheduler, the worker run synchronously (ours' other runs: SGLang's default, overlap); "
+        "0.5.23 only: 0.5.11 runs ours under its overlap scheduler only",
     )
     p.add_argument(
         "--also-backend-attention",
@@ -1117,6 +1105,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.pair == "shipped" and args.draft_format != "dflash":
         p.error("--draft-format: the shipped pair's drafter is DFlash-format (use --pair random)")
+    if args.also_no_overlap and args.sglang == "0.5.11":
+        p.error("--also-no-overlap: SGLang 0.5.11 runs ours under its overlap scheduler only")
     return args
 
 

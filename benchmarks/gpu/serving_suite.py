@@ -439,7 +439,7 @@ def main(argv=None) -> int:
                    help="ours to test (none: stock alone, e.g. to make a --reference)")  # fmt: skip
     p.add_argument("--budgets", default="15", help="DDTREE budgets")
     p.add_argument("--also-no-overlap", action="store_true",
-                   help="each of ours once more with --disable-overlap-schedule (0.5.11: the spec-v1 worker)")  # fmt: skip
+                   help="each of ours once more with --disable-overlap-schedule (0.5.23 only)")  # fmt: skip
     p.add_argument("--runs", default=None,
                    help="only these servers, comma-separated (as harness.py names them, e.g. sglang-ddtree15-nooverlap); "
                         "stock is served too unless --reference")  # fmt: skip

@@ -16,9 +16,7 @@ SGLang's own DFLASH (the same drafter, timed by wall clock only), SGLang's own M
 on 0.5.23 (what Qwen3.6 users run today: NEXTN with the target as its own draft, SGLang's one-layer
 `Qwen3_5ForCausalLMMTP` with dummy weights; `sglang-mtp` a chain of 3 steps / 4 tokens, `sglang-eagle-tree` topk 4 x
 3 steps / 8 tokens; wall clock only, `mtp_runs`), our DFLASH_CHAIN (chain of 16), DDTREE at each budget, their GDN
-layers verified by our tree kernels (the default);
-with --also-sglang-gdn each plugin run again with SGLang's own per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0),
-which is SGLang's MTP-style verify with a state snapshot per node; with --also-backend-attention each plugin run again
+layers verified by our tree kernels; with --also-backend-attention each plugin run again
 with SGLang's attention backend in the full-attention layers' verify (SGLANG_DFLASH_TREE_ATTENTION=0) instead of the
 plugin's tree attention (on by default on an H200 with either backend, --attention-backend: triton by default, or
 flashinfer, SGLang's pick for trees on Hopper). Random drafters accept about nothing.
@@ -371,11 +369,6 @@ def main(argv=None) -> int:
         "--runs", default=None, help="comma-separated run names to keep, run in this order (e.g. sglang,sglang-ddtree64)"
     )
     p.add_argument(
-        "--also-sglang-gdn",
-        action="store_true",
-        help="each plugin run again with SGLang's per-node GDN verify (SGLANG_DFLASH_TREE_GDN=0)",
-    )
-    p.add_argument(
         "--also-backend-attention",
         action="store_true",
         help="each plugin run again with SGLang's attention backend in the full-attention layers' verify "
@@ -409,7 +402,6 @@ def main(argv=None) -> int:
          "--mem-fraction", str(mine.mem_fraction),
          "--sglang", mine.sglang, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
          "DFLASH", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
-        + (["--also-sglang-gdn"] if mine.also_sglang_gdn else [])
         + (["--also-backend-attention"] if mine.also_backend_attention else [])
         + ["--attention-backend", mine.attention_backend]
         + (["--runs", mine.runs] if mine.runs else [])

@@ -54,7 +54,7 @@ class DraftTreeAlgorithm:
         return False
 
     def supports_spec_v2(self) -> bool:
-        """0.5.11 asks under its overlap scheduler only, where ours run the spec-v2 worker (`create_worker`)."""
+        """0.5.11 asks under its overlap scheduler only, the one that serves ours (`create_worker`)."""
         return True
 
     def is_ddtree(self) -> bool:
@@ -64,14 +64,13 @@ class DraftTreeAlgorithm:
         return self.name == DFLASH_CHAIN
 
     def create_worker(self, server_args):
-        """The v1 worker under the non-overlap scheduler; the spec-v2 worker under 0.5.11's overlap scheduler."""
-        if not server_args.disable_overlap_schedule:
-            from .ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
+        """The spec-v2 worker on 0.5.11's schema, which 0.5.11 runs under its overlap scheduler only."""
+        from .server_args import refuse_non_overlap
 
-            return DDTreeWorkerV2For0511
-        from .ddtree_worker import DDTreeWorker
+        refuse_non_overlap(server_args)
+        from .ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
-        return DDTreeWorker
+        return DDTreeWorkerV2For0511
 
 
 def registered_spec_class():

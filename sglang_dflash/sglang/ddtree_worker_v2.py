@@ -1,11 +1,11 @@
-"""DDTreeWorkerV2: DDTREE and DFLASH_CHAIN on SGLang's spec-v2 schema (0.5.23; spec v1 is gone there).
+"""DDTreeWorkerV2: DDTREE and DFLASH_CHAIN on SGLang's spec-v2 schema (0.5.23; the plugin subclasses it for 0.5.11's).
 
-The phases are the v1 worker's (`ddtree_worker`), on the same common part (`worker_common`): the same drafter, tree
-build, accept, tree GDN verify and commit, and drafter context. What moves is the bookkeeping. Under spec v2 the
-scheduler maps the KV slots of 2 x N tokens past each request's committed length before the step (req_to_token),
-appends the tokens the worker returns, counts acceptance and frees what is left over when the request ends. The
-worker returns per request the accepted tokens and the bonus (`next_token_ids` [bs * N], row i's first
-`accept_lens[i]`), the new lengths and the next step's draft input (the bonus, SGLang's `DFlashDraftInputV2`).
+On the common part (`worker_common`: drafter, tree build, verify input, checks) it adds the step: accept, tree GDN
+verify and commit, and the drafter's context. Under spec v2 the scheduler maps the KV slots of 2 x N tokens past each
+request's committed length before the step (req_to_token), appends the tokens the worker returns, counts acceptance
+and frees what is left over when the request ends. The worker returns per request the accepted tokens and the bonus
+(`next_token_ids` [bs * N], row i's first `accept_lens[i]`), the new lengths and the next step's draft input (the
+bonus, SGLang's `DFlashDraftInputV2`).
 
 Lifecycle (0.5.23 `Scheduler.init_model_worker`):
   __init__               the drafter's weights (`preloaded_weights_bytes`: the target's memory plan counts them)
@@ -110,7 +110,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         from .tree_gdn_backend import install
 
         install_before_graphs(self.model_runner)
-        install(self.model_runner, self.draft_config.num_depths)  # unless SGLANG_DFLASH_TREE_GDN=0
+        install(self.model_runner, self.draft_config.num_depths)
         self._install_capture()
 
     def init_cuda_graphs(self) -> None:
@@ -252,8 +252,6 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         """TARGET_VERIFY of the trees over req_to_token[seq_len : seq_len + N] (the scheduler mapped the slots).
         Returns (logits [bs, N, V], tree-verify workspace, graph batch size or None, the target's result)."""
         spec_info, tree_gdn, graph_bs = self._verify_input(batch, tree, seq_cpu)
-        if tree_gdn is None:
-            raise RuntimeError(f"{self.name} on spec v2 needs the tree GDN verify (SGLANG_DFLASH_TREE_GDN=0 is v1 only)")
         batch.spec_info = spec_info  # the scheduler restores the batch's fields after the step
         forward_batch, planned = self._prepare_verify(spec_info, batch)
         self.profile.mark("prepare")

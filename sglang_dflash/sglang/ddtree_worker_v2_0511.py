@@ -1,10 +1,10 @@
 """DDTreeWorkerV2For0511: the spec-v2 worker (`ddtree_worker_v2`) on SGLang 0.5.11's spec-v2 schema.
 
-0.5.11 runs spec v2 only under its overlap scheduler, its default; the algorithm gives ours this worker there, and
-the v1 worker (`ddtree_worker`) with --disable-overlap-schedule. What its schema changes:
+0.5.11 runs spec v2 only under its overlap scheduler, its default (--disable-overlap-schedule is refused for ours:
+`server_args.refuse_non_overlap`). What its schema changes:
 
-  construction  the scheduler passes the ranks too and calls no lifecycle method: the phases run in __init__, in
-                the v1 worker's order (the target's taps went on before its graphs: the plugin's init_device_graphs)
+  construction  the scheduler passes the ranks too and calls no lifecycle method: the phases run in __init__ (the
+                target's taps went on before its graphs: the plugin's init_device_graphs)
   draft_worker  the scheduler reads a spec-v2 worker's draft KV pool as draft_worker.draft_runner: the target's
   step input    a ModelWorkerBatch (extend_seq_lens / extend_prefix_lens, no batch_size(), no tree_cache)
   draft input   EAGLE's: the bonus as verified_id; zero top-k and hidden rows [bs, 1] for its future map; the new
@@ -43,7 +43,7 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
 
     @property
     def draft_worker(self):
-        return SimpleNamespace(draft_runner=self.model_runner)  # its token_to_kv_pool: the target's, as for v1
+        return SimpleNamespace(draft_runner=self.model_runner)  # its token_to_kv_pool: the target's
 
     def _publisher(self, on_publish):
         self._verify_done = event = torch.get_device_module(self.device).Event()

@@ -77,20 +77,16 @@ def draft_cell_bytes(runner) -> int:
 
 def rest_memory_adjustment_gib(runner) -> float:
     """GiB to add to the memory SGLang's plan has left before it sizes the KV cache of a target runner: minus the
-    drafter's weights; plus, with the tree-GDN verify, SGLang's reservation of per-node GDN states
+    drafter's weights; plus, since our tree-GDN verify replaces them, SGLang's reservation of per-node GDN states
     (mamba_cache_per_req x requests x verify tokens) but for one request (at 27B, TP=2, 33 nodes and 32 requests
     about 80 GB)."""
-    from .tree_gdn_backend import enabled as tree_verify
-
     args = resolved(runner.server_args)
     if not args.max_running_requests:
         return 0.0
-    gib = -reserve_gib(args, runner.model_config.dtype)
-    if tree_verify():
-        requests = args.max_running_requests // (runner.dp_size if args.enable_dp_attention else 1)
-        per_req = runner.mambaish_config.mamba2_cache_params.mamba_cache_per_req
-        gib += per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
-    return gib
+    requests = args.max_running_requests // (runner.dp_size if args.enable_dp_attention else 1)
+    per_req = runner.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+    states = per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
+    return states - reserve_gib(args, runner.model_config.dtype)
 
 
 def one_slot_states_gib(configurator) -> float:

@@ -34,30 +34,3 @@ def canonical_name(name, override_dflash: bool) -> str | None:
     if upper == DFLASH and override_dflash:
         return DFLASH_CHAIN
     return None
-
-
-class Fields:
-    """SGLang field names the workers read or write that SGLang renamed between releases. The plugin sets the
-    running release's (`use_fields`, from its version table) before any worker exists."""
-
-    def __init__(self, result_accepted: str, result_accepted_per_req: str, req_accepted: str):
-        self.result_accepted = result_accepted  # GenerationBatchResult: accepted drafts of the batch (int)
-        self.result_accepted_per_req = result_accepted_per_req  # GenerationBatchResult: the same per request (list)
-        self.req_accepted = req_accepted  # Req: its running count of accepted drafts
-
-    def __repr__(self) -> str:
-        return f"Fields({vars(self)})"
-
-
-_fields: Fields | None = None
-
-
-def use_fields(fields: Fields) -> None:
-    global _fields
-    _fields = fields
-
-
-def fields() -> Fields:
-    if _fields is None:
-        raise RuntimeError("sglang-dflash: no SGLang release's field names set (the plugin sets them when it activates)")
-    return _fields

@@ -3,9 +3,9 @@
 Runs inside `ServerArgs._handle_speculative_decoding` (the plugin's hook), before SGLang's own
 handling, on the ServerArgs object itself. Defaults: DFLASH_CHAIN verifies the drafter's whole block
 (`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
-`--speculative-num-draft-tokens` (default 33: the root and a budget of 32), tree depth up to
-block size - 1. The spec-v2 worker keeps SGLang's scheduler choice (overlap unless --disable-overlap-schedule); the
-spec-v1 one gets the non-overlap scheduler.
+`--speculative-num-draft-tokens` (default 32: the root and a budget of 31), tree depth up to
+block size - 1. Ours keep SGLang's scheduler choice (overlap unless --disable-overlap-schedule), but SGLang 0.5.11
+runs spec v2 under its overlap scheduler only, so there --disable-overlap-schedule is refused.
 """
 
 from __future__ import annotations
@@ -26,9 +26,8 @@ class ServerArgsError(ValueError):
 
 
 DDTREE_DEFAULT_NODES = 32  # budget 31: whole blocks of the tree GDN verify, no root pass (`verify_blocks`)
-# > 1 puts SGLang's attention backends in tree-mask mode. Spec v1 also reserves max(steps x topk, nodes) KV slots a
-# request and step from it (the scheduler's decode estimate, which retracts below it, and the tokenizer's reserve):
-# with the drafter's 15 steps, 2 keeps that at the verify's nodes from budget 30 on (8 reserved 120 a step).
+# > 1 puts SGLang's attention backends in tree-mask mode. The scheduler also reserves max(steps x topk, nodes) KV slots
+# a request and step from it (its decode estimate, which retracts below it): DDTREE takes steps = nodes // 2.
 DDTREE_TOPK = 2
 
 
@@ -107,12 +106,21 @@ def tree_depth(args) -> int:
     return min(int(args.speculative_num_draft_tokens) - 1, draft_config(args).num_depths)
 
 
-def resolve_speculative_args(args, spec_v2: bool = False) -> None:
-    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `spec_v2` (ours
-    served by the spec-v2 worker: SGLang 0.5.23, and 0.5.11 under its overlap scheduler; else the spec-v1 worker, which
-    needs the non-overlap scheduler): the scheduler maps
+def refuse_non_overlap(args) -> None:
+    """SGLang 0.5.11 runs spec v2, ours' only schema, under its overlap scheduler only (its non-overlap path is spec v1,
+    which upstream deleted)."""
+    if args.disable_overlap_schedule:
+        raise ServerArgsError(
+            f"--speculative-algorithm {args.speculative_algorithm} on SGLang 0.5.11 runs under the overlap scheduler "
+            "only: drop --disable-overlap-schedule (SGLang 0.5.23 runs it either way)"
+        )
+
+
+def resolve_speculative_args(args, overlap_only: bool = False) -> None:
+    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `overlap_only`: the
+    release runs spec v2 under its overlap scheduler only (0.5.11: `refuse_non_overlap`). The scheduler maps
     max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the smallest tree-mode topk (2) and
-    steps = nodes // 2 there; the trees' depth is not steps then (`tree_depth`)."""
+    steps = nodes // 2; the trees' depth is not steps (`tree_depth`)."""
     name = args.speculative_algorithm.upper()
     args.speculative_algorithm = name
     if not args.speculative_draft_model_path:
@@ -135,6 +143,8 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
     for flag, on in refused.items():
         if on:
             raise ServerArgsError(f"--speculative-algorithm {name} does not support {flag}")
+    if overlap_only:  # after the flags that turn overlap off themselves (--pp-size)
+        refuse_non_overlap(args)
 
     block = draft.num_depths + 1  # the longest chain, its root included
     nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)
@@ -145,7 +155,7 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
             raise ServerArgsError(
                 f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
             )
-        steps, topk = (max(1, nodes // 2), 2) if spec_v2 else (block - 1, DDTREE_TOPK)
+        steps, topk = max(1, nodes // 2), DDTREE_TOPK
     for flag, given, wanted in (("--speculative-num-steps", args.speculative_num_steps, steps),
                                 ("--speculative-eagle-topk", args.speculative_eagle_topk, topk)):  # fmt: skip
         if given is not None and given != wanted:
@@ -156,9 +166,6 @@ def resolve_speculative_args(args, spec_v2: bool = False) -> None:
         raise ServerArgsError(
             f"--mamba-track-interval ({args.mamba_track_interval}) must be >= --speculative-num-draft-tokens ({nodes})"
         )
-    if not spec_v2 and not args.disable_overlap_schedule:  # the spec-v1 worker reads the device back each step
-        logger.warning("%s runs spec v1 here: SGLang's non-overlap scheduler.", name)
-        args.disable_overlap_schedule = True
     resolve_radix_cache(args)
     if args.enable_mixed_chunk:
         logger.warning("%s: mixed chunked prefill disabled.", name)

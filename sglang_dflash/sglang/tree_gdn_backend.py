@@ -2,7 +2,7 @@
 
 SGLang verifies the Gated DeltaNet layers node by node, writing a full state per node into
 `intermediate_ssm` / `intermediate_conv_window`, and `update_mamba_state_after_mtp_verify` then copies
-the accepted node's back. For DFLASH and DDTREE (unless SGLANG_DFLASH_TREE_GDN=0), the verify of
+the accepted node's back. For DFLASH_CHAIN and DDTREE, the verify of
 each GDN layer runs `kernels.tree_causal_conv1d` and `kernels.tree_gdn_verify` instead: outputs for
 every node, the pools untouched, no per-node state (so SGLang's per-node buffers are allocated for one
 request slot only). After acceptance the worker calls
@@ -53,14 +53,8 @@ logger = logging.getLogger(__name__)
 _workspace: TreeVerifyWorkspace | None = None
 
 
-def enabled() -> bool:
-    """The tree verify is on in a server of ours (the only place anything here runs: the plugin's runtime hooks exist
-    only there), unless SGLANG_DFLASH_TREE_GDN=0 (SGLang's own per-node path, for comparison)."""
-    return env.TREE_GDN.on()
-
-
 def attention_switch() -> bool | None:
-    """The full-attention layers' verify through `kernels.tree_attention` too (with the tree verify on):
+    """The full-attention layers' verify through `kernels.tree_attention` too:
     SGLANG_DFLASH_TREE_ATTENTION=1 on, 0 off; unset (or "auto"): None, `attention_default` decides."""
     value = env.TREE_ATTENTION.get()
     return None if value == "auto" else value == "1"
@@ -283,13 +277,11 @@ class TreeVerifyWorkspace:
         self.commit(req_to_token_pool, torch.where(cut >= 0, track_slots, -1), prefix, graph_bs)
 
 
-def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace | None:
-    """For DFLASH/DDTREE with the tree verify on, the workspace for the target runner (static buffers for every
-    graph), to be installed before its graphs are captured; None otherwise. max_depth: the trees' deepest node, by
+def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace:
+    """For DFLASH_CHAIN/DDTREE, the workspace for the target runner (static buffers for every graph), to be installed
+    before its graphs are captured. max_depth: the trees' deepest node, by
     default `server_args.tree_depth` (the drafter's depths, at most nodes - 1)."""
     global _workspace
-    if not enabled():
-        return None
     args = resolved(model_runner.server_args)
     num_nodes = int(args.speculative_num_draft_tokens)
     if max_depth is None:
@@ -300,8 +292,8 @@ def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace |
     largest = max([*graph_sizes, args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
     _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_switch())
-    logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d (%s=0: SGLang's "
-                "per-node states)", num_nodes, _workspace.max_depth, largest, env.TREE_GDN.name)  # fmt: skip
+    logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d", num_nodes,
+                _workspace.max_depth, largest)  # fmt: skip
     if _workspace.attention_on is not None:
         logger.info("sglang-dflash: tree attention verify in the full-attention layers: %s (%s=%d)",
                     "on" if _workspace.attention_on else "off", env.TREE_ATTENTION.name, _workspace.attention_on)  # fmt: skip

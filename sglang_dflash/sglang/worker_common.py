@@ -1,8 +1,18 @@
-"""What the DDTREE / DFLASH_CHAIN workers share, whichever SGLang schema runs them (`ddtree_worker`: spec v1,
-`ddtree_worker_v2`: spec v2): the drafter (its weights, TP sharding, context K/V at the target's KV slots and CUDA
+"""The common part of the DDTREE / DFLASH_CHAIN worker (`ddtree_worker_v2`; the plugin subclasses it for SGLang
+0.5.11's schema): the drafter (its weights, TP sharding, context K/V at the target's KV slots and CUDA
 graphs), the hidden capture on the target's tapped layers, the draft (`_build_tree`: a chain or tree as the standalone
 engine's `proposal` drafts it), the verify input, the per-request checks of a step, and the pure helpers (CPU-tested,
 tests/sglang/test_worker_common.py).
+
+The drafter is the standalone `models.dflash_draft.DFlashDrafter`, TP-sharded where its heads and MLP split
+(`models.tp_shard`; SGLANG_DFLASH_DRAFT_TP=0 replicates it), with its `DraftCache` at the target's KV slots: an entry
+per KV-cache token, read through SGLang's req_to_token, so a prefix-cache hit finds the prefix's drafter context where
+the target's KV is. It borrows the target's embedding and LM-head shard; the chain is the full-vocabulary argmax
+merged over TP (`vocab_parallel`), so every rank drafts the same tokens. Not an SGLang-layer drafter model (SGLang's
+`models/dflash.py`): that needs a draft ModelRunner, a draft KV pool at the target's slot indices, an ENCODER_ONLY
+attention backend in TARGET_VERIFY mode and its own graph runner, each a new SGLang-internals surface; the standalone
+drafter is checked against transformers. `memory_plan` counts its weights and K/V per rank in SGLang's plan. Its pass
+and the verified context append are CUDA-graphed per batch size (SGLANG_DFLASH_DRAFT_GRAPHS=0: eager).
 
 Requests with min-p, penalties, custom logit processors, logit_bias, min_new_tokens, a sampling seed, beam search,
 watermarking, grammar or logprobs are aborted at admission with a message naming the feature (`request_unsupported`,
@@ -98,7 +108,7 @@ def track_candidates(seq_lens: list[int], max_keep: int, interval: int) -> list[
 
 
 class ContextLengths:
-    """Each request slot's drafter context length, kept on the host: exact after an extend (or a spec-v1 step); after
+    """Each request slot's drafter context length, kept on the host: exact after an extend; after
     a spec-v2 decode step, a range (`set(slot, low, up_to=high)`), as the accepted count stays on the device. The next
     step's sequence length, which the scheduler knows, must lie in it (`check`) and makes it exact again."""
 
@@ -275,7 +285,7 @@ def resolve_draft_path(path: str, revision: str | None = None) -> Path:
 
 class DDTreeWorkerBase:
     """The drafting, checks and verify input of DDTREE and DFLASH_CHAIN (by `server_args.speculative_algorithm`);
-    the spec-v1 and spec-v2 workers add the step and the lifecycle their scheduler expects."""
+    the spec-v2 worker adds the step and the lifecycle its scheduler expects."""
 
     failure_agreement: FailureAgreement | None = None  # TP > 1: whether all ranks failed a step (`_abort_batch`)
 
@@ -457,8 +467,8 @@ class DDTreeWorkerBase:
         fault rides the step on the scratch slot (-1, length 0), where it reads and writes nothing live, and ends
         aborted with the fault as its message (the verify is the target's as ever, so its one token this step is
         right, but for a root outside the embedding, verified as token 0). Its client gets the error; SGLang frees it
-        as any finished request; the rest of the batch goes on. Without faults the batch's own tensors are returned
-        (v1's `_commit` then advances seq_lens in place); with faults, new ones."""
+        as any finished request; the rest of the batch goes on. Without faults the batch's own tensors are returned;
+        with faults, new ones."""
         slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
         if not faults:
             return slots, seq_lens

@@ -41,26 +41,21 @@ def test_forced_acceptance_follows_first_children_to_the_drawn_depth():
     assert acc.accept_len.tolist() == [0, 2, 3] and acc.bonus_tokens.tolist() == [5, 6, 7]
 
 
+@pytest.mark.sglang
 def test_patched_workers_accept_at_the_profiles_distribution(monkeypatch):
     """`load` with the profile in the environment: the workers' accept_greedy draws depths whose frequencies over
     4000 chains of 6 drafts match the profile (each within 5 standard deviations), and the drafter's logits are
     sharpened (same argmax, raised by 30)."""
-    from sglang_dflash.sglang import ddtree_worker, worker_common
+    from sglang_dflash.sglang import ddtree_worker_v2, worker_common
 
     survival = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
     monkeypatch.setenv(forced.ENV, ",".join(map(str, survival)))
-    monkeypatch.setattr(ddtree_worker, "accept_greedy", ddtree_worker.accept_greedy)  # restored after the test
-    try:
-        from sglang_dflash.sglang import ddtree_worker_v2  # spec-v2 releases: `load` patches it too
-
-        monkeypatch.setattr(ddtree_worker_v2, "accept_greedy", ddtree_worker_v2.accept_greedy)
-    except ImportError:
-        pass
+    monkeypatch.setattr(ddtree_worker_v2, "accept_greedy", ddtree_worker_v2.accept_greedy)  # restored after the test
     monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_run_drafter", lambda self, *a: (None, torch.tensor([[0.0, 2.0, 1.0]])))
     forced.load()
     R = 4000
     tree = chain_tree(torch.zeros(R, 6, dtype=torch.long), torch.zeros(R, dtype=torch.long))
-    acc = ddtree_worker.accept_greedy(tree, torch.zeros(R, 7, 4))
+    acc = ddtree_worker_v2.accept_greedy(tree, torch.zeros(R, 7, 4))
     counts = torch.bincount(acc.accept_len, minlength=7).double()
     expected = forced.depth_probs(survival) * R
     assert ((counts - expected).abs() <= 5 * expected.clamp(min=1).sqrt()).all(), (counts, expected)

@@ -68,14 +68,14 @@ def test_shared_prefix_prompts_for_the_prefix_cache_run():
 
 
 def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
-    """--plugin-env reaches every plugin run and its -nograph / -sglanggdn / -backendattn variants; the stock run gets
+    """--plugin-env reaches every plugin run and its -nograph / -backendattn variants; the stock run gets
     none (-backendattn: the tree attention off, the plugin's GDN verify kept). With
     the radix cache, extra_buffer tracks every multiple of 32 tokens that holds the verify (DFLASH: the drafter's
     block; stock too, every 32, rather than SGLang's no_buffer for it, so that prefills split alike), and no run
     disables the cache. SGLang's own DFLASH runs with the plugin installed but none of
     its switches."""
     args = harness.parse_args(["--tp", "2", "--radix-cache", "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
-                               "--budgets", "16,40", "--also-without-graphs", "--also-sglang-gdn", "--also-backend-attention",
+                               "--budgets", "16,40", "--also-without-graphs", "--also-backend-attention",
                                "--plugin-env", "SGLANG_DFLASH_DRAFT_GRAPHS=1", "--plugin-env", "X=a=b"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
@@ -91,13 +91,9 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
     assert [(r.name, r.plugin, r.env, r.engine_kwargs["speculative_algorithm"]) for r in builtin[1:]] == [
         ("sglang-builtin-dflash", True, {}, "DFLASH")
     ]
-    assert {"sglang-dflash-chain-nograph", "sglang-ddtree16-nograph-sglanggdn", "sglang-ddtree40-nograph-backendattn"} <= set(
-        runs
-    )
-    assert not any(n.endswith("-sglanggdn-backendattn") for n in runs)
+    assert {"sglang-dflash-chain-nograph", "sglang-ddtree40-nograph-backendattn"} <= set(runs)
     backend = {n for n, r in runs.items() if r.env.get("SGLANG_DFLASH_TREE_ATTENTION") == "0"}
     assert backend == {n for n in runs if n.endswith("-backendattn")} and len(backend) == 6
-    assert all("SGLANG_DFLASH_TREE_GDN" not in runs[n].env for n in backend)
     assert runs["sglang"].env == {} and not runs["sglang"].engine_kwargs["disable_radix_cache"]
     assert {r.engine_kwargs["attention_backend"] for r in runs.values()} == {"triton"}  # as sglang_probe runs SGLang
     for name, run in runs.items():
@@ -109,7 +105,8 @@ def test_every_plugin_run_variant_keeps_the_switches(tmp_path):
 def test_ours_run_sglangs_default_scheduler_and_nooverlap_runs_the_other(tmp_path):
     """Ours keep SGLang's default scheduler (overlap), as served; their -nooverlap variants pass
     --disable-overlap-schedule; SGLang's DFLASH has no variant."""
-    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63", "--also-no-overlap"])
+    args = harness.parse_args(["--sglang", "0.5.23", "--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "63",
+                               "--also-no-overlap"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
     assert set(runs) == {"sglang", "sglang-ddtree63", "sglang-builtin-dflash", "sglang-ddtree63-nooverlap"}
@@ -117,14 +114,17 @@ def test_ours_run_sglangs_default_scheduler_and_nooverlap_runs_the_other(tmp_pat
     assert "disable_overlap_schedule" not in on and off == dict(on, disable_overlap_schedule=True)
     assert "disable_overlap_schedule" not in runs["sglang-builtin-dflash"].engine_kwargs
     assert runs["sglang-ddtree63-nooverlap"].env == runs["sglang-ddtree63"].env == {}
+    with pytest.raises(SystemExit):  # 0.5.11 runs ours under its overlap scheduler only
+        harness.parse_args(["--sglang", "0.5.11", "--speculative-algorithm", "DDTREE", "--also-no-overlap"])
 
 
 def test_runs_keeps_the_named_runs_in_its_order(tmp_path):
-    args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "--budgets", "32,64", "--also-sglang-gdn",
-                               "--runs", "sglang,sglang-ddtree64-sglanggdn,sglang-ddtree32"])  # fmt: skip
+    args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "--budgets", "32,64",
+                               "--also-backend-attention",
+                               "--runs", "sglang,sglang-ddtree64-backendattn,sglang-ddtree32"])  # fmt: skip
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     names = [r.name for r in harness.sglang_runs(args, Path("/t"), tmp_path)]
-    assert names == ["sglang", "sglang-ddtree64-sglanggdn", "sglang-ddtree32"]
+    assert names == ["sglang", "sglang-ddtree64-backendattn", "sglang-ddtree32"]
 
 
 def test_attention_backend_reaches_every_run(tmp_path):

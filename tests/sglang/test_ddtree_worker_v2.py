@@ -105,12 +105,10 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang_dflash.ddtree import tree_from_parents
-    from sglang_dflash.sglang import names, worker_common
+    from sglang_dflash.sglang import worker_common
     from sglang_dflash.sglang.step_profile import StepProfile
     from sglang_dflash.sglang.worker_common import ContextLengths
 
-    # the release's field names, as the plugin sets them (not its runtime patches: they would stay for later tests)
-    monkeypatch.setattr(names, "_fields", RELEASE.fields)
     dev = torch.device(device)
     rec = Recorder()
     tokens = torch.tensor([[7, 11, 12, 13], [8, 11, 12, 13]])

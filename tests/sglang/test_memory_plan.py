@@ -59,21 +59,11 @@ def test_draft_max_len(monkeypatch):
     assert memory_plan.draft_max_len(4096) == 1000
 
 
-@pytest.mark.parametrize(
-    "algorithm, tree_gdn, ours, refunded",
-    [
-        ("DDTREE", None, True, True),  # the default: drafter counted, per-node states of 31 requests given back
-        ("DFLASH_CHAIN", "0", True, False),  # SGLang's per-node GDN path: its reservation stands
-    ],
-)
-def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
+@pytest.mark.parametrize("algorithm", ["DDTREE", "DFLASH_CHAIN"])
+def test_memory_plan(monkeypatch, draft, algorithm):
     """Per KV-cache token the drafter's context K/V joins the cell size (the pool configurator's hook); its
-    weights are held back before the KV cache is sized; SGLang's per-node GDN reservation shrinks to one request with
-    the tree verify. (The hooks exist only in a scheduler serving ours: `test_sglang_plugin`.)"""
-    if tree_gdn is None:
-        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
-    else:
-        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
+    weights are held back before the KV cache is sized; SGLang's per-node GDN reservation shrinks to one request (our
+    tree verify keeps no per-node states). (The hooks exist only in a scheduler serving ours: `test_sglang_plugin`.)"""
 
     class ModelRunnerKVCacheMixin:  # SGLang's reservation, as handle_max_mamba_cache computes it
         def handle_max_mamba_cache(self, total_rest_memory):
@@ -94,8 +84,8 @@ def test_memory_plan(monkeypatch, draft, algorithm, tree_gdn, ours, refunded):
     runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
     runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
     runner.dp_size, runner.is_draft_worker = 1, False
-    assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + DRAFT_TOKEN_BYTES * ours
-    expected = 100.0 - DRAFT_WEIGHT_BYTES / GiB * ours - (1 if refunded else 32) * 33 / 16
+    assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + DRAFT_TOKEN_BYTES
+    expected = 100.0 - DRAFT_WEIGHT_BYTES / GiB - 33 / 16  # the states of one request
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected, rel=0, abs=1e-12)  # the weights: 9e-5 GiB
 
 
@@ -123,17 +113,17 @@ def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
 
 @pytest.mark.sglang
 @pytest.mark.parametrize(
-    "tree_gdn, radix, expected",
+    "ours, radix, expected",
     [  # hand-worked: 100 GiB left, 1/16 GiB of GDN state per request, 32 requests, 33 verify tokens
-        (None, False, 100 - 33 / 16 - 33 / 16),  # 32 slots + padding; per-node states of one slot
-        (None, True, 100 - 20 - 33 / 16),  # ratio 0.25: 20 GiB of slots (319 + padding), none reserved beside them
-        ("0", False, 100 - 33 / 16 - 33 * 33 / 16),  # SGLang's per-node GDN path: its reservation stands
+        (True, False, 100 - 33 / 16 - 33 / 16),  # 32 slots + padding; per-node states of one slot
+        (True, True, 100 - 20 - 33 / 16),  # ratio 0.25: 20 GiB of slots (319 + padding), none reserved beside them
+        (False, False, 100 - 33 / 16 - 33 * 33 / 16),  # EAGLE: SGLang's reservation of per-node states stands
     ],
 )
-def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, tree_gdn, radix, expected):
+def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, ours, radix, expected):
     """SGLang 0.5.23's own `KVCacheConfigurator._handle_max_mamba_cache` (its run-time settings stood in for) under the
-    plugin's hook: with our tree verify it plans GDN state slots as where no per-node states are kept, then takes off
-    the one slot's the pool keeps; its module is left as it was."""
+    plugin's hook: for ours (their tree verify) it plans GDN state slots as where no per-node states are kept, then takes
+    off the one slot's the pool keeps; for another algorithm it is SGLang's own; its module is left as it was."""
     from paths import use_sgl_kernel_stand_in
 
     from sglang_dflash.sglang.plugin.activate import installed_version
@@ -144,13 +134,10 @@ def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, tre
         pytest.skip(f"SGLang {installed_version()}: the plan is ModelRunnerKVCacheMixin's (test_memory_plan above)")
     use_sgl_kernel_stand_in()
     from sglang.srt.mem_cache import kv_cache_configurator as kvc
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm
+    from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm  # what the registry hands SGLang (`test_sglang_plugin`)
 
-    if tree_gdn is None:
-        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
-    else:
-        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
     schedule = SimpleNamespace(max_running_requests=32, max_mamba_cache_size=None, mamba_full_memory_ratio=0.25)
     monkeypatch.setattr(kvc, "get_schedule", lambda: schedule)
     monkeypatch.setattr(kvc, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=33))
@@ -173,7 +160,8 @@ def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, tre
     plan.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(layers=[0, 1, 2], mamba_cache_per_req=GiB // 16))
     plan.pp_size, plan.attn_dp_size, plan.is_draft_worker, plan.extra_mamba_cache_bytes_per_req = 1, 1, False, 0
     plan.hybrid_gdn_config, plan.hybrid_kda_config = object(), None
-    plan.spec_algorithm = DraftTreeAlgorithm("DDTREE")  # what the registry hands SGLang (`test_sglang_plugin`)
-    plan.server_args = SimpleNamespace(speculative_num_draft_tokens=33, speculative_algorithm="DDTREE")
+    name = "DDTREE" if ours else "EAGLE"
+    plan.spec_algorithm = DraftTreeAlgorithm(name) if ours else SpeculativeAlgorithm.from_string(name)
+    plan.server_args = SimpleNamespace(speculative_num_draft_tokens=33, speculative_algorithm=name)
     assert plan._handle_max_mamba_cache(100.0) == pytest.approx(expected)
     assert kvc._pd_prefill_skips_mamba_spec_state is skips

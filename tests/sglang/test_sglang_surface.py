@@ -32,9 +32,6 @@ if RELEASE is None:
 
 PKG = ROOT / "sglang_dflash"
 # (our file, SGLang module it imports from) that only another release's code path reaches; a whole file: module None
-V1_ONLY = {  # spec v1 was deleted in 0.5.23
-    ("sglang/ddtree_worker.py", "sglang.srt.speculative.eagle_worker"): "the v1 worker's verify step",
-}
 REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.eagle_utils"): "0.5.23's verify preparation",
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.draft_worker_common"): "0.5.23's draft input",
@@ -50,7 +47,7 @@ NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warn
 
 
 def elsewhere() -> dict:
-    return dict(REGISTRY_ONLY if not RELEASE.registry else V1_ONLY | NAN_DETECTION)
+    return dict(REGISTRY_ONLY if not RELEASE.registry else NAN_DETECTION)
 
 
 def sglang_imports():
@@ -98,7 +95,7 @@ def test_every_sglang_name_we_import_exists_on_this_release():
 def worker_v2(monkeypatch):
     """A DDTreeWorkerV2 whose drafter load is replaced by a small module and a target worker stand-in."""
     if not RELEASE.registry:
-        pytest.skip(f"the spec-v2 worker serves registry releases only (SGLang {installed_version()} has spec v1)")
+        pytest.skip(f"0.5.23's spec-v2 schema (SGLang {installed_version()}'s: test_ddtree_worker_v2.py)")
     use_sgl_kernel_stand_in()
     import sglang.srt.runtime_context as runtime_context
 
@@ -192,46 +189,3 @@ def test_a_request_aborted_at_admission_passes_the_workers_guard(monkeypatch):
     worker._check_batch(SimpleNamespace(reqs=[aborted]))
     with pytest.raises(ValueError, match="min_new_tokens"):
         worker._check_batch(SimpleNamespace(reqs=[aborted, live]))
-
-
-@pytest.mark.skipif(RELEASE is None or RELEASE.registry, reason="the spec-v1 worker serves 0.5.11")
-@pytest.mark.parametrize("where", ["verify", "commit"])
-def test_a_v1_step_that_raises_ends_its_batch_before_its_commit(monkeypatch, where):
-    """The spec-v1 worker's decode step raises after its verify took KV slots: before `_commit` the slots go back to
-    the pool, the batch is a decode batch again, and every request (this release's own `Req`) has finished aborted
-    with the error, out of the radix cache, nothing emitted; from `_commit` on the exception goes on to the scheduler."""
-    use_sgl_kernel_stand_in()
-    from sglang.srt.managers.schedule_batch import FINISH_ABORT, Req
-    from sglang.srt.model_executor.forward_batch_info import ForwardMode
-    from sglang.srt.sampling.sampling_params import SamplingParams
-
-    from sglang_dflash.sglang import names
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
-
-    monkeypatch.setattr(names, "_fields", RELEASE.fields)
-    freed, slots = [], torch.arange(8)
-    reqs = [Req(rid, "x", [1, 2], SamplingParams()) for rid in ("a", "b")]
-    allocator = SimpleNamespace(free=freed.append)
-    batch = SimpleNamespace(forward_mode=ForwardMode.DECODE, is_extend_in_batch=False, reqs=reqs, spec_info="draft",
-                            out_cache_loc=torch.arange(2), token_to_kv_pool_allocator=allocator)  # fmt: skip
-
-    def step_that_raises(batch, GenerationBatchResult, step):
-        batch.out_cache_loc = slots  # as prepare_for_verify allocates them
-        batch.forward_mode, batch.spec_info = ForwardMode.TARGET_VERIFY, "verify input"
-        step.committing = where == "commit"
-        raise RuntimeError("verify broke")
-
-    worker = object.__new__(DDTreeWorker)
-    worker.name, worker.device, worker.tp_size = "DDTREE", torch.device("cpu"), 1
-    worker._forward_decode = step_that_raises
-    if where == "commit":
-        with pytest.raises(RuntimeError, match="verify broke"):
-            worker.forward_batch_generation(batch)
-        return
-    result = worker.forward_batch_generation(batch)
-    assert len(freed) == 1 and freed[0] is slots and batch.forward_mode == ForwardMode.DECODE and batch.spec_info is None
-    assert result.accept_lens.tolist() == [0, 0] and getattr(result, RELEASE.fields.result_accepted) == 0
-    assert getattr(result, RELEASE.fields.result_accepted_per_req) == [0, 0] and result.next_token_ids.numel() == 0
-    for req in reqs:
-        assert req.finished() and isinstance(req.finished_reason, FINISH_ABORT) and req.output_ids == []
-        assert "RuntimeError: verify broke" in req.finished_reason.message and req.skip_radix_cache_insert

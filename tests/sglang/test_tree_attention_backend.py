@@ -240,7 +240,6 @@ def test_install_takes_the_attention_switch(monkeypatch):
                            max_running_requests=1)  # fmt: skip
     runner = SimpleNamespace(server_args=args, model=torch.nn.Linear(2, 2))
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
-    monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     for value, on in ((None, None), ("auto", None), ("0", False), ("1", True)):
         if value is None:
             monkeypatch.delenv("SGLANG_DFLASH_TREE_ATTENTION", raising=False)

@@ -229,7 +229,6 @@ def test_install_bounds_the_depth_by_the_drafter_and_the_nodes(monkeypatch, algo
     from sglang_dflash.sglang import tree_gdn_backend
 
     monkeypatch.setattr(tree_gdn_backend, "_workspace", None)
-    monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
     args = SimpleNamespace(speculative_algorithm=algorithm, speculative_num_draft_tokens=nodes,
                            speculative_num_steps=steps, speculative_draft_model_path=str(tiny_pair()[1]),
                            speculative_draft_model_revision=None, cuda_graph_bs=[1, 2], max_running_requests=3)  # fmt: skip
@@ -240,27 +239,26 @@ def test_install_bounds_the_depth_by_the_drafter_and_the_nodes(monkeypatch, algo
     assert all(int(ancestors(p, nodes - 1).sum(-1).max()) - 1 == depth for p in ws.parents.values())
 
 
-@pytest.mark.parametrize("tree_gdn, expected", [(None, 0), ("0", 48)])
-def test_memory_pool_drops_the_per_node_states_only_for_the_tree_verify(monkeypatch, tree_gdn, expected):
-    """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot) when the
-    tree verify that never reads them runs (the default), and keeps them with SGLANG_DFLASH_TREE_GDN=0. (The hook exists
-    only in a scheduler serving ours: `test_sglang_plugin`.)"""
+def test_memory_pool_drops_the_per_node_states():
+    """SGLang's HybridReqToTokenPool gets mamba_spec_state_size 0 (its per-node verify states for one slot): our tree
+    verify never reads them; a pool built without the keyword is left alone. (The hook exists only in a scheduler
+    serving ours: `test_sglang_plugin`.)"""
     from hooks import around
 
     from sglang_dflash.sglang.plugin.patches import req_to_token_pool_init
-
-    if tree_gdn is None:
-        monkeypatch.delenv("SGLANG_DFLASH_TREE_GDN", raising=False)
-    else:
-        monkeypatch.setenv("SGLANG_DFLASH_TREE_GDN", tree_gdn)
 
     class HybridReqToTokenPool:  # the constructor's keyword interface, as model_runner_kv_cache_mixin calls it
         def __init__(self, *, size, mamba_spec_state_size, speculative_num_draft_tokens):
             self.spec = mamba_spec_state_size
 
+    class ReqToTokenPool:  # no GDN states
+        def __init__(self, *, size, **kwargs):
+            self.kwargs = kwargs
+
     around(HybridReqToTokenPool, "__init__", req_to_token_pool_init)
+    around(ReqToTokenPool, "__init__", req_to_token_pool_init)
     pool = HybridReqToTokenPool(size=48, mamba_spec_state_size=48, speculative_num_draft_tokens=33)
-    assert pool.spec == expected
+    assert pool.spec == 0 and ReqToTokenPool(size=48, device="cpu").kwargs == {"device": "cpu"}
 
 
 def test_fused_nodes_per_gpu(monkeypatch):

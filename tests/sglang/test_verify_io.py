@@ -1,13 +1,13 @@
-"""Our trees and acceptance in SGLang's EAGLE verify tensors: walking the tree the way
-`sgl_kernel.verify_tree_greedy` does (transcribed below from its documented CUDA kernel) over
-`eagle_verify_fields` gives exactly `eagle_acceptance(accept_greedy(...))`."""
+"""Our trees in SGLang's EAGLE verify tensors: walking the tree the way `sgl_kernel.verify_tree_greedy` does
+(transcribed below from its documented CUDA kernel) over `eagle_verify_fields` accepts exactly the path and bonus
+`accept_greedy` accepts."""
 
 import torch
 from tree_helpers import random_parents
 
 from sglang_dflash.ddtree import accept_greedy, build_ddtree, tree_from_parents
 from sglang_dflash.kernels.tree_build.naive import ancestors
-from sglang_dflash.sglang.verify_io import eagle_acceptance, eagle_verify_fields, last_accepted_node
+from sglang_dflash.sglang.verify_io import eagle_verify_fields
 
 
 def verify_tree_greedy(candidates, retrive_index, next_token, next_sibling, target_predict, spec_steps):
@@ -56,15 +56,15 @@ def test_acceptance_matches_sglang_verify_tree_greedy():
         seq_lens = torch.randint(0, 9, (R,), generator=gen)
         f = eagle_verify_fields(tree, seq_lens, int(seq_lens.sum()))
         acc = accept_greedy(tree, target)
-        ours = eagle_acceptance(tree, acc)
-        theirs = verify_tree_greedy(f["draft_token"].view(R, N), f["retrieve_index"], f["retrieve_next_token"],
-                                    f["retrieve_next_sibling"], target.argmax(-1), f["spec_steps"])  # fmt: skip
-        on = theirs[1] >= 0
-        assert torch.equal(ours[1], theirs[1]) and torch.equal(ours[2], theirs[2])
-        assert torch.equal(ours[0][theirs[1][on].long()], theirs[0][theirs[1][on].long()])
-        assert torch.equal(
-            last_accepted_node(acc), theirs[1].gather(1, theirs[2][:, None].long())[:, 0].long() - torch.arange(R) * N
-        )
+        predict, accept_index, accept_length = verify_tree_greedy(
+            f["draft_token"].view(R, N), f["retrieve_index"], f["retrieve_next_token"], f["retrieve_next_sibling"],
+            target.argmax(-1), f["spec_steps"])  # fmt: skip
+        assert accept_length.tolist() == acc.accept_len.tolist()
+        for r in range(R):
+            path = [int(i) - r * N for i in accept_index[r] if i >= 0]  # node indices within the tree
+            assert path == acc.accepted_nodes[r, : len(path)].tolist() and (acc.accepted_nodes[r, len(path) :] == -1).all()
+            emitted = [int(predict[r * N + n]) for n in path]  # the token after each path node, the bonus last
+            assert emitted[:-1] == tree.token_ids[r, path[1:]].tolist() and emitted[-1] == int(acc.bonus_tokens[r])
         assert torch.equal(f["positions"].view(R, N), seq_lens[:, None] + tree.depths)
         assert f["custom_mask"].numel() == N * int(seq_lens.sum()) + R * N * N
 

@@ -15,11 +15,10 @@ from torch import nn
 
 from sglang_dflash.ddtree import accept_greedy, accept_sampling, build_ddtree
 from sglang_dflash.dflash import chain_tree
-from sglang_dflash.sglang.ddtree_worker import emit_tokens, truncate_acceptance
 from sglang_dflash.sglang.hidden_capture import HiddenCapture, decoder_layers
 from sglang_dflash.sglang.step_profile import StepProfile
-from sglang_dflash.sglang.verify_io import eagle_acceptance
 from sglang_dflash.sglang.worker_common import (
+    DDTreeWorkerBase,
     StaticBlockEmbedding,
     draft_graphs_enabled,
     extend_tap_layout,
@@ -180,41 +179,6 @@ def test_extend_tap_layout():
     assert starts.tolist() == [0, 5, 2]
 
 
-class Req:
-    def __init__(self, stop_after=None):
-        self.output_ids, self.stop_after = [], stop_after
-
-    def check_finished(self):
-        pass
-
-    def finished(self):
-        return self.stop_after is not None and len(self.output_ids) >= self.stop_after
-
-
-def test_chain_accept_emits_target_greedy_and_truncates_at_finish():
-    torch.manual_seed(1)
-    R, L, V = 3, 4, 11
-    target = torch.randint(V, (R, L + 1))  # the target's greedy token after each chain node
-    draft = target[:, :L].clone()
-    draft[0, 2] = (draft[0, 2] + 1) % V  # request 0: 2 accepted
-    draft[1] = (draft[1] + 1) % V  # request 1: none accepted
-    tree = chain_tree(draft, torch.zeros(R, dtype=torch.long))
-    logits = torch.nn.functional.one_hot(target, V).float()
-    acc = accept_greedy(tree, logits)
-    assert acc.accept_len.tolist() == [2, 0, L]
-    predict, accept_index, _ = eagle_acceptance(tree, acc)
-    reqs = [Req(), Req(), Req(stop_after=2)]
-    keep = []
-    for req, row in zip(reqs, accept_index.tolist()):
-        keep.append(emit_tokens(req, [predict.tolist()[i] for i in row if i != -1]))
-    assert keep == [3, 1, 2]
-    for r, req in enumerate(reqs):
-        assert req.output_ids == target[r, : keep[r]].tolist()  # the target's own greedy tokens
-    cut = truncate_acceptance(acc, keep)
-    assert cut.accept_len.tolist() == [2, 0, 1]
-    assert cut.accepted_nodes.tolist() == [[0, 1, 2, -1, -1], [0, -1, -1, -1, -1], [0, 1, -1, -1, -1]]
-
-
 def test_local_vocab_range():
     assert local_vocab_range(SimpleNamespace(weight=torch.zeros(6, 2))) == (0, 6)
     head = SimpleNamespace(
@@ -225,34 +189,32 @@ def test_local_vocab_range():
 
 @pytest.mark.parametrize("tp", [1, 2])
 def test_worker_classes(tp):
-    """Our workers serve DFLASH_CHAIN/DDTREE at any TP on 0.5.11: the spec-v2 one under the overlap scheduler
-    (SGLang's default), the v1 worker under the non-overlap one; SGLang's names (DFLASH included, once resolved) are
-    not ours."""
+    """One worker serves DFLASH_CHAIN/DDTREE at any TP on 0.5.11, under its overlap scheduler (SGLang's default; the
+    non-overlap one, spec v1 there, is refused by name); SGLang's names (DFLASH included, once resolved) are not ours."""
     from sglang_dflash.sglang.algorithm import DraftTreeAlgorithm, is_ours
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
     from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
+    from sglang_dflash.sglang.server_args import ServerArgsError
 
-    def args(name, overlap=False):
+    def args(name, overlap=True):
         return SimpleNamespace(speculative_algorithm=name, tp_size=tp, disable_overlap_schedule=not overlap)
 
     for name in ("DFLASH_CHAIN", "DDTREE"):
-        assert DraftTreeAlgorithm(name).create_worker(args(name)) is DDTreeWorker
-        assert DraftTreeAlgorithm(name).create_worker(args(name, overlap=True)) is DDTreeWorkerV2For0511
+        assert DraftTreeAlgorithm(name).create_worker(args(name)) is DDTreeWorkerV2For0511
+        with pytest.raises(ServerArgsError, match=f"{name} on SGLang 0.5.11 .* drop --disable-overlap-schedule"):
+            DraftTreeAlgorithm(name).create_worker(args(name, overlap=False))
     assert is_ours(args("DDTREE")) and is_ours(args("DFLASH_CHAIN")) and is_ours(DraftTreeAlgorithm("DDTREE"))
     assert not any(is_ours(args(name)) for name in ("EAGLE", "DFLASH", None))
     assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours
 
 
-@pytest.mark.parametrize("worker", ["v1", "v2", "v2-0511"])
+@pytest.mark.parametrize("worker", ["v2", "v2-0511"])
 def test_a_weight_update_leaves_the_drafter_and_is_not_passed_on(worker):
-    """0.5.11's scheduler asks the speculative worker to update after the target: each worker answers success
-    without calling the target worker again (the spec-v2 worker forwards unknown names to it) or failing (v1 had
-    no such method: the scheduler stopped on AttributeError)."""
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
+    """The scheduler asks the speculative worker to update after the target: the worker answers success without
+    calling the target worker again (it forwards unknown names to it) or failing."""
     from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
     from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
-    cls = {"v1": DDTreeWorker, "v2": DDTreeWorkerV2, "v2-0511": DDTreeWorkerV2For0511}[worker]
+    cls = {"v2": DDTreeWorkerV2, "v2-0511": DDTreeWorkerV2For0511}[worker]
     w = object.__new__(cls)
     called = []
     w.name, w._target_worker = "DDTREE", SimpleNamespace(update_weights_from_disk=called.append)
@@ -377,18 +339,17 @@ def test_workers_draft_the_chain_or_the_tree_of_the_drafter_logits(N):
     """TP=1: DFLASH_CHAIN drafts the chain of the argmax over the first N - 1 depths, DDTREE the best N - 1 prefixes
     of all block_size - 1 depths (what the standalone engine verifies for the same logits)."""
     from sglang_dflash.dflash import chain_tree
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     gen = torch.Generator().manual_seed(N)
     roots, logits = torch.tensor([5, 9, 2]), torch.randn(3, 15, 40, generator=gen)
     trees = {}
     for name in ("DFLASH_CHAIN", "DDTREE"):
-        worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
+        worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)  # only what drafting reads
         worker.name, worker.num_nodes, worker.tp_size, worker.heads = name, N, 1, False
         worker.drafter = SimpleNamespace(config=SimpleNamespace(format="dflash", markov_head_type=None))
         worker.profile = StepProfile(None, torch.device("cpu"))
         worker._run_drafter = lambda roots, slots, seq_lens: (None, logits)
-        trees[name] = worker._draft_tree(roots, None, None)
+        trees[name] = worker._build_tree(roots, *worker._run_drafter(roots, None, None))
     chain, tree = trees["DFLASH_CHAIN"], trees["DDTREE"]
     assert torch.equal(chain.token_ids, chain_tree(logits[:, : N - 1].argmax(-1), roots).token_ids)
     expected = build_ddtree(logits, roots, N - 1)
@@ -417,12 +378,11 @@ def test_workers_draft_with_a_conditional_head(tiny_target_dir, tmp_path, fmt, h
     from sglang_dflash.init_draft import init_draft
     from sglang_dflash.models.dflash_draft import DFlashDrafter
     from sglang_dflash.proposal import markov_chain, markov_heads, selector_chain, selector_heads
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     init_draft(tiny_target_dir, tmp_path, num_layers=1, block_size=6, taps=2, seed=5, format=fmt, heads=heads)
     drafter = DFlashDrafter.from_pretrained(tmp_path)
     c, R = drafter.config, 3
-    worker = DDTreeWorker.__new__(DDTreeWorker)  # only what drafting reads
+    worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)  # only what drafting reads
     worker.name, worker.num_nodes, worker.tp_size, worker.drafter = name, N, 1, drafter
     worker.heads = worker._choose_heads(c)
     worker.draft_graphs, worker.cache = None, drafter.new_cache(R, 32)
@@ -453,13 +413,12 @@ def test_conditional_heads_at_tp1_only_and_a_budget_the_selector_can_fill(caplog
     """Which drafters draft through their head: DFlash2 and DSpark at TP = 1 (DSpark's rnn head: chains only), none
     at TP = 2 (a warning says so); a DDTREE budget over what a DFlash2 selector offers (K + K^2 + .. + K^D prefixes)
     is refused at start, naming the flag."""
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     def config(fmt, **kw):  # what the choice reads of a DraftConfig; 2 draft depths
         return SimpleNamespace(**{**dict(format=fmt, markov_head_type=None, selector_top_k=0, num_depths=2), **kw})
 
     def heads(c, name="DDTREE", N=5, tp=1):
-        worker = DDTreeWorker.__new__(DDTreeWorker)
+        worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         worker.name, worker.num_nodes, worker.tp_size = name, N, tp
         return worker._choose_heads(c)
 
@@ -570,7 +529,6 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     nodes -1), replayed on copies of the step's inputs, reading the taps from the capture buffer; it leaves the
     cache as the eager append does (the graph stood in for by `Replayed`)."""
     from sglang_dflash.sglang import worker_common
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     captured = []
     monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
@@ -584,7 +542,7 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
     nodes = torch.tensor([[0, 2, -1], [0, -1, -1]])
     caches = []
     for graphs in (None, {}):
-        worker = DDTreeWorker.__new__(DDTreeWorker)
+        worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
         worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
         worker._append_verified(R, slots, start, nodes)
@@ -605,13 +563,12 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     the context append's as wide as the step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The
     graphs are stood in for by `Replayed`."""
     from sglang_dflash.sglang import worker_common
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
     torch.manual_seed(3)
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=5, std=0.3)
     N = 4 if algorithm == "DFLASH_CHAIN" else 7
-    w = DDTreeWorker.__new__(DDTreeWorker)
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
     w.name, w.heads = algorithm, False
     w.drafter, w.cache, w.num_nodes, w.device, w.tp_size, w.graph_context = (
         drafter,
@@ -643,7 +600,6 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     """On a GPU: the drafter pass captured with StaticBlockEmbedding (roots loaded before each replay) gives the eager
     pass's logits for two different batches of roots, and the graphed context append leaves the eager append's cache."""
     from sglang_dflash.cuda_graph import CapturedStep
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
 
     dev = torch.device("cuda")
     torch.manual_seed(2)
@@ -661,7 +617,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
     head = torch.randn(100, 64, device=dev) * 0.1  # one LM head for both workers
     workers = []
     for graphs in (None, {}):
-        w = DDTreeWorker.__new__(DDTreeWorker)
+        w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         w.drafter, w.capture, w.num_nodes, w.draft_graphs, w.context_graphs = drafter, capture, N, graphs, {}
         w.graph_context, w.heads = None, False
         w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
@@ -763,19 +719,6 @@ def test_every_sampling_parameter_is_honoured_or_refused():
         assert request_unsupported(request(**{name: REFUSED[name]})) is not None, name
     for name in api & HONOURED:
         assert request_unsupported(request(**{name: 5})) is None, name
-
-
-def test_roots_out_of_the_embedding_are_faults():
-    from sglang_dflash.sglang.ddtree_worker import DDTreeWorker
-
-    w = DDTreeWorker.__new__(DDTreeWorker)
-    w.name, w.vocab_rows, w.device = "DFLASH_CHAIN", 10, torch.device("cpu")
-    reqs = [SimpleNamespace(output_ids=[3, 4], origin_input_ids=[1]), SimpleNamespace(output_ids=[], origin_input_ids=[2]),
-            SimpleNamespace(output_ids=[12], origin_input_ids=[1])]  # fmt: skip
-    faults = {0: "earlier"}
-    roots = w._roots(SimpleNamespace(reqs=reqs), faults)
-    assert roots.tolist() == [4, 2, 0]
-    assert faults == {0: "earlier", 2: "DFLASH_CHAIN: last token 12 outside the embedding's 10 rows"}
 
 
 AGREEMENT = """

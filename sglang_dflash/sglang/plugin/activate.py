@@ -156,7 +156,6 @@ def _choose_release() -> Release | None:
             state.off = f"SGLang {version} is not supported (supported: {', '.join(SUPPORTED)})"
             return None
         state.release = table
-        names.use_fields(table.fields)
         patches.configure(table.overlap_spec_v2)
     return None if state.off else state.release
 
@@ -204,7 +203,7 @@ def register() -> None:
 
 def activate_runtime(server_args) -> None:
     """In a scheduler process that serves our algorithm, before its model runner exists: the runtime patches and
-    the renamed fields, checked first; a mismatch stops the start-up with one line (the user asked for ours)."""
+    the verify input's fields, checked first; a mismatch stops the start-up with one line (the user asked for ours)."""
     if state.runtime:
         return
     table = _choose_release()

@@ -14,7 +14,7 @@ from ... import env
 from ..algorithm import DraftTreeAlgorithm, is_ours
 from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name
 
-_overlap_spec_v2 = False  # the running release's overlap scheduler can run our spec-v2 worker (0.5.11, `configure`)
+_overlap_spec_v2 = False  # the running release runs spec v2 under its overlap scheduler only (0.5.11, `configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
 _command_line = False  # a launch_server command line asked for ours: refusals print one line, exit code 2
 
@@ -100,9 +100,7 @@ def speculative_decoding(original, self):
     if is_ours(self):
         from ..server_args import resolve_speculative_args
 
-        # 0.5.11: the spec-v2 worker under the overlap scheduler (`DraftTreeAlgorithm.create_worker`: the same test)
-        spec_v2 = _overlap_spec_v2 and not self.disable_overlap_schedule
-        _resolving(lambda a: resolve_speculative_args(a, spec_v2=spec_v2), self)
+        _resolving(lambda a: resolve_speculative_args(a, overlap_only=_overlap_spec_v2), self)
     return original(self)
 
 
@@ -167,7 +165,7 @@ def init_device_graphs(original, self):
         from ..tree_gdn_backend import install
 
         install_before_graphs(self)
-        install(self)  # unless SGLANG_DFLASH_TREE_GDN=0
+        install(self)
     return original(self)
 
 
@@ -217,11 +215,11 @@ def gdn_forward_extend(original, self, layer, forward_batch, mixed_qkv, a, b, *a
 
 def req_to_token_pool_init(original, self, *args, **kwargs):
     """SGLang's per-node GDN verify states (N states per request and GDN layer, about 2.5 GB per request for
-    Qwen3.6-27B at TP=2 and 33 nodes) for one request slot when our tree verify replaces them (SGLang still asserts
+    Qwen3.6-27B at TP=2 and 33 nodes) for one request slot: our tree verify replaces them (SGLang still asserts
     they exist; `handle_max_mamba_cache` gives the memory plan the rest back)."""
     from .. import tree_gdn_backend
 
-    if "mamba_spec_state_size" in kwargs and tree_gdn_backend.enabled():
+    if "mamba_spec_state_size" in kwargs:
         tree_gdn_backend.logger.info("sglang-dflash: tree GDN verify: SGLang's per-node GDN states allocated for 1 slot, "
                                      "not %s", kwargs["mamba_spec_state_size"])  # fmt: skip
         kwargs["mamba_spec_state_size"] = 0
@@ -239,16 +237,15 @@ def handle_max_mamba_cache(original, self, total_rest_memory, *args, **kwargs):
 
 
 def plan_mamba_states(original, self, total_rest_memory, *args, **kwargs):
-    """0.5.23 (`KVCacheConfigurator._handle_max_mamba_cache`): where our tree verify runs, the plan reserves SGLang's
+    """0.5.23 (`KVCacheConfigurator._handle_max_mamba_cache`): for ours (their tree verify), the plan reserves SGLang's
     per-node GDN verify states for the one slot the pool keeps (`req_to_token_pool_init`), not for every running
     request: SGLang plans as it does where a server allocates none (its `_pd_prefill_skips_mamba_spec_state`, for
     this call only), then one slot's states are taken off (`memory_plan.one_slot_states_gib`)."""
-    from .. import tree_gdn_backend
     from ..memory_plan import one_slot_states_gib
 
     module = sys.modules[original.__module__]
     skips = getattr(module, "_pd_prefill_skips_mamba_spec_state", None)  # absent: SGLang's reservation stands (safe)
-    if skips is None or self.is_draft_worker or not is_ours(self.spec_algorithm) or not tree_gdn_backend.enabled():
+    if skips is None or self.is_draft_worker or not is_ours(self.spec_algorithm):
         return original(self, total_rest_memory, *args, **kwargs)
     module._pd_prefill_skips_mamba_spec_state = lambda: True
     try:
@@ -291,7 +288,7 @@ def validate_server_args(args) -> None:
     the fields it writes)."""
     from ..server_args import resolve_speculative_args
 
-    _resolving(lambda a: resolve_speculative_args(a, spec_v2=True), args)
+    _resolving(resolve_speculative_args, args)
 
 
 def profile_decode(original, self, *args, **kwargs):

@@ -8,18 +8,16 @@ touches anything: a missing module, class or attribute, or other parameters, and
   our server arguments; for any other algorithm they call SGLang's own code unchanged.
 - `runtime` patches go on in a scheduler process only when it serves our algorithm (`patches.scheduler_init`),
   before its model runner exists; a stock server never has them.
-- `fields`: SGLang fields the workers read or write under names that changed between releases (`names.Fields`).
+- `field_owners`: SGLang fields the worker fills by name (EAGLE's verify input), checked with the runtime patches.
 - `registry`: the release has `SpeculativeAlgorithm.register` (0.5.23): our names are registered there, with their
   server-argument validation and worker factory, instead of patched into `from_string` and `--speculative-algorithm`.
-- `overlap_spec_v2`: the release runs spec v2 under its overlap scheduler only (0.5.11): ours get the spec-v2 worker
-  there (SGLang's default), the v1 worker with --disable-overlap-schedule.
+- `overlap_spec_v2`: the release runs spec v2 under its overlap scheduler only (0.5.11, its default):
+  --disable-overlap-schedule is refused for ours there.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from ..names import Fields
 
 
 @dataclass(frozen=True)
@@ -53,13 +51,12 @@ class Release:
     versions: tuple[str, ...]
     stock: tuple[Patch, ...]
     runtime: tuple[Patch, ...]
-    fields: Fields
     registry: bool = False
     overlap_spec_v2: bool = False
 
     @property
     def field_owners(self) -> tuple[Field, ...]:
-        return field_owners(self.fields)
+        return VERIFY_INPUT_FIELDS
 
 
 SPEC_INFO = "sglang.srt.speculative.spec_info"
@@ -76,7 +73,6 @@ KV_CONFIGURATOR = "sglang.srt.mem_cache.kv_cache_configurator"
 BASE_GRAPHS = "sglang.srt.model_executor.runner.base_runner"
 TP_WORKER = "sglang.srt.managers.tp_worker"
 EAGLE_INFO = "sglang.srt.speculative.eagle_info"
-MANAGER_UTILS = "sglang.srt.managers.utils"
 SCHEDULE_BATCH = "sglang.srt.managers.schedule_batch"
 
 NAMES = (  # our names and server arguments, where SGLang has no registry for them
@@ -176,21 +172,12 @@ PROFILE = Patch(f"{TP_WORKER}:TpModelWorker.forward_batch_generation", "profile_
                 "SGLANG_DFLASH_PROFILE only: stock decode steps timed as our workers' steps are")  # fmt: skip
 
 
-def field_owners(f: Fields) -> tuple[Field, ...]:
-    """Where the renamed fields live: checked with the runtime patches."""
-    return (
+VERIFY_INPUT_FIELDS = (  # the tree's verify input, by EagleVerifyInput's field names (`verify_io.eagle_verify_fields`)
     Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_index"),
     Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_next_token"),
     Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_next_sibling"),
     Field(f"{EAGLE_INFO}:EagleVerifyInput", "retrieve_cum_len"),
-    Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted),
-    Field(f"{MANAGER_UTILS}:GenerationBatchResult", f.result_accepted_per_req),
-    Field(f"{SCHEDULE_BATCH}:Req", f.req_accepted),
-    )  # fmt: skip
-
-
-FIELDS_0_5_11 = Fields("num_accepted_drafts", "num_accepted_drafts_per_req_cpu", "spec_accepted_drafts")
-FIELDS_0_5_23 = Fields("num_correct_drafts", "num_correct_drafts_per_req_cpu", "spec_num_correct_drafts")
+)
 
 RELEASES = (
     Release(
@@ -208,7 +195,6 @@ RELEASES = (
                   "completed early in the step was missed or emitted past), and the length cap before an EOS in the "
                   "step; checked token by token as stock decode"),
         ),
-        fields=FIELDS_0_5_11,
         overlap_spec_v2=True,
     ),
     Release(
@@ -232,7 +218,6 @@ RELEASES = (
                   "of a step's stop strings, the first listed that its tokens hold ends the request, not the first "
                   "completed, which stock decode stops at; checked token by token as stock decode"),
         ),
-        fields=FIELDS_0_5_23,
         registry=True,
     ),
 )  # fmt: skip
