@@ -43,7 +43,7 @@ from sglang_dflash.sglang.plugin.activate import installed_version  # noqa: E402
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
 # The SGLang-independent core, vendored as the package sglang.srt.speculative.<prefix>.
-CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "cuda_graph.py", "env.py", "kernels", "models")
+CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "budget.py", "cuda_graph.py", "env.py", "kernels", "models")
 
 # Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_.
 FACING = {
@@ -56,6 +56,7 @@ FACING = {
     "sglang_dflash.sglang.tree_gdn_backend": "tree_gdn",
     "sglang_dflash.sglang.memory_plan": "memory_plan",
     "sglang_dflash.sglang.step_profile": "step_profile",
+    "sglang_dflash.sglang.width_control": "width_control",
 }
 # Plugin modules beside them that are not ported: the enum members and the edits replace them; and the spec-v2 worker
 # on 0.5.11's schema, a release with no series.

@@ -27,7 +27,16 @@ from torch import Tensor
 
 from .ddtree import DraftTree
 
-__all__ = ["BudgetControl", "BudgetPlan", "VerifyCost", "WidthController", "plan_budget", "plan_nodes", "tree_accept_probs"]
+__all__ = [
+    "BudgetControl",
+    "BudgetPlan",
+    "VerifyCost",
+    "WidthController",
+    "plan_budget",
+    "plan_nodes",
+    "tree_accept_probs",
+    "tree_accept_probs_top_k",
+]
 
 
 @dataclass(frozen=True)
@@ -144,40 +153,54 @@ def plan_nodes(accept_probs: Tensor, control: BudgetControl) -> int:
 
 
 class WidthController:
-    """The standalone engine's width per step (`BudgetControl`): each request's last drafted tree stands for its next
-    one, its node probabilities scaled by how that request's drafts were accepted so far, depth by depth:
-    factor[r, d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) + prior), the
-    prediction being the sum of its verified depth-d nodes' probabilities (disjoint events). Both counts decay by
-    `decay` a step, so a request that decodes plainly for a while is offered speculation again. A step with a request
-    that has drafted no tree yet verifies the narrowest tier (plain decoding where the tiers start at 1): nothing
-    known, nothing spent."""
+    """A width per step (`BudgetControl`), for the standalone engine and the server alike: each request's last drafted
+    tree stands for its next one, its node probabilities scaled by how that request's drafts were accepted so far,
+    depth by depth: factor[d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) +
+    prior), the prediction being the sum of its verified depth-d nodes' probabilities (disjoint events). Both counts
+    decay by `decay` a step, so a request that decodes plainly for a while is offered speculation again. A request
+    that has drafted no tree yet counts as the mean of those that have (a server's batch gains requests any step); a
+    step where none has verifies the narrowest tier (plain decoding where the tiers start at 1): nothing known, nothing
+    spent. Requests are keys of any hashable kind (engine: its slots; server: request ids)."""
 
-    def __init__(self, control: BudgetControl, num_requests: int, max_depth: int, prior: float = 1.0, decay: float = 0.95):
-        self.control, self.prior, self.decay = control, prior, decay
-        self.accepted = torch.zeros(num_requests, max_depth + 1, dtype=torch.float64)  # [R, depth], column 0 unused
-        self.predicted = torch.zeros_like(self.accepted)
-        self.drafted: dict[int, tuple[Tensor, Tensor]] = {}  # request -> its last tree's (probs, depths) [M]
+    def __init__(self, control: BudgetControl, max_depth: int, prior: float = 1.0, decay: float = 0.95):
+        self.control, self.max_depth, self.prior, self.decay = control, max_depth, prior, decay
+        self.accepted: dict = {}  # key -> float64 [max_depth + 1], by depth (index 0 unused)
+        self.predicted: dict = {}  # key -> the same
+        self.drafted: dict = {}  # key -> its last tree's (probs, depths) [M]
 
-    def factors(self, r: int) -> Tensor:
-        return (self.accepted[r] + self.prior) / (self.predicted[r] + self.prior)
+    def factors(self, key) -> Tensor:
+        zero = torch.zeros(self.max_depth + 1, dtype=torch.float64)
+        return (self.accepted.get(key, zero) + self.prior) / (self.predicted.get(key, zero) + self.prior)
 
-    def nodes(self, active: list[int]) -> int:
-        if any(r not in self.drafted for r in active):
+    def nodes(self, keys: list) -> int:
+        known = [k for k in keys if k in self.drafted]
+        if not known:
             return self.control.tiers[0]
-        probs = [(p.double() * self.factors(r)[d]).clamp(max=1.0) for r in active for p, d in [self.drafted[r]]]
-        return plan_nodes(torch.stack(probs), self.control)
+        probs = torch.stack([(p.double() * self.factors(k)[d]).clamp(max=1.0) for k in known for p, d in [self.drafted[k]]])
+        if len(known) < len(keys):
+            probs = torch.cat([probs, probs.mean(0, keepdim=True).expand(len(keys) - len(known), -1)])
+        return plan_nodes(probs, self.control)
 
-    def observe(self, active: list[int], probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
-        """A step of requests `active` drafted trees of node probabilities and depths [R, M] (root excluded), verified
+    def observe(self, keys: list, probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
+        """A step of requests `keys` drafted trees of node probabilities and depths [R, M] (root excluded), verified
         their first `nodes` nodes and accepted accept_len[i] drafts of each."""
         probs, depths = probs.double().cpu(), depths.cpu()
         verified = slice(0, nodes - 1)
-        for i, r in enumerate(active):
-            self.accepted[r] *= self.decay
-            self.predicted[r] *= self.decay
-            self.predicted[r].index_add_(0, depths[i, verified], probs[i, verified])
-            self.accepted[r, 1 : accept_len[i] + 1] += 1.0
-            self.drafted[r] = (probs[i], depths[i])
+        for i, k in enumerate(keys):
+            accepted = self.accepted.setdefault(k, torch.zeros(self.max_depth + 1, dtype=torch.float64))
+            predicted = self.predicted.setdefault(k, torch.zeros_like(accepted))
+            accepted *= self.decay
+            predicted *= self.decay
+            predicted.index_add_(0, depths[i, verified], probs[i, verified])
+            accepted[1 : accept_len[i] + 1] += 1.0
+            self.drafted[k] = (probs[i], depths[i])
+
+    def retain(self, keys) -> None:
+        """Forget every request but `keys` (the server's finished ones)."""
+        keep = set(keys)
+        for table in (self.accepted, self.predicted, self.drafted):
+            for k in [k for k in table if k not in keep]:
+                del table[k]
 
 
 def tree_accept_probs(tree: DraftTree, draft_logits: Tensor, lse: Tensor | None = None) -> Tensor:
@@ -192,5 +215,20 @@ def tree_accept_probs(tree: DraftTree, draft_logits: Tensor, lse: Tensor | None 
     if lse is None:
         lse = torch.logsumexp(draft_logits.float(), dim=-1)  # [R, L]: no [R, L, V] log-softmax
     own = draft_logits[rows, depth, tree.token_ids[:, 1:]].float() - lse[rows, depth]  # [R, N - 1]
-    path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # sum over each node's path
+    return path_probs(tree, own)
+
+
+def tree_accept_probs_top_k(tree: DraftTree, logp: Tensor, top_ids: Tensor) -> Tensor:
+    """`tree_accept_probs` of a tree built from top-K lists (`build_ddtree_from_top_k`: logp float32 [R, L, K], their
+    tokens top_ids [R, L, K], e.g. merged over tensor-parallel shards): each node's token is in its depth's list."""
+    rows, depth = torch.arange(tree.num_requests, device=logp.device)[:, None], tree.depths[:, 1:] - 1
+    ids, lp = top_ids[rows, depth], logp[rows, depth]  # [R, N - 1, K]: each node's depth's list
+    k = (ids == tree.token_ids[:, 1:, None]).int().argmax(-1, keepdim=True)
+    return path_probs(tree, lp.gather(-1, k)[..., 0].float())
+
+
+def path_probs(tree: DraftTree, own: Tensor) -> Tensor:
+    """float [R, N - 1]: exp of the sum, over each non-root node's path, of its nodes' own log-probabilities own
+    [R, N - 1]."""
+    path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]
     return path.exp()

@@ -8,6 +8,7 @@ Each switch is read when it is used, never at import, so a test or a launcher ma
 | SGLANG_DFLASH_OVERRIDE_DFLASH | 1 | unset | on SGLang with a built-in DFLASH (0.5.11): `DFLASH` runs our chain worker |
 | SGLANG_DFLASH_TREE_ATTENTION | 0 / 1 / auto | auto | full-attention verify through our tree attention (auto: measured faster) |
 | SGLANG_DFLASH_DRAFT_GRAPHS | 0 / 1 | 1 | the drafter pass as CUDA graphs |
+| SGLANG_DFLASH_WIDTHS | off / auto / n,n,.. | off | verify widths chosen per step by cost (auto: 2, 4, 8, .. up to the flag's) |
 | SGLANG_DFLASH_DRAFT_MAX_LEN | int | min(context, 8192) | positions per request the drafter reads |
 | SGLANG_DFLASH_DRAFT_TP | 0 / 1 | 1 | shard the drafter over the TP ranks where its heads split; 0: replicate |
 | SGLANG_DFLASH_DEBUG_STEPS | int | 0 | log this many verify steps |
@@ -55,6 +56,7 @@ DISABLE = Switch("SGLANG_DFLASH_DISABLE", None)
 OVERRIDE_DFLASH = Switch("SGLANG_DFLASH_OVERRIDE_DFLASH", "0")
 TREE_ATTENTION = Switch("SGLANG_DFLASH_TREE_ATTENTION", "auto", ("0", "1", "auto"))
 DRAFT_GRAPHS = Switch("SGLANG_DFLASH_DRAFT_GRAPHS", "1")
+WIDTHS = Switch("SGLANG_DFLASH_WIDTHS", "off")
 DRAFT_MAX_LEN = Switch("SGLANG_DFLASH_DRAFT_MAX_LEN", None)
 DRAFT_TP = Switch("SGLANG_DFLASH_DRAFT_TP", "1")
 DEBUG_STEPS = Switch("SGLANG_DFLASH_DEBUG_STEPS", None)
@@ -63,7 +65,7 @@ PROFILE_KERNELS = Switch("SGLANG_DFLASH_PROFILE_KERNELS", None)
 COMPILE = Switch("SGLANG_DFLASH_COMPILE", "1")
 PDL = Switch("SGLANG_DFLASH_PDL", "1")
 
-ALL = (DISABLE, OVERRIDE_DFLASH, TREE_ATTENTION, DRAFT_GRAPHS, DRAFT_MAX_LEN, DRAFT_TP, DEBUG_STEPS, PROFILE,
+ALL = (DISABLE, OVERRIDE_DFLASH, TREE_ATTENTION, DRAFT_GRAPHS, WIDTHS, DRAFT_MAX_LEN, DRAFT_TP, DEBUG_STEPS, PROFILE,
        PROFILE_KERNELS, COMPILE, PDL)  # fmt: skip
 
 

@@ -181,7 +181,7 @@ def test_width_controller_calibrates_by_acceptance_hand_worked():
     probs, depths = torch.tensor([[0.9, 0.5]]), torch.tensor([[1, 2]])
     for seconds, calibrated, raw in ((2.3, 1, 3), (2.2, 3, 3)):
         control = BudgetControl(VerifyCost((1, 3), (1.0, seconds)), (1, 3))
-        width = WidthController(control, num_requests=1, max_depth=2)
+        width = WidthController(control, max_depth=2)
         assert width.nodes([0]) == 1
         width.observe([0], probs, depths, nodes=3, accept_len=[1])
         assert width.factors(0)[1:].tolist() == pytest.approx([2 / 1.9, 1 / 1.5])
@@ -192,10 +192,58 @@ def test_width_controller_forgets_and_counts_only_verified_nodes():
     """A step that verifies the root alone predicts nothing and accepts nothing: the counts only decay (so the factors
     drift back to 1 and speculation is tried again); nodes past the verified width are not predictions."""
     control = BudgetControl(VerifyCost((2, 6), (1.0, 2.0)), (1, 3))
-    width = WidthController(control, num_requests=2, max_depth=2, decay=0.5)
+    width = WidthController(control, max_depth=2, decay=0.5)
     probs, depths = torch.tensor([[0.8, 0.4], [0.6, 0.3]]), torch.tensor([[1, 2], [1, 1]])
     width.observe([0, 1], probs, depths, nodes=2, accept_len=[0, 1])  # node 0 of each verified, node 1 not
-    assert width.predicted[:, 1:].flatten().tolist() == pytest.approx([0.8, 0.0, 0.6, 0.0])
-    assert width.accepted[:, 1:].tolist() == [[0.0, 0.0], [1.0, 0.0]]
+    assert [*width.predicted[0][1:], *width.predicted[1][1:]] == pytest.approx([0.8, 0.0, 0.6, 0.0])
+    assert [width.accepted[r][1:].tolist() for r in (0, 1)] == [[0.0, 0.0], [1.0, 0.0]]
     width.observe([0], probs[:1], depths[:1], nodes=1, accept_len=[0])
-    assert width.predicted[0, 1:].tolist() == pytest.approx([0.4, 0.0]) and width.accepted[1, 1] == 1.0
+    assert width.predicted[0][1:].tolist() == pytest.approx([0.4, 0.0]) and width.accepted[1][1] == 1.0
+
+
+def test_width_controller_keys_requests_by_id_and_forgets_the_finished():
+    """The server keys requests by id: each keeps its own counts; `retain` drops every other request's, which then
+    counts as never drafted (the narrowest tier)."""
+    control = BudgetControl(VerifyCost((1, 3), (1.0, 1.1)), (1, 3))
+    width = WidthController(control, max_depth=2)
+    probs, depths = torch.tensor([[0.9, 0.5], [0.9, 0.5]]), torch.tensor([[1, 2], [1, 2]])
+    width.observe(["a", "b"], probs, depths, nodes=3, accept_len=[2, 0])
+    assert width.factors("a")[1:].tolist() == pytest.approx([2 / 1.9, 2 / 1.5])
+    assert width.factors("b")[1:].tolist() == pytest.approx([1 / 1.9, 1 / 1.5])
+    assert width.nodes(["a"]) == 3
+    width.retain(["a"])
+    assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"]) == 1
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tree_probabilities_from_top_k_lists(seed):
+    """The top-K form (a tree built from merged top-K lists, as a tensor-parallel drafter has them): the same path
+    probabilities as brute force over every prefix of the full distributions, and as the logits form."""
+    from sglang_dflash.budget import tree_accept_probs, tree_accept_probs_top_k
+    from sglang_dflash.ddtree import build_ddtree_from_top_k, draft_log_probs
+
+    gen = torch.Generator().manual_seed(300 + seed)
+    R, L, V, B = 2, 3, 5, 10
+    logits = torch.randn(R, L, V, generator=gen) * 2
+    logp, ids = draft_log_probs(logits, min(B, V))
+    tree = build_ddtree_from_top_k(logp, ids, torch.zeros(R, dtype=torch.long), B)
+    probs = tree_accept_probs_top_k(tree, logp, ids)
+    torch.testing.assert_close(probs, tree_accept_probs(tree, logits), rtol=1e-5, atol=1e-7)
+    for r in range(R):
+        best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
+        torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)
+
+
+def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():
+    """Requests a and b drafted (0.9, 0.5) and (0.5, 0.1) at depths 1, 2, verified 1 node and accepted it (depth 1's
+    factor 2 / (p + 1)): calibrated (0.947, 0.5) and (0.667, 0.1). A request c that joins counts as their mean (0.807,
+    0.3): width 3 gives 6.321 tokens / 1.49 s = 4.24/s against width 2's 5.421 / 1.3 = 4.17/s; counted as nothing
+    (zeros) it would give width 2 (5.214 / 1.49 = 3.50 against 4.614 / 1.3 = 3.55)."""
+    control = BudgetControl(VerifyCost((3, 6, 9), (1.0, 1.3, 1.49)), (1, 2, 3))
+    width = WidthController(control, max_depth=2)
+    probs, depths = torch.tensor([[0.9, 0.5], [0.5, 0.1]]), torch.tensor([[1, 2], [1, 2]])
+    width.observe(["a", "b"], probs, depths, nodes=2, accept_len=[1, 1])
+    calibrated = torch.stack([(p * width.factors(k)[d]).clamp(max=1.0) for k, p, d in zip("ab", probs.double(), depths)])
+    three = torch.cat([calibrated, calibrated.mean(0, keepdim=True)])
+    assert width.nodes(["a", "b", "c"]) == plan_nodes(three, control) == 3
+    assert plan_nodes(torch.cat([calibrated, torch.zeros(1, 2)]), control) == 2

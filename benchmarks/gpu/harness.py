@@ -566,6 +566,9 @@ def sglang_runs(args, target: Path, draft: Path) -> list[SGLangRun]:
             for r in runs
             if r.plugin
         ]
+    if args.also_widths:  # the verify width chosen per step by cost
+        runs += [SGLangRun(f"{r.name}-widths", r.plugin, r.engine_kwargs, dict(r.env, SGLANG_DFLASH_WIDTHS=args.also_widths))
+                 for r in runs if r.plugin and r.name != BUILTIN]  # fmt: skip
     return select_runs(runs, args.runs)
 
 
@@ -1041,6 +1044,13 @@ def parse_args(argv=None):
         help="each of our runs (and its -nograph variant) once more with --disable-overlap-schedule (-nooverlap): "
         "SGLang's non-overlap scheduler, the worker run synchronously (ours' other runs: SGLang's default, overlap); "
         "0.5.23 only: 0.5.11 runs ours under its overlap scheduler only",
+    )
+    p.add_argument(
+        "--also-widths",
+        default=None,
+        metavar="TIERS",
+        help="each of our runs (and its variants) once more with SGLANG_DFLASH_WIDTHS=TIERS (-widths): the verify width "
+        "chosen per step by cost among TIERS (auto: 2, 4, 8, .. up to the run's)",
     )
     p.add_argument(
         "--also-backend-attention",

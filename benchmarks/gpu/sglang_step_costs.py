@@ -374,6 +374,8 @@ def main(argv=None) -> int:
         help="each plugin run again with SGLang's attention backend in the full-attention layers' verify "
         "(SGLANG_DFLASH_TREE_ATTENTION=0) instead of the plugin's tree attention",
     )
+    p.add_argument("--also-widths", default=None, metavar="TIERS", help="as harness.py's: each of our runs once more with "
+                   "the verify width chosen per step by cost (SGLANG_DFLASH_WIDTHS=TIERS, e.g. auto)")  # fmt: skip
     p.add_argument("--attention-backend", choices=("triton", "flashinfer"), default="triton", help="as harness.py's")
     p.add_argument(
         "--forced-tau",
@@ -403,6 +405,7 @@ def main(argv=None) -> int:
          "--sglang", mine.sglang, "--speculative-algorithm", "DFLASH_CHAIN", "DDTREE",
          "DFLASH", "--vocab", str(QWEN36_27B_TEXT["vocab_size"])]
         + (["--also-backend-attention"] if mine.also_backend_attention else [])
+        + (["--also-widths", mine.also_widths] if mine.also_widths else [])
         + ["--attention-backend", mine.attention_backend]
         + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip

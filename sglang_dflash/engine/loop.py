@@ -174,7 +174,7 @@ def generate(
     outputs = [[int(t)] for t in last.tolist()]
     accept_lens: list[list[int]] = [[] for _ in range(R)]
     verify_nodes: list[int] = []
-    width = WidthController(budget_control, R, drafter.config.num_depths) if budget_control is not None else None
+    width = WidthController(budget_control, drafter.config.num_depths) if budget_control is not None else None
     fixed_nodes = 1 if drafter is None else budget + 1 if algo == "ddtree" else block  # without budget_control
     done = [max_new_tokens <= 1 or int(last[r]) in eos_token_ids for r in range(R)]
     bar = tqdm(total=R * max_new_tokens, initial=R, disable=not progress, unit="tok", desc=f"generate ({algo})")

@@ -44,6 +44,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
+import torch.nn.functional as F
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker
 from torch import Tensor
 
@@ -68,6 +69,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
     """DDTREE or DFLASH_CHAIN (by `server_args.speculative_algorithm`) on spec v2; see the module docstring."""
 
     overlap_ready = True  # its step reads nothing back
+    graph_runner_attr = "decode_cuda_graph_runner"  # the target ModelRunner's TARGET_VERIFY graphs
 
     def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int | None = None):
         BaseSpecWorker.__init__(self)
@@ -114,7 +116,34 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self._install_capture()
 
     def init_cuda_graphs(self) -> None:
+        self._init_width_control()
         self._warm_up(min(2, self.server_args.max_running_requests or 2))
+
+    def _build_tier(self, n: int) -> tuple:
+        """(attention backend, TARGET_VERIFY graph runner or None, tree-verify workspace) of a verify of n nodes, made
+        as SGLang's adaptive EAGLE makes its tiers (`eagle_worker_v2.build_adaptive_runtime_state`): the resolved
+        speculative fields overridden while they are built."""
+        from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
+        from sglang.srt.runtime_context import get_context, get_spec
+
+        from .tree_gdn_backend import install
+
+        runner, spec = self.model_runner, get_spec()
+        fields = ("speculative_num_steps", "speculative_num_draft_tokens")
+        saved = {f: getattr(spec, f) for f in fields}
+        tier = dict(zip(fields, (self._tier_steps(n), n)))
+        get_context().override("sglang_dflash.verify_width", **tier)
+        init_new_workspace = runner.init_new_workspace
+        try:
+            backend = runner._get_attention_backend(init_new_workspace=True)
+            workspace = install(runner, self.draft_config.num_depths, num_nodes=n)
+            graphs = None
+            if getattr(runner, self.graph_runner_attr) is not None:
+                graphs = DecodeCudaGraphRunner(runner, attn_backend=backend, **tier)
+        finally:
+            runner.init_new_workspace = init_new_workspace
+            get_context().override("sglang_dflash.verify_width", **saved)
+        return backend, graphs, workspace
 
     def init_hicache_draft_plan(self) -> None:
         pass
@@ -213,22 +242,26 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
             batch.seq_lens.record_stream(torch.cuda.current_stream(batch.seq_lens.device))
         slots_cpu, seq_cpu, faults = self._check_step(batch)
         draft_slots, draft_lens = self._drafter_rows(batch, faults)
+        keys, nodes, start = self._choose_width(batch)
         self.profile.start()
-        tree = self._draft(batch, draft_slots, draft_lens)
+        tree, drafted = self._draft(batch, draft_slots, draft_lens, nodes)
         self.profile.mark("tree")
         logits, tree_gdn, graph_bs, result = self._verify(batch, tree, seq_cpu)
         self.profile.mark("verify")
         acc = self._accept(batch, tree, logits)
         self.profile.mark("accept")
-        max_keep = min(self.num_nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
-        tokens, accept_lens, new_seq_lens = self._commit(batch, tree, acc, seq_cpu, max_keep, tree_gdn,
-                                                         graph_bs if result.can_run_cuda_graph else None)  # fmt: skip
+        max_keep = min(nodes, tree.max_depth + 1)  # nodes an accepted path may hold, the root included
+        graph_bs = graph_bs if result.can_run_cuda_graph else None
+        tokens, accept_lens, new_seq_lens = self._commit(batch, tree, acc, seq_cpu, max_keep, tree_gdn, graph_bs)
+        if self.width is not None:  # a step not replayed from a graph is no graph's cost (graph_bs None)
+            self.width.record(keys, nodes, *drafted, acc.accept_len, graph_bs, start)
         result.logits_output.hidden_states = result.logits_output.next_token_logits = None  # [bs * N, V]: read
+        tokens = F.pad(tokens, (0, self.num_nodes - nodes))  # rows as wide as the widest tier (the scheduler's stride)
         step = self._result(result.logits_output, tokens.reshape(-1), accept_lens, acc.bonus_tokens, new_seq_lens,
                             result.can_run_cuda_graph)  # fmt: skip
         publish(new_seq_lens)  # after the target's KV and GDN commits (SGLang's own DFLASH: the same point)
         try:
-            self._append_verified(len(batch.reqs), draft_slots, draft_lens, acc.accepted_nodes)
+            self._append_verified(len(batch.reqs), draft_slots, draft_lens, acc.accepted_nodes, nodes)
             for i, (slot, s) in enumerate(zip(slots_cpu, seq_cpu)):
                 if i not in faults:
                     self.ctx_lens.set(slot, s + 1, up_to=s + max_keep)  # the accepted count is on the device
@@ -238,11 +271,26 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self.profile.end(len(batch.reqs))
         return step
 
-    def _draft(self, batch, slots: Tensor, seq_lens: Tensor) -> DraftTree:
+    def _choose_width(self, batch) -> tuple[list | None, int, object]:
+        """(request ids, this step's verify width, its start event): the width controller's choice, its tier made the
+        target's (`_activate_tier`); without the controller (None, --speculative-num-draft-tokens, None)."""
+        if self.width is None:
+            return None, self.num_nodes, None
+        keys = [req.rid for req in batch.reqs]
+        nodes = self.width.nodes(keys, self._graph_batch_size(len(keys)))
+        self._activate_tier(nodes)
+        return keys, nodes, self.width.start()
+
+    def _draft(self, batch, slots: Tensor, seq_lens: Tensor, nodes: int) -> tuple[DraftTree, tuple | None]:
         """One drafter pass from each request's bonus token (the root) at the drafter's slots and lengths [bs]
-        (`_drafter_rows`) -> the chain or tree to verify."""
+        (`_drafter_rows`) -> the chain or tree to verify (its first `nodes` nodes) and, with the width controller, the
+        widest tree's node probabilities and depths [bs, num_nodes - 1] (None without)."""
         roots = self._roots(batch.spec_info).long()
-        return self._build_tree(roots, *self._run_drafter(roots, slots, seq_lens))
+        hidden, local = self._run_drafter(roots, slots, seq_lens)
+        if self.width is None:
+            return self._build_tree(roots, hidden, local), None
+        tree, probs = self._marginal_tree(roots, local)
+        return tree.prefix(nodes), (probs, tree.depths[:, 1:])
 
     def _roots(self, draft_input) -> Tensor:
         """The previous step's bonus tokens [bs]: this step's roots."""
@@ -256,7 +304,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         forward_batch, planned = self._prepare_verify(spec_info, batch)
         self.profile.mark("prepare")
         result = self.target_worker.forward_batch_generation(None, forward_batch=forward_batch, is_verify=True, **planned)
-        logits = result.logits_output.next_token_logits.view(len(batch.reqs), self.num_nodes, -1)
+        logits = result.logits_output.next_token_logits.view(len(batch.reqs), tree.num_nodes, -1)
         return logits, tree_gdn, graph_bs, result
 
     def _prepare_verify(self, spec_info, batch) -> tuple:

@@ -34,6 +34,8 @@ from .ddtree_worker_v2 import DDTreeWorkerV2
 class DDTreeWorkerV2For0511(DDTreeWorkerV2):
     """DDTREE or DFLASH_CHAIN on 0.5.11's spec v2 (its overlap scheduler); see the module docstring."""
 
+    graph_runner_attr = "graph_runner"
+
     def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int, **_ranks):
         self._verify_done = None  # the step's event, recorded at the publish
         super().__init__(server_args, gpu_id, nccl_port, target_worker, tp_rank=tp_rank)
@@ -48,6 +50,30 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
     def _publisher(self, on_publish):
         self._verify_done = event = torch.get_device_module(self.device).Event()
         return lambda new_seq_lens: event.record()
+
+    def _build_tier(self, n: int) -> tuple:
+        """As 0.5.23's, with 0.5.11's server arguments (read by its backends and graph runner) set to n while they are
+        built; the scheduler's KV reservation keeps --speculative-num-draft-tokens."""
+        from sglang.srt.model_executor.cuda_graph_runner import CudaGraphRunner
+
+        from .tree_gdn_backend import install
+
+        runner = self.model_runner
+        args = runner.server_args
+        saved = args.speculative_num_steps, args.speculative_num_draft_tokens
+        args.speculative_num_steps, args.speculative_num_draft_tokens = self._tier_steps(n), n
+        init_new_workspace = runner.init_new_workspace
+        try:
+            backend = runner._get_attention_backend(init_new_workspace=True)
+            workspace = install(runner, self.draft_config.num_depths, num_nodes=n)
+            graphs = None
+            if runner.graph_runner is not None:
+                graphs = CudaGraphRunner(runner, attn_backend=backend, speculative_num_steps=self._tier_steps(n),
+                                         speculative_num_draft_tokens=n)  # fmt: skip
+        finally:
+            runner.init_new_workspace = init_new_workspace
+            args.speculative_num_steps, args.speculative_num_draft_tokens = saved
+        return backend, graphs, workspace
 
     def _roots(self, draft_input) -> Tensor:
         return draft_input.verified_id

@@ -50,7 +50,8 @@ from .names import resolved
 
 logger = logging.getLogger(__name__)
 
-_workspace: TreeVerifyWorkspace | None = None
+_workspace: TreeVerifyWorkspace | None = None  # the active one: the verify width of the step (`activate`)
+_workspaces: dict[int, TreeVerifyWorkspace] = {}  # by verify width (nodes)
 
 
 def attention_switch() -> bool | None:
@@ -94,7 +95,14 @@ def forward_pools(forward_batch, full_attn_backend):
 
 
 def workspace() -> TreeVerifyWorkspace | None:
-    """The process's workspace, once `install` ran (DFLASH/DDTREE with the tree verify on)."""
+    """The active workspace, once `install` ran (DFLASH_CHAIN / DDTREE)."""
+    return _workspace
+
+
+def activate(num_nodes: int) -> TreeVerifyWorkspace:
+    """Make the workspace of verify width `num_nodes` (installed) the active one: the next verify's."""
+    global _workspace
+    _workspace = _workspaces[num_nodes]
     return _workspace
 
 
@@ -277,13 +285,13 @@ class TreeVerifyWorkspace:
         self.commit(req_to_token_pool, torch.where(cut >= 0, track_slots, -1), prefix, graph_bs)
 
 
-def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace:
-    """For DFLASH_CHAIN/DDTREE, the workspace for the target runner (static buffers for every graph), to be installed
-    before its graphs are captured. max_depth: the trees' deepest node, by
-    default `server_args.tree_depth` (the drafter's depths, at most nodes - 1)."""
+def install(model_runner, max_depth: int | None = None, num_nodes: int | None = None) -> TreeVerifyWorkspace:
+    """For DFLASH_CHAIN/DDTREE, the active workspace for the target runner's verify of num_nodes nodes (default
+    --speculative-num-draft-tokens; static buffers for every graph), to be installed before those graphs are captured.
+    max_depth: the trees' deepest node, by default `server_args.tree_depth` (the drafter's depths, at most nodes - 1)."""
     global _workspace
     args = resolved(model_runner.server_args)
-    num_nodes = int(args.speculative_num_draft_tokens)
+    num_nodes = int(args.speculative_num_draft_tokens) if num_nodes is None else num_nodes
     if max_depth is None:
         from .server_args import tree_depth
 
@@ -291,7 +299,8 @@ def install(model_runner, max_depth: int | None = None) -> TreeVerifyWorkspace:
     graph_sizes = getattr(args, "cuda_graph_bs", None) or getattr(args, "cuda_graph_bs_decode", None) or []  # 0.5.23
     largest = max([*graph_sizes, args.max_running_requests or 1, 1])  # SGLang may add the latter
     device = next(model_runner.model.parameters()).device
-    _workspace = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth, attention_switch())
+    _workspace = _workspaces[num_nodes] = TreeVerifyWorkspace(num_nodes, range(1, largest + 1), device, max_depth,
+                                                              attention_switch())  # fmt: skip
     logger.info("sglang-dflash: tree GDN verify: %d nodes, depth <= %d, batch sizes up to %d", num_nodes,
                 _workspace.max_depth, largest)  # fmt: skip
     if _workspace.attention_on is not None:

@@ -30,9 +30,10 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import env
+from ..budget import tree_accept_probs_top_k
 from ..conditional_tree import prefix_count
 from ..cuda_graph import CapturedStep
-from ..ddtree import DraftTree, build_ddtree_from_top_k
+from ..ddtree import DraftTree, build_ddtree_from_top_k, draft_log_probs
 from ..dflash import chain_tree
 from ..models.tp_shard import shard_drafter, shard_plan
 from ..proposal import draft, uses_heads
@@ -40,9 +41,11 @@ from .hidden_capture import graph_capacity, install_on_model_runner
 from .memory_plan import draft_max_len, draft_tp_size
 from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR
 from .step_profile import StepProfile
+from .tree_gdn_backend import activate as activate_tree_gdn
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_verify_fields
 from .vocab_parallel import argmax_vocab_parallel, draft_log_probs_vocab_parallel
+from .width_control import StepWidth, parse_tiers
 
 logger = logging.getLogger(__name__)
 
@@ -386,7 +389,8 @@ class DDTreeWorkerBase:
         # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
         # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
-        self.context_graphs: dict[int, CapturedStep] = {}
+        self.context_graphs: dict[tuple[int, int], CapturedStep] = {}  # by (requests, verify width)
+        self.width, self.tiers = None, {}  # `_init_width_control`
         if draft_graphs_enabled(self.device):
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
@@ -401,7 +405,44 @@ class DDTreeWorkerBase:
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 slots = torch.full_like(zeros, -1)
                 tree = self._build_tree(zeros, *self._run_drafter(zeros, slots, zeros))
-                self._append_verified(R, slots, zeros, torch.full((R, tree.max_depth + 1), -1, device=self.device))
+                for n in sorted(self.tiers) or [self.num_nodes]:
+                    nodes = torch.full((R, tree.max_depth + 1), -1, device=self.device)
+                    self._append_verified(R, slots, zeros, nodes, n)
+
+    # --- verify widths chosen per step (SGLANG_DFLASH_WIDTHS, `width_control`)
+    def _init_width_control(self) -> None:
+        """With SGLANG_DFLASH_WIDTHS naming tiers: each narrower tier's verify runtime (attention backend, target
+        graphs, tree-verify workspace: `_build_tier`) beside the widest's (SGLang's own), and the per-step controller
+        `self.width`; else (None) every step verifies --speculative-num-draft-tokens nodes."""
+        self.width, self.tiers = None, {}
+        tiers = parse_tiers(env.WIDTHS.get(), self.num_nodes)
+        if tiers is None or len(tiers) == 1:
+            return
+        if self.heads:
+            logger.warning("%s: %s is off for this drafter (its head drafts its own chain or tree, not the marginals' "
+                           "best prefixes).", self.name, env.WIDTHS.name)  # fmt: skip
+            return
+        runner = self.model_runner
+        self.tiers[self.num_nodes] = (runner.attn_backend, getattr(runner, self.graph_runner_attr), tree_gdn_workspace())
+        for n in tiers[:-1]:
+            self.tiers[n] = self._build_tier(n)
+        self._activate_tier(self.num_nodes)
+        graphs = getattr(self.tiers[self.num_nodes][1], "capture_bs", None) or []
+        most = max([*graphs, self.server_args.max_running_requests or 1])
+        self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device)
+        logger.info("%s: verify widths %s chosen per step by cost (%s).", self.name, list(tiers), env.WIDTHS.name)
+
+    def _tier_steps(self, n: int) -> int:
+        """SGLang's speculative_num_steps for a verify of n nodes, as `server_args.resolve_speculative_args` sets it for
+        --speculative-num-draft-tokens n."""
+        return n - 1 if self.name == DFLASH_CHAIN else max(1, n // 2)
+
+    def _activate_tier(self, n: int) -> None:
+        """Tier n's attention backend, target graphs and tree-verify workspace become the target's (the next verify's)."""
+        backend, graphs, _ = self.tiers[n]
+        self.model_runner.attn_backend = backend
+        setattr(self.model_runner, self.graph_runner_attr, graphs)
+        activate_tree_gdn(n)
 
     # --- what the scheduler expects of a spec worker
     @property
@@ -466,7 +507,7 @@ class DDTreeWorkerBase:
         """The drafter's request slots and lengths [bs] for a decode step: the batch's, except that a request with a
         fault rides the step on the scratch slot (-1, length 0), where it reads and writes nothing live, and ends
         aborted with the fault as its message (the verify is the target's as ever, so its one token this step is
-        right, but for a root outside the embedding, verified as token 0). Its client gets the error; SGLang frees it
+        right). Its client gets the error; SGLang frees it
         as any finished request; the rest of the batch goes on. Without faults the batch's own tensors are returned;
         with faults, new ones."""
         slots, seq_lens = batch.req_pool_indices.long(), batch.seq_lens.long()
@@ -500,9 +541,9 @@ class DDTreeWorkerBase:
             retrieve_next_token=f["retrieve_next_token"],
             retrieve_next_sibling=f["retrieve_next_sibling"],
             retrieve_cum_len=None,
-            spec_steps=self.server_args.speculative_num_steps,
+            spec_steps=self._tier_steps(tree.num_nodes),
             topk=self.server_args.speculative_eagle_topk,  # > 1: SGLang's verify (GDN, attention) in tree mode
-            draft_token_num=self.num_nodes,
+            draft_token_num=tree.num_nodes,
             capture_hidden_mode=CaptureHiddenMode.FULL,
             seq_lens_sum=sum(seq_cpu),
             seq_lens_cpu=batch.seq_lens_cpu,
@@ -588,17 +629,18 @@ class DDTreeWorkerBase:
         hidden = self.drafter.hidden(self.cache, roots, slots, seq_lens, embed)
         return hidden, self.drafter.logits(hidden, self._lm_head)
 
-    def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor) -> None:
-        """Drafter context of a verify's accepted nodes [R, P] (its taps: the capture buffer's first R * N rows),
-        as one CUDA graph per R where the drafter's pass is graphed (a launch-bound pass: ~60 small kernels)."""
-        taps = lambda: self.capture.taps(R * self.num_nodes).view(R, self.num_nodes, -1)  # noqa: E731 (a static view)
-        if self.draft_graphs is None or R * self.num_nodes > self.capture.capacity:  # past it: not the static buffer
+    def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor, N: int) -> None:
+        """Drafter context of a verify of R x N nodes, its accepted nodes [R, P] (its taps: the capture buffer's first
+        R * N rows), as one CUDA graph per (R, N) where the drafter's pass is graphed (a launch-bound pass: ~60 small
+        kernels)."""
+        taps = lambda: self.capture.taps(R * N).view(R, N, -1)  # noqa: E731 (a static view)
+        if self.draft_graphs is None or R * N > self.capture.capacity:  # past it: not the static buffer
             return self.drafter.append_context(self.cache, taps(), slots, start, nodes)
-        if R not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
+        if (R, N) not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
             fn = lambda *a: self.drafter.append_context(self.cache, taps(), *a)  # noqa: E731
             examples = (torch.full_like(slots, -1), torch.zeros_like(start), torch.full_like(nodes, -1))
-            self.context_graphs[R] = CapturedStep(fn, examples)
-        self.context_graphs[R](slots, start, nodes)
+            self.context_graphs[R, N] = CapturedStep(fn, examples)
+        self.context_graphs[R, N](slots, start, nodes)
 
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]
@@ -620,3 +662,17 @@ class DDTreeWorkerBase:
             return chain_tree(argmax_vocab_parallel(local[:, :n], self.vocab_start, self.tp_group), roots)
         logp, ids = draft_log_probs_vocab_parallel(local, n, self.vocab_start, self.tp_group)
         return build_ddtree_from_top_k(logp, ids, roots, n)
+
+    def _marginal_tree(self, roots: Tensor, local: Tensor) -> tuple[DraftTree, Tensor]:
+        """With the width controller: the widest tier's tree of the drafter's per-depth marginals (DDTREE: the best
+        num_nodes - 1 prefixes; DFLASH_CHAIN: the argmax chain, the best prefixes of top-1 lists), as `_build_tree`
+        drafts it (the same tokens up to argmax ties), and its nodes' path probabilities [R, num_nodes - 1]
+        (`budget.tree_accept_probs_top_k`): the controller's estimate of each node's acceptance."""
+        n = self.num_nodes - 1
+        k, local = (1, local[:, :n]) if self.name == DFLASH_CHAIN else (n, local)
+        if self.tp_size == 1:
+            logp, ids = draft_log_probs(local, min(k, local.shape[-1]))
+        else:
+            logp, ids = draft_log_probs_vocab_parallel(local, k, self.vocab_start, self.tp_group)
+        tree = build_ddtree_from_top_k(logp, ids, roots, n)
+        return tree, tree_accept_probs_top_k(tree, logp, ids)

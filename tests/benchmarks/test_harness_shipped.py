@@ -331,3 +331,14 @@ def test_plugin_checked_once_per_path(monkeypatch):
     for path in ("/a", "/a", "/b", "/a"):
         harness.ensure_plugin({"PYTHONPATH": path, "SGLANG_DFLASH_DISABLE": "1"}, log)
     assert calls == ["/a", "/b"]
+
+
+def test_also_widths_runs_ours_with_the_width_controller(tmp_path):
+    """--also-widths auto: each of our runs once more (-widths) with SGLANG_DFLASH_WIDTHS=auto; SGLang's DFLASH and
+    stock have no such variant."""
+    args = harness.parse_args(["--speculative-algorithm", "DDTREE", "DFLASH", "--budgets", "31", "--also-widths", "auto"])
+    (tmp_path / "config.json").write_text('{"block_size": 16}')
+    runs = {r.name: r for r in harness.sglang_runs(args, Path("/t"), tmp_path)}
+    assert set(runs) == {"sglang", "sglang-ddtree31", "sglang-builtin-dflash", "sglang-ddtree31-widths"}
+    assert runs["sglang-ddtree31-widths"].env == {"SGLANG_DFLASH_WIDTHS": "auto"} and runs["sglang-ddtree31"].env == {}
+    assert runs["sglang-ddtree31-widths"].engine_kwargs == runs["sglang-ddtree31"].engine_kwargs

@@ -54,7 +54,7 @@ class Recorder:
     def commit(self, pool, slots, accepted_nodes, graph_bs):
         self.calls.append(("commit", slots, accepted_nodes, graph_bs))
 
-    def append(self, R, slots, start, nodes):
+    def append(self, R, slots, start, nodes, N):
         self.calls.append(("context", slots, start, nodes))
 
     def publish(self, new_seq_lens):
@@ -99,9 +99,11 @@ def published(rec: Recorder, result):
     return call[1]
 
 
-def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None, tp_size=1):
+def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None, tp_size=1,
+                width: int | None = None):  # fmt: skip
     """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given;
-    fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError.
+    fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError; width:
+    the width controller (stood in for) has the step verify the tree's first `width` nodes.
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang_dflash.ddtree import tree_from_parents
@@ -124,8 +126,9 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         assert planned == ({"skip_attn_backend_init": True} if OLD_SCHEMA else {})
         if fail == "verify":
             raise RuntimeError("verify broke")
+        n = width or N
         return SimpleNamespace(
-            logits_output=SimpleNamespace(next_token_logits=logits.view(2 * N, VOCAB).to(dev), hidden_states="taps"),
+            logits_output=SimpleNamespace(next_token_logits=logits[:, :n].reshape(2 * n, VOCAB).to(dev), hidden_states="taps"),
             can_run_cuda_graph=False,
         )
 
@@ -144,6 +147,14 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
 
     w = object.__new__(worker_class())
     w.name, w.num_nodes, w.tp_size, w.max_len, w.device = "DDTREE", N, tp_size, 1000, dev
+    w.width = None  # every step verifies N nodes
+    if width is not None:
+        probs = torch.rand(2, N - 1, device=dev)
+        w.width = SimpleNamespace(nodes=lambda keys, bs: rec.calls.append(("width", keys, bs)) or width, start=lambda: None,
+                                  record=lambda *a: rec.calls.append(("record", *a)))  # fmt: skip
+        w._marginal_tree = lambda roots, local: (tree, probs)
+        w._activate_tier = lambda n: rec.calls.append(("activate", n))
+        w._graph_batch_size = lambda bs: 2
     w.nan_detection = False  # 0.5.23 has no --enable-nan-detection
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
     w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
@@ -359,3 +370,23 @@ def test_an_aborted_step_is_not_an_acceptance_histogram_entry():
     for n in (2, -1, 0, 2):
         patches.acceptance_histogram(Req.update_spec_acceptance_histogram, req, n)
     assert req.spec_acceptance_histogram == [1, 0, 2]
+
+
+def test_decode_step_at_a_width_the_controller_chose(monkeypatch):
+    """The width controller (stood in for) picks 2 of the 4 nodes: that tier is made the target's before the drafter
+    runs, the verify takes the tree's first 2 nodes (the root and node 1, token 11), the rows handed to the scheduler
+    stay 4 wide, the context append gets width 2, and the step's observation (request ids, width, the widest tree's
+    depths, accept lengths, graph batch size) goes to the controller. By hand: request 0's root predicts 12, not 11:
+    nothing accepted, bonus 12; request 1 accepts node 1 (11), bonus 13 (node 3 is not verified)."""
+    result, rec, w, _ = decode_step(monkeypatch, "cpu", False, width=2)
+    names = [c[0] for c in rec.calls]
+    assert names[:2] == ["width", "activate"] and rec.calls[0][1:] == (["3", "1"], 2) and rec.calls[1][1] == 2
+    assert result.accept_lens.tolist() == [1, 2] and result.next_token_ids.numel() == 2 * N
+    rows = result.next_token_ids.view(2, N)
+    assert rows[0, :1].tolist() == [12] and rows[1, :2].tolist() == [11, 13]
+    assert new_lengths(result)[0].tolist() == [7, 11]
+    record = rec.calls[names.index("record")]
+    keys, nodes, probs, depths, accept_len, graph_bs, start = record[1:]
+    assert keys == ["3", "1"] and nodes == 2 and depths.tolist() == [[1, 1, 2]] * 2 and accept_len.tolist() == [0, 1]
+    assert graph_bs is None and start is None  # no captured graph ran (the stand-in verify says so)
+    assert names.index("record") < names.index("publish") < names.index("context")

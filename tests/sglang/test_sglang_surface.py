@@ -36,10 +36,14 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.eagle_utils"): "0.5.23's verify preparation",
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.draft_worker_common"): "0.5.23's draft input",
     ("sglang/ddtree_worker_v2.py", "sglang.srt.runtime_context"): "the TP rank, the tracking grid and graph input",
+    ("sglang/ddtree_worker_v2.py", "sglang.srt.model_executor.runner.decode_cuda_graph_runner"): "a verify width's graphs",
     ("sglang/algorithm.py", "sglang.srt.speculative.spec_registry"): "the registered spec class",
     ("sglang/plugin/activate.py", "sglang.srt.speculative.spec_registry"): "registration",
     ("sglang/names.py", "sglang.srt.arg_groups.model_override_base"): "resolved server arguments",
     ("sglang/plugin/patches.py", "sglang.srt.runtime_context"): "the TP rank where the TpModelWorker has none",
+}
+SCHEMA_0_5_11 = {  # 0.5.11's spec-v2 schema (`ddtree_worker_v2_0511`)
+    ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.model_executor.cuda_graph_runner"): "a verify width's graphs",
 }
 NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
     ("sglang/worker_common.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
@@ -47,7 +51,7 @@ NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warn
 
 
 def elsewhere() -> dict:
-    return dict(REGISTRY_ONLY if not RELEASE.registry else NAN_DETECTION)
+    return dict(REGISTRY_ONLY if not RELEASE.registry else SCHEMA_0_5_11 | NAN_DETECTION)
 
 
 def sglang_imports():

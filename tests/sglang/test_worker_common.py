@@ -545,8 +545,8 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
         worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
         worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
-        worker._append_verified(R, slots, start, nodes)
-        worker._append_verified(R, slots, start + 2, nodes)  # a second step replays the same capture
+        worker._append_verified(R, slots, start, nodes, N)
+        worker._append_verified(R, slots, start + 2, nodes, N)  # a second step replays the same capture
         caches.append(worker.cache)
     assert len(captured) == 1
     assert (captured[0][0] == -1).all() and (captured[0][2] == -1).all()
@@ -557,11 +557,12 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
 
 @pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
 @pytest.mark.parametrize("graphs", [False, True])
-def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
+@pytest.mark.parametrize("tiers", [False, True])
+def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
     """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
-    the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist,
-    the context append's as wide as the step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The
-    graphs are stood in for by `Replayed`."""
+    the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist (the
+    latter for each verify width: with the width controller's tiers, 2 and N), the context append's as wide as the
+    step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The graphs are stood in for by `Replayed`."""
     from sglang_dflash.sglang import worker_common
 
     monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
@@ -582,15 +583,17 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs):
     w.capture.taps = lambda n: w.capture.buffer[:n]
     w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(30, 16), torch.randn(30, 16), 30
     w.draft_graphs, w.context_graphs = ({} if graphs else None), {}
+    w.tiers = {2: None, N: None} if tiers else {}
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
     live = torch.randn_like(w.cache.k[:, :-1]), torch.randn_like(w.cache.v[:, :-1])
     w.cache.k[:, :-1], w.cache.v[:, :-1] = live
     w._warm_up(2)
     assert torch.equal(w.cache.k[:, :-1], live[0]) and torch.equal(w.cache.v[:, :-1], live[1])
     if graphs:
-        assert set(w.draft_graphs) == set(w.context_graphs) == {1, 2}
+        widths = {2, N} if tiers else {N}
+        assert set(w.draft_graphs) == {1, 2} and set(w.context_graphs) == {(R, n) for R in (1, 2) for n in widths}
         width = N if algorithm == "DFLASH_CHAIN" else drafter.config.block_size
-        assert w.context_graphs[2].inputs[2].shape == (2, width)
+        assert w.context_graphs[2, N].inputs[2].shape == (2, width)
     else:
         assert w.context_graphs == {}
 
@@ -636,9 +639,9 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
             torch.testing.assert_close(logits.clone(), expected, rtol=1e-5, atol=1e-5)
         nodes = torch.tensor([[0, 1, 4, -1], [0, -1, -1, -1], [0, 2, -1, -1]], device=dev)
         for w in workers:
-            w._append_verified(R, slots, lens, nodes)
-            w._append_verified(R, slots, lens + 3, nodes)
-    assert len(graphed.context_graphs) == 1
+            w._append_verified(R, slots, lens, nodes, N)
+            w._append_verified(R, slots, lens + 3, nodes, N)
+    assert list(graphed.context_graphs) == [(R, N)]
     live = slice(0, S * 64)  # the last pool entry is scratch: capture and rejected nodes write it
     torch.testing.assert_close(graphed.cache.k[:, live], eager.cache.k[:, live], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(graphed.cache.v[:, live], eager.cache.v[:, live], rtol=1e-5, atol=1e-5)
@@ -755,3 +758,32 @@ def test_failure_agreement_over_gloo(tmp_path, second_failed):
     else:
         answer, waited = lines[0].split()[1:]
         assert answer == "False" and float(waited) >= 2.5 and lines[1] == "DID_NOT_FAIL"
+
+
+@pytest.mark.parametrize("widths, heads, built", [("off", False, []), ("auto", False, [2, 4, 8]), ("4", False, [4]),
+                                                  ("auto", True, [])])  # fmt: skip
+def test_width_control_builds_the_narrower_tiers_and_leaves_the_widest_active(monkeypatch, caplog, widths, heads, built):
+    """SGLANG_DFLASH_WIDTHS: off, none; auto with --speculative-num-draft-tokens 16: tiers 2, 4, 8 built beside SGLang's
+    own (16), in that order; then the widest is the target's again (its backend, graphs and workspace) and the controller
+    offers every tier. A drafter whose head drafts (heads) keeps its own trees: off, with a warning."""
+    from sglang_dflash.sglang import worker_common
+
+    activated = []
+    monkeypatch.setattr(worker_common, "activate_tree_gdn", activated.append)
+    monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: "ws16")
+    monkeypatch.setenv("SGLANG_DFLASH_WIDTHS", widths)
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
+    w.name, w.num_nodes, w.heads, w.device = "DDTREE", 16, heads, torch.device("cpu")
+    w.graph_runner_attr, w.draft_config = "graph_runner", SimpleNamespace(num_depths=15)
+    w.server_args = SimpleNamespace(max_running_requests=4)
+    w.model_runner = SimpleNamespace(attn_backend="backend16", graph_runner=SimpleNamespace(capture_bs=[1, 2, 8]))
+    order = []
+    w._build_tier = lambda n: order.append(n) or (f"backend{n}", f"graphs{n}", f"ws{n}")
+    w._init_width_control()
+    assert order == built
+    if not built:
+        assert w.width is None and w.tiers == {} and ("drafts its own" in caplog.text) == heads
+        return
+    assert sorted(w.tiers) == [*built, 16] and w.tiers[16][0] == "backend16" and w.tiers[16][2] == "ws16"
+    assert w.model_runner.attn_backend == "backend16" and w.model_runner.graph_runner.capture_bs == [1, 2, 8]
+    assert activated == [16] and w.width.tiers == (*built, 16) and w.width.observations.probs.shape[1:] == (8, 15)

@@ -1,0 +1,66 @@
+"""The worker's width per step (`width_control`): tiers, the measured cost table, the lagged observations (on CPU the
+copies are synchronous, so an observation is ready at once; steps are not timed there, costs are given) and the width
+it picks, against hand-worked rates."""
+
+import pytest
+import torch
+
+from sglang_dflash.sglang.width_control import LaggedObservations, StepCosts, StepWidth, default_tiers, parse_tiers
+
+
+def test_tiers():
+    assert default_tiers(32) == (2, 4, 8, 16, 32) and default_tiers(33) == (2, 4, 8, 16, 32, 33)
+    assert default_tiers(2) == (2,)
+    assert parse_tiers("auto", 16) == (2, 4, 8, 16) and parse_tiers("8, 4", 16) == (4, 8, 16)
+    assert parse_tiers("off", 16) is None and parse_tiers(" OFF ", 16) is None
+    for bad, message in (("1,4", r"\[2, 16\]"), ("4,17", r"\[2, 16\]"), ("four", "comma-separated")):
+        with pytest.raises(ValueError, match=message):
+            parse_tiers(bad, 16)
+
+
+def test_cost_table_averages_and_never_rewards_width():
+    costs = StepCosts({(4, 2): 1.0, (4, 8): 0.9, (4, 16): 2.0, (8, 2): 1.5}, alpha=0.5)
+    control = costs.control(4, (2, 8, 16))
+    assert control.cost.tokens == (8, 32, 64) and control.cost.seconds == (1.0, 1.0, 2.0)  # 0.9: noise, as 1.0
+    assert costs.unmeasured(8, (2, 8, 16)) == 8 and costs.unmeasured(4, (2, 8, 16)) is None
+    costs.update(4, 16, 3.0)
+    costs.update(8, 8, 2.0)
+    assert costs.seconds[4, 16] == 2.5 and costs.seconds[8, 8] == 2.0
+
+
+def test_observations_come_back_in_order_and_a_full_ring_drops():
+    obs = LaggedObservations(max_requests=3, width=4, device=torch.device("cpu"), slots=2)
+    probs, depths = torch.rand(2, 4), torch.randint(1, 3, (2, 4))
+    assert obs.push(["a", "b"], 3, probs, depths, torch.tensor([1, 0]), 2)
+    assert obs.push(["c"], 2, probs[:1, :2], depths[:1, :2], torch.tensor([2]), None)
+    assert not obs.push(["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)  # both slots in flight: dropped
+    ready = obs.ready()
+    assert [(k, n, a, bs, s) for k, n, _, _, a, bs, s in ready] == [(["a", "b"], 3, [1, 0], 2, None), (["c"], 2, [2], None, None)]
+    assert torch.equal(ready[0][2], probs) and torch.equal(ready[1][3], depths[:1, :2])
+    assert obs.ready() == [] and obs.push(["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)
+
+
+def test_width_per_step_hand_worked():
+    """Tiers 2 / 4 at captured batch size 2 (2 requests): nothing observed yet: the narrowest. Then trees of node
+    probabilities [0.9, 0.8, 0.7] (depths 1, 2, 3), all verified and all accepted: factors 2 / (p + 1), so the nodes
+    count 0.947, 0.889, 0.824: width 4 expects 2 + 2 x 2.660 = 7.32 tokens, in 2.0 s 3.66/s against width 2's
+    (2 + 2 x 0.947) / 1.0 s = 3.89/s: width 2; in 1.5 s width 4 wins (4.88/s). A batch past the captured sizes
+    verifies the narrowest; a request never seen counts as the mean of the others (the same width), and requests
+    absent from a step are forgotten."""
+    probs = torch.tensor([[0.9, 0.8, 0.7]] * 2)
+    depths = torch.tensor([[1, 2, 3]] * 2)
+    for wide_s, expected in ((2.0, 2), (1.5, 4)):
+        width = StepWidth((2, 4), 3, 2, torch.device("cpu"), StepCosts({(2, 2): 1.0, (2, 4): wide_s}))
+        assert width.nodes(["a", "b"], 2) == 2
+        width.record(["a", "b"], 4, probs, depths, torch.tensor([3, 3]), 2)
+        assert width.nodes(["a", "b"], 2) == expected and width.nodes(["a", "b"], None) == 2
+        assert width.nodes(["a", "c"], 2) == expected and set(width.width.drafted) == {"a"}
+        assert width.nodes(["d"], 2) == 2
+
+
+def test_an_unmeasured_tier_is_verified_once_to_measure_it():
+    """With tier 4 measured at batch size 2 but not tier 2, the next step at that size verifies 2 (narrowest unmeasured
+    first), whatever the plan would say; a size where every tier is measured plans."""
+    width = StepWidth((2, 4), 3, 2, torch.device("cpu"), StepCosts({(2, 4): 1.0, (1, 2): 1.0, (1, 4): 1.01}))
+    width.record(["a"], 4, torch.tensor([[0.99, 0.98, 0.97]]), torch.tensor([[1, 2, 3]]), torch.tensor([3]), 1)
+    assert width.nodes(["a"], 2) == 2 and width.nodes(["a"], 1) == 4
