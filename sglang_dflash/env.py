@@ -8,7 +8,7 @@ Each switch is read when it is used, never at import, so a test or a launcher ma
 | SGLANG_DFLASH_OVERRIDE_DFLASH | 1 | unset | on SGLang with a built-in DFLASH (0.5.11): `DFLASH` runs our chain worker |
 | SGLANG_DFLASH_TREE_ATTENTION | 0 / 1 / auto | auto | full-attention verify through our tree attention (auto: measured faster) |
 | SGLANG_DFLASH_DRAFT_GRAPHS | 0 / 1 | 1 | the drafter pass as CUDA graphs |
-| SGLANG_DFLASH_WIDTHS | off / auto / n,n,.. | off | verify widths chosen per step by cost (auto: 2, 4, 8, .. up to the flag's) |
+| SGLANG_DFLASH_WIDTHS | off / auto / n,n,.. | off | verify widths chosen per step by cost (auto: 1, 2, 4, .. up to the flag's) |
 | SGLANG_DFLASH_DRAFT_MAX_LEN | int | min(context, 8192) | positions per request the drafter reads |
 | SGLANG_DFLASH_DRAFT_TP | 0 / 1 | 1 | shard the drafter over the TP ranks where its heads split; 0: replicate |
 | SGLANG_DFLASH_DEBUG_STEPS | int | 0 | log this many verify steps |

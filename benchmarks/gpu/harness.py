@@ -1050,7 +1050,7 @@ def parse_args(argv=None):
         default=None,
         metavar="TIERS",
         help="each of our runs (and its variants) once more with SGLANG_DFLASH_WIDTHS=TIERS (-widths): the verify width "
-        "chosen per step by cost among TIERS (auto: 2, 4, 8, .. up to the run's)",
+        "chosen per step by cost among TIERS (auto: 1, 2, 4, .. up to the run's)",
     )
     p.add_argument(
         "--also-backend-attention",

@@ -1,7 +1,8 @@
 """Each decode step's verify width N for the DDTREE / DFLASH_CHAIN worker, chosen by cost (SGLANG_DFLASH_WIDTHS).
 
-The worker drafts the widest tier's tree every step and verifies its first N nodes (`DraftTree.prefix`) through the
-target's graphs of that width (one attention backend, graph runner and tree-verify workspace per tier). N is the tier
+The worker drafts the widest tier's tree every step and verifies its first N nodes (`DraftTree.prefix`; N = 1, the
+root alone, is plain decoding with the drafter's pass still run for the controller) through the target's graphs of that
+width (one attention backend, graph runner and tree-verify workspace per tier). N is the tier
 with the most expected tokens per second for the batch (`budget.plan_nodes`), from:
 
 - `StepCosts`: a step's GPU seconds by (captured batch size, width), measured on the running server between two
@@ -28,9 +29,10 @@ from ..budget import BudgetControl, VerifyCost, WidthController
 
 
 def default_tiers(widest: int) -> tuple[int, ...]:
-    """The widths offered up to `widest` nodes (the root included): 2 and the powers of two between, and `widest`."""
+    """The widths offered up to `widest` nodes (the root included): 1 (the root alone: plain decoding, where
+    speculation does not pay), the powers of two between, and `widest`."""
     tiers = {widest}
-    n = 2
+    n = 1
     while n < widest:
         tiers.add(n)
         n *= 2
@@ -39,7 +41,7 @@ def default_tiers(widest: int) -> tuple[int, ...]:
 
 def parse_tiers(text: str, widest: int) -> tuple[int, ...] | None:
     """SGLANG_DFLASH_WIDTHS: "off" (None: every step verifies `widest`), "auto" (`default_tiers`) or comma-separated
-    node counts in [2, widest]; the widest is always offered (it is --speculative-num-draft-tokens)."""
+    node counts in [1, widest]; the widest is always offered (it is --speculative-num-draft-tokens)."""
     text = text.strip().lower()
     if text == "off":
         return None
@@ -49,9 +51,9 @@ def parse_tiers(text: str, widest: int) -> tuple[int, ...] | None:
         tiers = {int(t) for t in text.split(",") if t.strip()}
     except ValueError:
         raise ValueError(f"SGLANG_DFLASH_WIDTHS={text!r}: expected off, auto or comma-separated node counts") from None
-    if any(not 2 <= t <= widest for t in tiers):
-        raise ValueError(f"SGLANG_DFLASH_WIDTHS={text!r}: node counts must be in [2, {widest}] (the root and a budget >= 1, "
-                         "at most --speculative-num-draft-tokens)")  # fmt: skip
+    if any(not 1 <= t <= widest for t in tiers):
+        raise ValueError(f"SGLANG_DFLASH_WIDTHS={text!r}: node counts must be in [1, {widest}] (1: the root alone; at "
+                         "most --speculative-num-draft-tokens)")  # fmt: skip
     return tuple(sorted(tiers | {widest}))
 
 

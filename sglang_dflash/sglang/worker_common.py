@@ -435,7 +435,7 @@ class DDTreeWorkerBase:
     def _tier_steps(self, n: int) -> int:
         """SGLang's speculative_num_steps for a verify of n nodes, as `server_args.resolve_speculative_args` sets it for
         --speculative-num-draft-tokens n."""
-        return n - 1 if self.name == DFLASH_CHAIN else max(1, n // 2)
+        return max(1, n - 1 if self.name == DFLASH_CHAIN else n // 2)
 
     def _activate_tier(self, n: int) -> None:
         """Tier n's attention backend, target graphs and tree-verify workspace become the target's (the next verify's)."""

@@ -9,11 +9,11 @@ from sglang_dflash.sglang.width_control import LaggedObservations, StepCosts, St
 
 
 def test_tiers():
-    assert default_tiers(32) == (2, 4, 8, 16, 32) and default_tiers(33) == (2, 4, 8, 16, 32, 33)
-    assert default_tiers(2) == (2,)
-    assert parse_tiers("auto", 16) == (2, 4, 8, 16) and parse_tiers("8, 4", 16) == (4, 8, 16)
-    assert parse_tiers("off", 16) is None and parse_tiers(" OFF ", 16) is None
-    for bad, message in (("1,4", r"\[2, 16\]"), ("4,17", r"\[2, 16\]"), ("four", "comma-separated")):
+    assert default_tiers(32) == (1, 2, 4, 8, 16, 32) and default_tiers(33) == (1, 2, 4, 8, 16, 32, 33)
+    assert default_tiers(2) == (1, 2)
+    assert parse_tiers("auto", 16) == (1, 2, 4, 8, 16) and parse_tiers("8, 4", 16) == (4, 8, 16)
+    assert parse_tiers("off", 16) is None and parse_tiers(" OFF ", 16) is None and parse_tiers("1", 16) == (1, 16)
+    for bad, message in (("0,4", r"\[1, 16\]"), ("4,17", r"\[1, 16\]"), ("four", "comma-separated")):
         with pytest.raises(ValueError, match=message):
             parse_tiers(bad, 16)
 

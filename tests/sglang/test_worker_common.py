@@ -760,10 +760,10 @@ def test_failure_agreement_over_gloo(tmp_path, second_failed):
         assert answer == "False" and float(waited) >= 2.5 and lines[1] == "DID_NOT_FAIL"
 
 
-@pytest.mark.parametrize("widths, heads, built", [("off", False, []), ("auto", False, [2, 4, 8]), ("4", False, [4]),
+@pytest.mark.parametrize("widths, heads, built", [("off", False, []), ("auto", False, [1, 2, 4, 8]), ("4", False, [4]),
                                                   ("auto", True, [])])  # fmt: skip
 def test_width_control_builds_the_narrower_tiers_and_leaves_the_widest_active(monkeypatch, caplog, widths, heads, built):
-    """SGLANG_DFLASH_WIDTHS: off, none; auto with --speculative-num-draft-tokens 16: tiers 2, 4, 8 built beside SGLang's
+    """SGLANG_DFLASH_WIDTHS: off, none; auto with --speculative-num-draft-tokens 16: tiers 1, 2, 4, 8 built beside SGLang's
     own (16), in that order; then the widest is the target's again (its backend, graphs and workspace) and the controller
     offers every tier. A drafter whose head drafts (heads) keeps its own trees: off, with a warning."""
     from sglang_dflash.sglang import worker_common
