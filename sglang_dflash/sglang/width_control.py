@@ -7,12 +7,13 @@ with the most expected tokens per second for the batch (`budget.plan_nodes`), fr
 
 - `StepCosts`: a step's GPU seconds by (captured batch size, width), measured on the running server between two
   CUDA events around the step (drafter pass to commit) and averaged; a tier not yet measured at a batch size is
-  verified once to measure it (`StepWidth.nodes`);
+  verified once to measure it (`StepWidth.nodes`). At TP > 1 every rank must pick the same width, so the ranks'
+  measurements are averaged over a gloo group every `sync_every` steps and only then used;
 - `budget.WidthController`: each request's last drafted tree, its node probabilities calibrated depth by depth by
   that request's acceptance so far (keys: request ids);
-- `LaggedObservations`: the step's node probabilities, depths, accept lengths and events reach the host without a
-  sync: asynchronous copies into pinned buffers, read once the step's end event has passed (a step or two later
-  under the overlap scheduler); a step that finds every buffer still in flight drops its observation, never waits.
+- `LaggedObservations`: the step's node probabilities, depths, accept lengths and events reach the host through
+  asynchronous copies into pinned buffers, read `LAG` steps later (at the same step on every rank; the overlap
+  scheduler has by then waited for that step itself, so reading never stalls the GPU).
 
 Shapes: R requests, M = the widest tier's nodes - 1 candidates a request.
 """
@@ -20,7 +21,8 @@ Shapes: R requests, M = the widest tier's nodes - 1 candidates a request.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -57,21 +59,50 @@ def parse_tiers(text: str, widest: int) -> tuple[int, ...] | None:
     return tuple(sorted(tiers | {widest}))
 
 
+LAG = 2  # steps between a step and the reading of its observation
+
+
 @dataclass
 class StepCosts:
     """seconds[(bs, n)]: a step of a batch padded to captured size bs verifying n nodes a request, an exponential
-    average (weight `alpha` for the newest) of the measured steps."""
+    average (weight `alpha` for the newest) of the measured steps. With `sync` (TP > 1: an in-place all-reduce sum of
+    a host tensor over the ranks), measurements wait in `pending` until `flush`, which averages every rank's."""
 
     seconds: dict[tuple[int, int], float]
     alpha: float = 0.1
+    sync: Callable[[Tensor], None] | None = None
+    keys: tuple[tuple[int, int], ...] = ()  # with sync: every (bs, n) a rank may measure, in one order on every rank
+    pending: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # key -> [sum of seconds, count]
+
+    def measured(self, bs: int, n: int, seconds: float) -> None:
+        """A step's measured seconds: averaged in at once, or (with sync) at the next `flush`."""
+        if self.sync is None:
+            return self.update(bs, n, seconds)
+        total = self.pending.setdefault((bs, n), [0.0, 0])
+        total[0] += seconds
+        total[1] += 1
+
+    def flush(self) -> None:
+        """With sync: every rank's pending measurements, averaged over ranks and steps, into the table (collective:
+        every rank calls it at the same step)."""
+        sums = torch.tensor([self.pending.get(k, [0.0, 0]) for k in self.keys], dtype=torch.float64).reshape(-1, 2)
+        self.sync(sums)
+        self.pending.clear()
+        for k, (total, count) in zip(self.keys, sums.tolist()):
+            if count > 0:
+                self.update(*k, total / count)
 
     def update(self, bs: int, n: int, seconds: float) -> None:
         old = self.seconds.get((bs, n))
         self.seconds[bs, n] = seconds if old is None else (1 - self.alpha) * old + self.alpha * seconds
 
     def unmeasured(self, bs: int, tiers: tuple[int, ...]) -> int | None:
-        """The narrowest tier not measured at bs, if any."""
-        return next((n for n in tiers if (bs, n) not in self.seconds), None)
+        """The narrowest tier not measured at bs (nor waiting for a flush), if any."""
+        return next((n for n in tiers if (bs, n) not in self.seconds and (bs, n) not in self.pending), None)
+
+    def complete(self, bs: int, tiers: tuple[int, ...]) -> bool:
+        """Every tier has a cost at bs."""
+        return all((bs, n) in self.seconds for n in tiers)
 
     def control(self, bs: int, tiers: tuple[int, ...]) -> BudgetControl:
         """The tiers' costs at captured batch size bs (every one measured) as a `BudgetControl`: a forward of bs x n
@@ -82,8 +113,8 @@ class StepCosts:
 
 
 class LaggedObservations:
-    """A ring of `slots` pinned host buffers for the steps' observations, filled by asynchronous copies; `ready` hands
-    back those whose copies are done, oldest first, without waiting."""
+    """A ring of `slots` pinned host buffers for the steps' observations, filled by asynchronous copies; `ready(step)`
+    hands back those pushed `LAG` or more steps before `step`, oldest first (waiting for their copies, long done)."""
 
     def __init__(self, max_requests: int, width: int, device: torch.device, slots: int = 4):
         pin = device.type == "cuda"
@@ -91,12 +122,13 @@ class LaggedObservations:
         self.probs = torch.zeros(slots, max_requests, width, dtype=torch.float32, pin_memory=pin)
         self.depths = torch.zeros(slots, max_requests, width, dtype=torch.long, pin_memory=pin)
         self.accept_len = torch.zeros(slots, max_requests, dtype=torch.long, pin_memory=pin)
-        self.pending: deque = deque()  # (slot, keys, nodes, M, graph bs, start event, end event)
+        self.pending: deque = deque()  # (step, slot, keys, nodes, M, graph bs, start event, end event)
 
-    def push(self, keys: list, nodes: int, probs: Tensor, depths: Tensor, accept_len: Tensor, graph_bs: int | None,
-             start=None) -> bool:  # fmt: skip
-        """Queue a step's observation: probs / depths [R, M], accept_len [R] on the device; start: the CUDA event
-        recorded where the step began (None: not timed). False: every buffer is in flight, the observation dropped."""
+    def push(self, step: int, keys: list, nodes: int, probs: Tensor, depths: Tensor, accept_len: Tensor,
+             graph_bs: int | None, start=None) -> bool:  # fmt: skip
+        """Queue step `step`'s observation: probs / depths [R, M], accept_len [R] on the device; start: the CUDA event
+        recorded where the step began (None: not timed). False: every buffer is in flight, the observation dropped
+        (on every rank alike: the ring is read at the same steps everywhere)."""
         if not self.free:
             return False
         slot, R, M = self.free.popleft(), len(keys), probs.shape[1]
@@ -107,15 +139,17 @@ class LaggedObservations:
         if self.device.type == "cuda":
             end = torch.cuda.Event(enable_timing=start is not None)
             end.record()
-        self.pending.append((slot, list(keys), nodes, M, graph_bs, start, end))
+        self.pending.append((step, slot, list(keys), nodes, M, graph_bs, start, end))
         return True
 
-    def ready(self) -> list[tuple]:
-        """(keys, nodes, probs [R, M], depths [R, M], accept lengths, graph bs, step seconds or None) of each finished
-        copy, oldest first."""
+    def ready(self, step: int) -> list[tuple]:
+        """(keys, nodes, probs [R, M], depths [R, M], accept lengths, graph bs, step seconds or None) of each step
+        pushed at `step` - LAG or before, oldest first."""
         out = []
-        while self.pending and (self.pending[0][6] is None or self.pending[0][6].query()):
-            slot, keys, nodes, M, graph_bs, start, end = self.pending.popleft()
+        while self.pending and self.pending[0][0] <= step - LAG:
+            _, slot, keys, nodes, M, graph_bs, start, end = self.pending.popleft()
+            if end is not None:
+                end.synchronize()
             R = len(keys)
             seconds = start.elapsed_time(end) / 1e3 if start is not None and end is not None else None
             out.append((keys, nodes, self.probs[slot, :R, :M].clone(), self.depths[slot, :R, :M].clone(),
@@ -128,25 +162,30 @@ class StepWidth:
     """The worker's width per step: `nodes(keys, bs)` before drafting, `record(...)` after accepting."""
 
     def __init__(self, tiers: tuple[int, ...], max_depth: int, max_requests: int, device: torch.device,
-                 costs: StepCosts | None = None):  # fmt: skip
-        self.tiers, self.device = tiers, device
+                 costs: StepCosts | None = None, sync_every: int = 32):  # fmt: skip
+        self.tiers, self.device, self.sync_every, self.step = tiers, device, sync_every, 0
         self.costs = costs if costs is not None else StepCosts({})
         self.width = WidthController(BudgetControl(VerifyCost((1,), (1.0,)), tiers), max_depth)
-        self.observations = LaggedObservations(max_requests, tiers[-1] - 1, device)
+        self.observations = LaggedObservations(max_requests, max(tiers[-1] - 1, 1), device)
 
     def nodes(self, keys: list, graph_bs: int | None) -> int:
         """The width for a step of requests `keys` at captured batch size graph_bs (None: a batch past the captured
-        sizes, a heavy load: the narrowest)."""
-        for obs_keys, nodes, probs, depths, accept_len, bs, seconds in self.observations.ready():
+        sizes, a heavy load: the narrowest). The same on every TP rank: its inputs are read at fixed steps."""
+        self.step += 1
+        for obs_keys, nodes, probs, depths, accept_len, bs, seconds in self.observations.ready(self.step):
             self.width.observe(obs_keys, probs, depths, nodes, accept_len)
             if seconds is not None and bs is not None:
-                self.costs.update(bs, nodes, seconds)
+                self.costs.measured(bs, nodes, seconds)
+        if self.costs.sync is not None and self.step % self.sync_every == 0:
+            self.costs.flush()
         self.width.retain(keys)
         if graph_bs is None:
             return self.tiers[0]
         probe = self.costs.unmeasured(graph_bs, self.tiers)
         if probe is not None:
             return probe
+        if not self.costs.complete(graph_bs, self.tiers):  # measured, averaged over the ranks at the next flush
+            return self.tiers[-1]
         self.width.control = self.costs.control(graph_bs, self.tiers)
         return self.width.nodes(keys)
 
@@ -160,6 +199,6 @@ class StepWidth:
 
     def record(self, keys: list, nodes: int, probs: Tensor, depths: Tensor, accept_len: Tensor, graph_bs: int | None,
                start=None) -> None:  # fmt: skip
-        """A step's drafted tree (node probabilities, depths [R, M]), its width and accept lengths [R] on the device,
+        """This step's drafted tree (node probabilities, depths [R, M]), its width and accept lengths [R] on the device,
         its captured batch size and `start` event."""
-        self.observations.push(keys, nodes, probs, depths, accept_len, graph_bs, start)
+        self.observations.push(self.step, keys, nodes, probs, depths, accept_len, graph_bs, start)

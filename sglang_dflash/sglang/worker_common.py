@@ -45,7 +45,7 @@ from .tree_gdn_backend import activate as activate_tree_gdn
 from .tree_gdn_backend import workspace as tree_gdn_workspace
 from .verify_io import eagle_verify_fields
 from .vocab_parallel import argmax_vocab_parallel, draft_log_probs_vocab_parallel
-from .width_control import StepWidth, parse_tiers
+from .width_control import StepCosts, StepWidth, parse_tiers
 
 logger = logging.getLogger(__name__)
 
@@ -427,10 +427,22 @@ class DDTreeWorkerBase:
         for n in tiers[:-1]:
             self.tiers[n] = self._build_tier(n)
         self._activate_tier(self.num_nodes)
-        graphs = getattr(self.tiers[self.num_nodes][1], "capture_bs", None) or []
+        graphs = sorted(getattr(self.tiers[self.num_nodes][1], "capture_bs", None) or [])
         most = max([*graphs, self.server_args.max_running_requests or 1])
-        self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device)
+        self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device, self._step_costs(graphs, tiers))
         logger.info("%s: verify widths %s chosen per step by cost (%s).", self.name, list(tiers), env.WIDTHS.name)
+
+    def _step_costs(self, graph_sizes: list[int], tiers: tuple[int, ...]) -> StepCosts:
+        """The measured step costs; at TP > 1 averaged over the ranks (a gloo group of their own, made by every rank
+        here) so that every rank picks the same width."""
+        if self.tp_size == 1:
+            return StepCosts({})
+        import torch.distributed as dist
+        from sglang.srt.distributed.parallel_state import get_tp_group
+
+        group = dist.new_group(ranks=list(get_tp_group().ranks), backend="gloo")
+        keys = tuple((bs, n) for bs in graph_sizes for n in tiers)
+        return StepCosts({}, sync=lambda sums: dist.all_reduce(sums, group=group), keys=keys)
 
     def _tier_steps(self, n: int) -> int:
         """SGLang's speculative_num_steps for a verify of n nodes, as `server_args.resolve_speculative_args` sets it for

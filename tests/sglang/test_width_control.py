@@ -29,15 +29,19 @@ def test_cost_table_averages_and_never_rewards_width():
 
 
 def test_observations_come_back_in_order_and_a_full_ring_drops():
+    """Pushed at steps 1 and 2, read from step 3 and 4 on (LAG = 2); a push with both slots in flight is dropped."""
     obs = LaggedObservations(max_requests=3, width=4, device=torch.device("cpu"), slots=2)
     probs, depths = torch.rand(2, 4), torch.randint(1, 3, (2, 4))
-    assert obs.push(["a", "b"], 3, probs, depths, torch.tensor([1, 0]), 2)
-    assert obs.push(["c"], 2, probs[:1, :2], depths[:1, :2], torch.tensor([2]), None)
-    assert not obs.push(["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)  # both slots in flight: dropped
-    ready = obs.ready()
-    assert [(k, n, a, bs, s) for k, n, _, _, a, bs, s in ready] == [(["a", "b"], 3, [1, 0], 2, None), (["c"], 2, [2], None, None)]
-    assert torch.equal(ready[0][2], probs) and torch.equal(ready[1][3], depths[:1, :2])
-    assert obs.ready() == [] and obs.push(["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)
+    assert obs.push(1, ["a", "b"], 3, probs, depths, torch.tensor([1, 0]), 2)
+    assert obs.push(2, ["c"], 2, probs[:1, :2], depths[:1, :2], torch.tensor([2]), None)
+    assert not obs.push(3, ["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)
+    assert obs.ready(2) == []
+    first = obs.ready(3)
+    assert [(k, n, a, bs, s) for k, n, _, _, a, bs, s in first] == [(["a", "b"], 3, [1, 0], 2, None)]
+    assert torch.equal(first[0][2], probs)
+    second = obs.ready(10)
+    assert [(k, n, a) for k, n, _, _, a, _, _ in second] == [(["c"], 2, [2])] and torch.equal(second[0][3], depths[:1, :2])
+    assert obs.ready(11) == [] and obs.push(11, ["d"], 2, probs[:1], depths[:1], torch.tensor([0]), 1)
 
 
 def test_width_per_step_hand_worked():
@@ -53,6 +57,7 @@ def test_width_per_step_hand_worked():
         width = StepWidth((2, 4), 3, 2, torch.device("cpu"), StepCosts({(2, 2): 1.0, (2, 4): wide_s}))
         assert width.nodes(["a", "b"], 2) == 2
         width.record(["a", "b"], 4, probs, depths, torch.tensor([3, 3]), 2)
+        assert width.nodes(["a", "b"], 2) == 2  # the observation is read LAG = 2 steps on
         assert width.nodes(["a", "b"], 2) == expected and width.nodes(["a", "b"], None) == 2
         assert width.nodes(["a", "c"], 2) == expected and set(width.width.drafted) == {"a"}
         assert width.nodes(["d"], 2) == 2
@@ -63,4 +68,23 @@ def test_an_unmeasured_tier_is_verified_once_to_measure_it():
     first), whatever the plan would say; a size where every tier is measured plans."""
     width = StepWidth((2, 4), 3, 2, torch.device("cpu"), StepCosts({(2, 4): 1.0, (1, 2): 1.0, (1, 4): 1.01}))
     width.record(["a"], 4, torch.tensor([[0.99, 0.98, 0.97]]), torch.tensor([[1, 2, 3]]), torch.tensor([3]), 1)
+    width.step += 2  # the observation read
     assert width.nodes(["a"], 2) == 2 and width.nodes(["a"], 1) == 4
+
+
+def test_tp_ranks_average_their_costs_at_the_same_steps():
+    """With `sync` (TP > 1), a measurement waits for the flush every `sync_every` steps, where every rank's are
+    averaged (a sum over two ranks stood in for: the other rank measured twice as long); meanwhile a measured tier is
+    not probed again, and a size whose costs wait for the flush verifies the widest."""
+
+    def two_ranks(t):  # the other rank's sums: twice the seconds, the same counts
+        t.copy_(t + t * torch.tensor([2.0, 1.0]))
+
+    costs = StepCosts({}, sync=two_ranks, keys=((1, 2), (1, 4)))
+    width = StepWidth((2, 4), 3, 2, torch.device("cpu"), costs, sync_every=4)
+    costs.measured(1, 2, 1.0)
+    assert costs.seconds == {} and width.nodes(["a"], 1) == 4  # tier 2 measured, awaiting the flush; 4 unmeasured
+    costs.measured(1, 4, 2.0)
+    assert width.nodes(["a"], 1) == 4 and costs.seconds == {}  # step 2: both wait
+    width.nodes(["a"], 1), width.nodes(["a"], 1)  # steps 3 and 4: the flush
+    assert costs.seconds == {(1, 2): 1.5, (1, 4): 3.0} and costs.pending == {}

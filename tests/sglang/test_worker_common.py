@@ -773,7 +773,7 @@ def test_width_control_builds_the_narrower_tiers_and_leaves_the_widest_active(mo
     monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: "ws16")
     monkeypatch.setenv("SGLANG_DFLASH_WIDTHS", widths)
     w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
-    w.name, w.num_nodes, w.heads, w.device = "DDTREE", 16, heads, torch.device("cpu")
+    w.name, w.num_nodes, w.heads, w.device, w.tp_size = "DDTREE", 16, heads, torch.device("cpu"), 1
     w.graph_runner_attr, w.draft_config = "graph_runner", SimpleNamespace(num_depths=15)
     w.server_args = SimpleNamespace(max_running_requests=4)
     w.model_runner = SimpleNamespace(attn_backend="backend16", graph_runner=SimpleNamespace(capture_bs=[1, 2, 8]))
