@@ -43,7 +43,8 @@ from sglang_dflash.sglang.plugin.activate import installed_version  # noqa: E402
 AUTHOR = "sglang-dflash <sglang-dflash@users.noreply.github.com>"
 
 # The SGLang-independent core, vendored as the package sglang.srt.speculative.<prefix>.
-CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "budget.py", "cuda_graph.py", "env.py", "kernels", "models")
+CORE = ("ddtree.py", "dflash.py", "proposal.py", "conditional_tree.py", "budget.py", "cuda_graph.py", "env.py",
+        "kernels", "models")  # fmt: skip
 
 # Plugin module -> upstream module name after sglang.srt.speculative.<prefix>_.
 FACING = {

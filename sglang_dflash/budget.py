@@ -35,7 +35,6 @@ __all__ = [
     "plan_budget",
     "plan_nodes",
     "tree_accept_probs",
-    "tree_accept_probs_top_k",
 ]
 
 
@@ -203,32 +202,16 @@ class WidthController:
                 del table[k]
 
 
-def tree_accept_probs(tree: DraftTree, draft_logits: Tensor, lse: Tensor | None = None) -> Tensor:
+def tree_accept_probs(tree: DraftTree, logp: Tensor, top_ids: Tensor) -> Tensor:
     """float [R, N - 1]: each non-root node's path probability under the drafter (the product of its tokens'
-    per-depth probabilities), the drafter's own estimate that verification accepts it. In `build_ddtree`'s node order
-    (descending score), so a row is non-increasing and `plan_budget` takes it as it is; a caller may calibrate it with
-    the request's running acceptance first. draft_logits float [R, L, V], as given to `build_ddtree`; lse float32
-    [R, L] their rows' logsumexp where the tree's vocabulary pass made it (`draft_log_probs(..., with_lse=True)`), else
-    computed here (a second pass over the vocabulary)."""
-    R, N = tree.token_ids.shape
-    rows, depth = torch.arange(R, device=draft_logits.device)[:, None], tree.depths[:, 1:] - 1
-    if lse is None:
-        lse = torch.logsumexp(draft_logits.float(), dim=-1)  # [R, L]: no [R, L, V] log-softmax
-    own = draft_logits[rows, depth, tree.token_ids[:, 1:]].float() - lse[rows, depth]  # [R, N - 1]
-    return path_probs(tree, own)
-
-
-def tree_accept_probs_top_k(tree: DraftTree, logp: Tensor, top_ids: Tensor) -> Tensor:
-    """`tree_accept_probs` of a tree built from top-K lists (`build_ddtree_from_top_k`: logp float32 [R, L, K], their
-    tokens top_ids [R, L, K], e.g. merged over tensor-parallel shards): each node's token is in its depth's list."""
+    per-depth probabilities), the drafter's own estimate that verification accepts it, for a tree built from top-K
+    lists (`build_ddtree_from_top_k`: logp float32 [R, L, K] sorted descending, their tokens top_ids [R, L, K], e.g.
+    merged over tensor-parallel shards; each node's token is in its depth's list). In the tree's node order (descending
+    score), so a row is non-increasing and `plan_budget` takes it as it is; a caller may calibrate it with the
+    request's running acceptance first."""
     rows, depth = torch.arange(tree.num_requests, device=logp.device)[:, None], tree.depths[:, 1:] - 1
     ids, lp = top_ids[rows, depth], logp[rows, depth]  # [R, N - 1, K]: each node's depth's list
     k = (ids == tree.token_ids[:, 1:, None]).int().argmax(-1, keepdim=True)
-    return path_probs(tree, lp.gather(-1, k)[..., 0].float())
-
-
-def path_probs(tree: DraftTree, own: Tensor) -> Tensor:
-    """float [R, N - 1]: exp of the sum, over each non-root node's path, of its nodes' own log-probabilities own
-    [R, N - 1]."""
-    path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]
+    own = lp.gather(-1, k)[..., 0].float()  # [R, N - 1]: each node's own token's log-probability
+    path = torch.bmm(tree.ancestor_mask[:, 1:, 1:].float(), own[..., None])[..., 0]  # summed over each node's path
     return path.exp()

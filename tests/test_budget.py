@@ -120,18 +120,20 @@ def test_cost_table_refusals(tokens, seconds, message):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_tree_nodes_are_the_best_prefixes_best_first(seed):
-    """A DDTree's nodes, as candidates: the budget best prefixes' path probabilities (brute force over every prefix of
-    the full distributions), non-increasing in node order, as `plan_budget` requires."""
+    """A DDTree's nodes, as candidates, from its top-K lists (as the engine and the server have them, merged over
+    tensor-parallel shards or not): the budget best prefixes' path probabilities (brute force over every prefix of the
+    full distributions), non-increasing in node order, as `plan_budget` requires; the tree is `build_ddtree`'s."""
     from sglang_dflash.budget import tree_accept_probs
-    from sglang_dflash.ddtree import build_ddtree
+    from sglang_dflash.ddtree import build_ddtree, build_ddtree_from_top_k, draft_log_probs
 
     gen = torch.Generator().manual_seed(200 + seed)
-    R, L, V, B = 2, 3, 4, 9
+    R, L, V, B = 2, 3, 4 + seed % 2, 9
     logits = torch.randn(R, L, V, generator=gen) * 2
-    tree = build_ddtree(logits, torch.zeros(R, dtype=torch.long), B)
-    probs = tree_accept_probs(tree, logits)
+    logp, ids = draft_log_probs(logits, min(B, V))
+    tree = build_ddtree_from_top_k(logp, ids, torch.zeros(R, dtype=torch.long), B)
+    assert torch.equal(tree.token_ids, build_ddtree(logits, torch.zeros(R, dtype=torch.long), B).token_ids)
+    probs = tree_accept_probs(tree, logp, ids)
     assert probs.shape == (R, B) and (probs[:, 1:] <= probs[:, :-1] * (1 + 1e-6)).all()
-    torch.testing.assert_close(tree_accept_probs(tree, logits, torch.logsumexp(logits, -1)), probs)  # lse given
     for r in range(R):
         best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
         torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)
@@ -213,25 +215,6 @@ def test_width_controller_keys_requests_by_id_and_forgets_the_finished():
     assert width.nodes(["a"]) == 3
     width.retain(["a"])
     assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"]) == 1
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_tree_probabilities_from_top_k_lists(seed):
-    """The top-K form (a tree built from merged top-K lists, as a tensor-parallel drafter has them): the same path
-    probabilities as brute force over every prefix of the full distributions, and as the logits form."""
-    from sglang_dflash.budget import tree_accept_probs, tree_accept_probs_top_k
-    from sglang_dflash.ddtree import build_ddtree_from_top_k, draft_log_probs
-
-    gen = torch.Generator().manual_seed(300 + seed)
-    R, L, V, B = 2, 3, 5, 10
-    logits = torch.randn(R, L, V, generator=gen) * 2
-    logp, ids = draft_log_probs(logits, min(B, V))
-    tree = build_ddtree_from_top_k(logp, ids, torch.zeros(R, dtype=torch.long), B)
-    probs = tree_accept_probs_top_k(tree, logp, ids)
-    torch.testing.assert_close(probs, tree_accept_probs(tree, logits), rtol=1e-5, atol=1e-7)
-    for r in range(R):
-        best = all_prefixes(torch.softmax(logits[r].double(), dim=-1))[:B]
-        torch.testing.assert_close(probs[r].double(), torch.tensor(best, dtype=torch.float64), rtol=1e-5, atol=1e-7)
 
 
 def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():

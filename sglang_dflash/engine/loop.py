@@ -137,9 +137,9 @@ def generate(
             tree = propose(drafter, dcache, roots, slots, lens, target.embed_tokens, target.lm_head, algo, budget, scoring)
         else:
             logits = drafter(dcache, roots, slots, lens, target.embed_tokens, target.lm_head)
-            logp, ids, lse = draft_log_probs(logits, min(budget, logits.shape[-1]), with_lse=True)  # one vocabulary pass
+            logp, ids = draft_log_probs(logits, min(budget, logits.shape[-1]))  # build_ddtree's vocabulary pass
             full = build_ddtree_from_top_k(logp, ids, roots, budget)
-            drafted, tree = (tree_accept_probs(full, logits, lse), full.depths[:, 1:]), full.prefix(nodes)
+            drafted, tree = (tree_accept_probs(full, logp, ids), full.depths[:, 1:]), full.prefix(nodes)
         out = target.verify(tcache, tree, slots, lens)
         acc = accept(tree, target.logits(out.hidden))
         commit(out, slots, lens, acc.accepted_nodes)

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .. import env
-from ..budget import tree_accept_probs_top_k
+from ..budget import tree_accept_probs
 from ..conditional_tree import prefix_count
 from ..cuda_graph import CapturedStep
 from ..ddtree import DraftTree, build_ddtree_from_top_k, draft_log_probs
@@ -679,7 +679,7 @@ class DDTreeWorkerBase:
         """With the width controller: the widest tier's tree of the drafter's per-depth marginals (DDTREE: the best
         num_nodes - 1 prefixes; DFLASH_CHAIN: the argmax chain, the best prefixes of top-1 lists), as `_build_tree`
         drafts it (the same tokens up to argmax ties), and its nodes' path probabilities [R, num_nodes - 1]
-        (`budget.tree_accept_probs_top_k`): the controller's estimate of each node's acceptance."""
+        (`budget.tree_accept_probs`): the controller's estimate of each node's acceptance."""
         n = self.num_nodes - 1
         k, local = (1, local[:, :n]) if self.name == DFLASH_CHAIN else (n, local)
         if self.tp_size == 1:
@@ -687,4 +687,4 @@ class DDTreeWorkerBase:
         else:
             logp, ids = draft_log_probs_vocab_parallel(local, k, self.vocab_start, self.tp_group)
         tree = build_ddtree_from_top_k(logp, ids, roots, n)
-        return tree, tree_accept_probs_top_k(tree, logp, ids)
+        return tree, tree_accept_probs(tree, logp, ids)
