@@ -24,11 +24,13 @@ class Verdict:
     equal: int  # prompts whose tokens equal stock's
     ties: list[tuple[int, int, float]] = field(default_factory=list)  # (prompt, position, stock's margin) differences
     failures: list[str] = field(default_factory=list)
+    names: list[str] | None = None  # what the summary calls each prompt (default p<i>)
 
     def summary(self) -> str:
         head = f"{self.equal}/{self.prompts} prompts equal to stock"
         if self.ties:
-            head += "; first differences at near ties " + ", ".join(f"p{i}@{j} (m {m:.3g})" for i, j, m in self.ties)
+            name = lambda i: self.names[i] if self.names else f"p{i}"  # noqa: E731
+            head += "; first differences at near ties " + ", ".join(f"{name(i)}@{j} (m {m:.3g})" for i, j, m in self.ties)
         return head + ("" if self.ok else "; FAILED: " + "; ".join(self.failures))
 
 
@@ -49,7 +51,7 @@ def judge(
     (default "prompt i")."""
     if ours is None or stock is None:
         return Verdict(False, 0, 0, failures=["no output" if ours is None else "no stock output to compare with"])
-    v = Verdict(True, len(stock), 0)
+    v = Verdict(True, len(stock), 0, names=names)
     if len(ours) != len(stock):
         v.failures.append(f"{len(ours)} outputs for {len(stock)} prompts")
     for i, (a, b) in enumerate(zip(ours, stock)):

@@ -24,6 +24,9 @@ def test_equal_outputs_are_lossless():
 def test_a_first_difference_at_a_near_tie_of_stocks_logits_passes_and_is_listed():
     v = judge([[5, 9, 0, 0], [1, 2, 3]], STOCK, MARGINS)  # position 1, stock's margin 0.1; later tokens not compared
     assert v.ok and v.equal == 1 and v.ties == [(0, 1, 0.1)]
+    assert "near ties p0@1 (m 0.1)" in v.summary()
+    named = judge([[5, 9, 0, 0], [1, 2, 3]], STOCK, MARGINS, names=["rid-a", "rid-b"])  # the serving suite's requests
+    assert "near ties rid-a@1 (m 0.1)" in named.summary()
 
 
 @pytest.mark.parametrize(
