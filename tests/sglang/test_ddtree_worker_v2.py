@@ -390,3 +390,48 @@ def test_decode_step_at_a_width_the_controller_chose(monkeypatch):
     assert keys == ["3", "1"] and nodes == 2 and depths.tolist() == [[1, 1, 2]] * 2 and accept_len.tolist() == [0, 1]
     assert graph_bs is None and start is None  # no captured graph ran (the stand-in verify says so)
     assert names.index("record") < names.index("publish") < names.index("context")
+
+
+def test_a_width_tier_is_built_with_the_releases_speculative_fields_set_to_it(monkeypatch):
+    """`_build_tier(8)` of a worker serving 32 nodes: the attention backend and the TARGET_VERIFY graph runner are made
+    while the release's speculative fields say 8 nodes (0.5.23: its resolved fields, overridden; 0.5.11: its server
+    arguments), the runner gets that backend and width, the tree-verify workspace is installed for 8 nodes, and
+    afterwards the fields and the model runner's init_new_workspace are as before."""
+    use_sgl_kernel_stand_in()
+    from sglang_dflash.sglang import tree_gdn_backend
+
+    seen = {}
+    if OLD_SCHEMA:
+        from sglang.srt.model_executor import cuda_graph_runner as graphs_module
+
+        fields = SimpleNamespace(speculative_num_steps=16, speculative_num_draft_tokens=32)
+        graph_class, graph_attr = "CudaGraphRunner", "graph_runner"
+    else:
+        import sglang.srt.runtime_context as runtime_context
+        from sglang.srt.model_executor.runner import decode_cuda_graph_runner as graphs_module
+
+        fields = SimpleNamespace(speculative_num_steps=16, speculative_num_draft_tokens=32)
+        context = SimpleNamespace(override=lambda source, **kw: vars(fields).update(kw))
+        monkeypatch.setattr(runtime_context, "get_spec", lambda: fields)
+        monkeypatch.setattr(runtime_context, "get_context", lambda: context)
+        graph_class, graph_attr = "DecodeCudaGraphRunner", "decode_cuda_graph_runner"
+
+    def graphs(runner, attn_backend=None, **kw):
+        seen["graphs"] = (attn_backend, kw, fields.speculative_num_draft_tokens)
+        return "graphs"
+
+    def backend(init_new_workspace=False):
+        runner.init_new_workspace = True  # as SGLang's factory leaves it
+        return ("backend", fields.speculative_num_draft_tokens, init_new_workspace)
+
+    monkeypatch.setattr(graphs_module, graph_class, graphs)
+    monkeypatch.setattr(tree_gdn_backend, "install", lambda runner, depth, num_nodes=None: ("workspace", num_nodes))
+    runner = SimpleNamespace(init_new_workspace=False, _get_attention_backend=backend, **{graph_attr: "sglang's"})
+    if OLD_SCHEMA:
+        runner.server_args = fields
+    w = object.__new__(worker_class())
+    w.name, w.model_runner, w.draft_config = "DDTREE", runner, SimpleNamespace(num_depths=15)
+    built = w._build_tier(8)
+    assert built == (("backend", 8, True), "graphs", ("workspace", 8))
+    assert seen["graphs"] == (("backend", 8, True), dict(speculative_num_steps=4, speculative_num_draft_tokens=8), 8)
+    assert (fields.speculative_num_steps, fields.speculative_num_draft_tokens) == (16, 32) and not runner.init_new_workspace
