@@ -88,3 +88,44 @@ def test_tp_ranks_average_their_costs_at_the_same_steps():
     assert width.nodes(["a"], 1) == 4 and costs.seconds == {}  # step 2: both wait
     width.nodes(["a"], 1), width.nodes(["a"], 1)  # steps 3 and 4: the flush
     assert costs.seconds == {(1, 2): 1.5, (1, 4): 3.0} and costs.pending == {}
+
+
+RANKS = """
+import json, sys
+import torch
+import torch.distributed as dist
+from sglang_dflash.sglang.width_control import StepCosts, StepWidth
+rank, store = int(sys.argv[1]), sys.argv[2]
+dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+keys = tuple((bs, n) for bs in (2,) for n in (1, 2, 4))
+costs = StepCosts({}, sync=lambda sums: dist.all_reduce(sums), keys=keys)
+width = StepWidth((1, 2, 4), 3, 2, torch.device("cpu"), costs, sync_every=8)
+gen = torch.Generator().manual_seed(0)  # the same drafts and acceptance on both ranks, as the TP-merged ones are
+chosen = []
+for step in range(40):
+    n = width.nodes(["a", "b"], 2)
+    chosen.append(n)
+    probs = torch.rand(2, 3, generator=gen).sort(dim=1, descending=True).values
+    width.record(["a", "b"], n, probs, torch.tensor([[1, 2, 3]] * 2), torch.randint(0, n, (2,), generator=gen), 2)
+    costs.measured(2, n, 1.0 + (0.3 if rank == 0 else 1.5) * n)  # this rank's own timing: wide steps slower on rank 1
+print("CHOSEN" + json.dumps(dict(chosen=chosen, table=sorted(costs.seconds.items()))))
+"""
+
+
+def test_two_tp_ranks_timing_differently_pick_the_same_widths(tmp_path):
+    """Two processes of a gloo world, the same drafts and acceptance but each rank timing its steps differently (wide
+    steps far slower on rank 1: each alone would choose other widths from step 4 on): every step both choose the same
+    width, and both end with the same cost table, the ranks' mean (1 node: 1.3 and 2.5 s, so 1.9)."""
+    import json
+    import subprocess
+    import sys
+
+    store = tmp_path / "store"
+    procs = [subprocess.Popen([sys.executable, "-c", RANKS, str(rank), str(store)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for rank in (0, 1)]  # fmt: skip
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    lines = [next((line for line in out.splitlines() if line.startswith("CHOSEN")), out[-2000:]) for out in outs]
+    rank0, rank1 = (json.loads(line.removeprefix("CHOSEN")) for line in lines)
+    assert rank0 == rank1 and len(set(rank0["chosen"])) > 1
+    first = dict((tuple(k), s) for k, s in rank0["table"])
+    assert first[2, 1] == pytest.approx(1.9) and first[2, 4] == pytest.approx(1.0 + 0.9 * 4)
