@@ -41,6 +41,7 @@ override.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import torch
@@ -51,6 +52,7 @@ from torch import Tensor
 from ..ddtree import Acceptance, DraftTree, accept_greedy, accept_sampling
 from ..kernels.accept_commit import commit_accepted
 from .names import resolved
+from .server_args import verify_steps
 from .vocab_parallel import broadcast_decisions
 from .worker_common import (
     DDTreeWorkerBase,
@@ -121,29 +123,41 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
 
     def _build_tier(self, n: int) -> tuple:
         """(attention backend, TARGET_VERIFY graph runner or None, tree-verify workspace) of a verify of n nodes, made
-        as SGLang's adaptive EAGLE makes its tiers (`eagle_worker_v2.build_adaptive_runtime_state`): the resolved
-        speculative fields overridden while they are built."""
-        from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
-        from sglang.srt.runtime_context import get_context, get_spec
-
+        as SGLang's adaptive EAGLE makes its tiers (`eagle_worker_v2.build_adaptive_runtime_state`): while the
+        release's speculative fields say n nodes (`_speculative_fields`)."""
         from .tree_gdn_backend import install
 
-        runner, spec = self.model_runner, get_spec()
-        fields = ("speculative_num_steps", "speculative_num_draft_tokens")
-        saved = {f: getattr(spec, f) for f in fields}
-        tier = dict(zip(fields, (self._tier_steps(n), n)))
-        get_context().override("sglang_dflash.verify_width", **tier)
+        runner = self.model_runner
+        tier = dict(speculative_num_steps=verify_steps(self.name, n), speculative_num_draft_tokens=n)
         init_new_workspace = runner.init_new_workspace
-        try:
-            backend = runner._get_attention_backend(init_new_workspace=True)
-            workspace = install(runner, self.draft_config.num_depths, num_nodes=n)
-            graphs = None
-            if getattr(runner, self.graph_runner_attr) is not None:
-                graphs = DecodeCudaGraphRunner(runner, attn_backend=backend, **tier)
-        finally:
-            runner.init_new_workspace = init_new_workspace
-            get_context().override("sglang_dflash.verify_width", **saved)
+        with self._speculative_fields(tier):
+            try:
+                backend = runner._get_attention_backend(init_new_workspace=True)
+                workspace = install(runner, self.draft_config.num_depths, num_nodes=n)
+                graphs = None
+                if getattr(runner, self.graph_runner_attr) is not None:
+                    graphs = self._graph_runner_class()(runner, attn_backend=backend, **tier)
+            finally:
+                runner.init_new_workspace = init_new_workspace
         return backend, graphs, workspace
+
+    @contextmanager
+    def _speculative_fields(self, values: dict):
+        """0.5.23's resolved speculative fields overridden with `values` inside, restored after."""
+        from sglang.srt.runtime_context import get_context, get_spec
+
+        spec = get_spec()
+        saved = {f: getattr(spec, f) for f in values}
+        get_context().override("sglang_dflash.verify_width", **values)
+        try:
+            yield
+        finally:
+            get_context().override("sglang_dflash.verify_width", **saved)
+
+    def _graph_runner_class(self):
+        from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
+
+        return DecodeCudaGraphRunner
 
     def init_hicache_draft_plan(self) -> None:
         pass

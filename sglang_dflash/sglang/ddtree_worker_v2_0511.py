@@ -23,6 +23,7 @@ suite run it (RESULTS).
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import torch
@@ -51,29 +52,24 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
         self._verify_done = event = torch.get_device_module(self.device).Event()
         return lambda new_seq_lens: event.record()
 
-    def _build_tier(self, n: int) -> tuple:
-        """As 0.5.23's, with 0.5.11's server arguments (read by its backends and graph runner) set to n while they are
-        built; the scheduler's KV reservation keeps --speculative-num-draft-tokens."""
+    @contextmanager
+    def _speculative_fields(self, values: dict):
+        """0.5.11's server arguments (read by its backends and graph runner) set to `values` inside, restored after; the
+        scheduler's KV reservation, made before, keeps --speculative-num-draft-tokens."""
+        args = self.model_runner.server_args
+        saved = {f: getattr(args, f) for f in values}
+        for f, v in values.items():
+            setattr(args, f, v)
+        try:
+            yield
+        finally:
+            for f, v in saved.items():
+                setattr(args, f, v)
+
+    def _graph_runner_class(self):
         from sglang.srt.model_executor.cuda_graph_runner import CudaGraphRunner
 
-        from .tree_gdn_backend import install
-
-        runner = self.model_runner
-        args = runner.server_args
-        saved = args.speculative_num_steps, args.speculative_num_draft_tokens
-        args.speculative_num_steps, args.speculative_num_draft_tokens = self._tier_steps(n), n
-        init_new_workspace = runner.init_new_workspace
-        try:
-            backend = runner._get_attention_backend(init_new_workspace=True)
-            workspace = install(runner, self.draft_config.num_depths, num_nodes=n)
-            graphs = None
-            if runner.graph_runner is not None:
-                graphs = CudaGraphRunner(runner, attn_backend=backend, speculative_num_steps=self._tier_steps(n),
-                                         speculative_num_draft_tokens=n)  # fmt: skip
-        finally:
-            runner.init_new_workspace = init_new_workspace
-            args.speculative_num_steps, args.speculative_num_draft_tokens = saved
-        return backend, graphs, workspace
+        return CudaGraphRunner
 
     def _roots(self, draft_input) -> Tensor:
         return draft_input.verified_id

@@ -76,6 +76,13 @@ def resolve_radix_cache(args) -> None:
         args.mamba_scheduler_strategy = "extra_buffer"
 
 
+def verify_steps(name: str, nodes: int) -> int:
+    """SGLang's speculative_num_steps for our algorithm `name` verifying `nodes` nodes: DFLASH_CHAIN its drafts; DDTREE
+    nodes // 2, so that with topk 2 the scheduler's max(steps x topk, nodes) reservation stays the verify's; at least
+    1 (a verify of the root alone)."""
+    return max(1, nodes - 1 if name == DFLASH_CHAIN else nodes // 2)
+
+
 def verify_nodes(name: str, nodes: int | None, block: int) -> int:
     """--speculative-num-draft-tokens for our algorithm `name` with a drafter of `block` tokens: the default where None,
     else checked (ValueError naming the accepted range)."""
@@ -148,14 +155,11 @@ def resolve_speculative_args(args, overlap_only: bool = False) -> None:
 
     block = draft.num_depths + 1  # the longest chain, its root included
     nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)
-    if name == DFLASH_CHAIN:
-        steps, topk = nodes - 1, 1
-    else:
-        if args.page_size not in (None, 1):
-            raise ServerArgsError(
-                f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
-            )
-        steps, topk = max(1, nodes // 2), DDTREE_TOPK
+    steps, topk = verify_steps(name, nodes), 1 if name == DFLASH_CHAIN else DDTREE_TOPK
+    if name != DFLASH_CHAIN and args.page_size not in (None, 1):
+        raise ServerArgsError(
+            f"DDTREE needs --page-size 1 (accepted tree nodes are not contiguous in the KV cache), got {args.page_size}"
+        )
     for flag, given, wanted in (("--speculative-num-steps", args.speculative_num_steps, steps),
                                 ("--speculative-eagle-topk", args.speculative_eagle_topk, topk)):  # fmt: skip
         if given is not None and given != wanted:

@@ -40,6 +40,7 @@ from ..proposal import draft, uses_heads
 from .hidden_capture import graph_capacity, install_on_model_runner
 from .memory_plan import draft_max_len, draft_tp_size
 from .names import ALGORITHMS, DFLASH_CHAIN, NUM_REQS_ATTR
+from .server_args import verify_steps
 from .step_profile import StepProfile
 from .tree_gdn_backend import activate as activate_tree_gdn
 from .tree_gdn_backend import workspace as tree_gdn_workspace
@@ -444,11 +445,6 @@ class DDTreeWorkerBase:
         keys = tuple((bs, n) for bs in graph_sizes for n in tiers)
         return StepCosts({}, sync=lambda sums: dist.all_reduce(sums, group=group), keys=keys)
 
-    def _tier_steps(self, n: int) -> int:
-        """SGLang's speculative_num_steps for a verify of n nodes, as `server_args.resolve_speculative_args` sets it for
-        --speculative-num-draft-tokens n."""
-        return max(1, n - 1 if self.name == DFLASH_CHAIN else n // 2)
-
     def _activate_tier(self, n: int) -> None:
         """Tier n's attention backend, target graphs and tree-verify workspace become the target's (the next verify's)."""
         backend, graphs, _ = self.tiers[n]
@@ -553,7 +549,7 @@ class DDTreeWorkerBase:
             retrieve_next_token=f["retrieve_next_token"],
             retrieve_next_sibling=f["retrieve_next_sibling"],
             retrieve_cum_len=None,
-            spec_steps=self._tier_steps(tree.num_nodes),
+            spec_steps=verify_steps(self.name, tree.num_nodes),
             topk=self.server_args.speculative_eagle_topk,  # > 1: SGLang's verify (GDN, attention) in tree mode
             draft_token_num=tree.num_nodes,
             capture_hidden_mode=CaptureHiddenMode.FULL,
@@ -672,8 +668,14 @@ class DDTreeWorkerBase:
             return draft(self.drafter, hidden, local, roots, "ddtree", n)
         if self.name == DFLASH_CHAIN:
             return chain_tree(argmax_vocab_parallel(local[:, :n], self.vocab_start, self.tp_group), roots)
-        logp, ids = draft_log_probs_vocab_parallel(local, n, self.vocab_start, self.tp_group)
-        return build_ddtree_from_top_k(logp, ids, roots, n)
+        return build_ddtree_from_top_k(*self._top_k(local, n), roots, n)
+
+    def _top_k(self, local: Tensor, k: int) -> tuple[Tensor, Tensor]:
+        """The full vocabulary's top-k log-probabilities and their token ids per depth [R, D, k] from this rank's logits
+        shard local [R, D, Vs], the same on every TP rank."""
+        if self.tp_size == 1:
+            return draft_log_probs(local, min(k, local.shape[-1]))
+        return draft_log_probs_vocab_parallel(local, k, self.vocab_start, self.tp_group)
 
     def _marginal_tree(self, roots: Tensor, local: Tensor) -> tuple[DraftTree, Tensor]:
         """With the width controller: the widest tier's tree of the drafter's per-depth marginals (DDTREE: the best
@@ -681,10 +683,6 @@ class DDTreeWorkerBase:
         drafts it (the same tokens up to argmax ties), and its nodes' path probabilities [R, num_nodes - 1]
         (`budget.tree_accept_probs`): the controller's estimate of each node's acceptance."""
         n = self.num_nodes - 1
-        k, local = (1, local[:, :n]) if self.name == DFLASH_CHAIN else (n, local)
-        if self.tp_size == 1:
-            logp, ids = draft_log_probs(local, min(k, local.shape[-1]))
-        else:
-            logp, ids = draft_log_probs_vocab_parallel(local, k, self.vocab_start, self.tp_group)
+        logp, ids = self._top_k(local[:, :n], 1) if self.name == DFLASH_CHAIN else self._top_k(local, n)
         tree = build_ddtree_from_top_k(logp, ids, roots, n)
         return tree, tree_accept_probs(tree, logp, ids)
