@@ -37,9 +37,13 @@ the last bit of some logits, and where a token's cumulative probability sits tha
 one server's nucleus and outside the other's (a run at top-p 0.9 saw one: 2.3% of the mass moved, RESULTS); the
 nucleus and top-k rules are checked on CPU against SGLang's rule (tests/test_sampling.py).
 
+Kernels (--kernel-tests, on by default): beside the servers, pytest runs KERNEL_TESTS, every Triton kernel against
+its reference at Qwen3.6-27B's TP=2 shapes; a failure, or a skip (a kernel not run), fails the suite.
+
 Output under --out (default $OUT): serving_suite.log, report.md (the table, then every failed check by request),
 reference.json, sglang.json and sglang.samples.json (stock's row, results and samples, for --reference),
-servers.tar.gz (each server's <run>.server.log; ours' <run>.json, each request's result, and <run>.samples.json).
+servers.tar.gz (each server's <run>.server.log; ours' <run>.json, each request's result, and <run>.samples.json;
+kernels.log).
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ SAMPLED_P = 1e-3  # a two-sample chi-square p-value below this fails, fixed befo
 FAILURE_LINES = ("Traceback", "memory leak detected", "Mem Leak Detected")
 # start-up tracebacks of optional parts the GPU image lacks (0.5.11's Responses API wants openai_harmony)
 BENIGN_LINES = ("Can not initialize OpenAIServingResponses",)
+KERNEL_TESTS = "tests/kernels/test_production_shapes.py"  # every Triton kernel at Qwen3.6-27B TP=2 shapes (GPU only)
 SERVERS: set[subprocess.Popen] = set()  # live servers, stopped by `stop_servers` on SIGTERM (they run in own sessions)
 
 
@@ -290,6 +295,22 @@ def judge(requests: list[Request], ours: list[Result], stock: list[Result]) -> d
     return c
 
 
+def start_kernel_tests(out: Path) -> subprocess.Popen:
+    """KERNEL_TESTS under pytest beside the servers (at most about 4.5 GiB of GPU memory), into out/kernels.log."""
+    with open(out / "kernels.log", "w") as f:
+        return subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", KERNEL_TESTS], cwd=h.REPO,
+                                stdout=f, stderr=subprocess.STDOUT)  # fmt: skip
+
+
+def kernel_verdict(tests: subprocess.Popen, out: Path) -> tuple[bool, str]:
+    """(passed, pytest's summary line): passed only if pytest exited 0 with nothing skipped (a skip here is a kernel
+    not run at its production shape, e.g. no GPU)."""
+    code = tests.wait()
+    lines = [line.strip("= ") for line in (out / "kernels.log").read_text(errors="replace").splitlines() if line.strip()]
+    summary = lines[-1] if lines else "no output"
+    return code == 0 and "skipped" not in summary and "passed" in summary, f"{summary} (exit {code})"
+
+
 def serving_kwargs(args, port: int) -> dict:
     """What every server of the suite runs with beyond the harness's engine arguments, in the release's spelling."""
     return h.spelled(args, dict(cuda_graph_max_bs=args.concurrency, max_running_requests=args.concurrency,
@@ -386,7 +407,7 @@ def load_reference(folder: Path, key: dict, samples: int) -> dict:
     return dict(saved["row"], results=results, samples=drawn[:samples])
 
 
-def report(rows: dict[str, dict], args) -> tuple[str, bool]:
+def report(rows: dict[str, dict], args, kernels: tuple[bool, str] | None = None) -> tuple[str, bool]:
     head = ["| server | requests | completed | aborts sent / ended aborted | min_new refused | mismatches | errors "
             "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines | sampled |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
@@ -415,6 +436,9 @@ def report(rows: dict[str, dict], args) -> tuple[str, bool]:
                     f"{'' if sampled_ok else 'FAILED: '}{sampled_text} |")  # fmt: skip
     notes = [f"- {name}: {line}" for name, c in rows.items() if "verdict" in c
              for line in c["verdict"].failures + c["errors"] + c["failure_lines"]]  # fmt: skip
+    if kernels is not None:
+        ok &= kernels[0]
+        head += ["", f"Kernels at Qwen3.6-27B TP=2 shapes (`{KERNEL_TESTS}`): {'' if kernels[0] else 'FAILED: '}{kernels[1]}"]
     return "\n".join(head + ([""] + notes if notes else [])), ok
 
 
@@ -423,6 +447,7 @@ def pack(out: Path, names: list[str]) -> None:
     device call returns 8 files."""
     files = [f for n in names for f in (out / f"{n}.json", out / f"{n}.samples.json", out / f"{n}.server.log")
              if f.exists() and not (n == h.STOCK and f.suffix == ".json")]  # fmt: skip
+    files += [f for f in [out / "kernels.log"] if f.exists()]
     with tarfile.open(out / "servers.tar.gz", "w:gz") as tar:
         for f in files:
             tar.add(f, arcname=f.name)
@@ -463,6 +488,8 @@ def main(argv=None) -> int:
         help="serve stock and each of ours at once (one device call holds them all; timing-dependent counts "
         "such as retractions then differ from a run alone)",
     )
+    p.add_argument("--kernel-tests", action=argparse.BooleanOptionalAction, default=True,
+                   help=f"run {KERNEL_TESTS} beside the servers; a failure or skip fails the suite")  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None)
     p.add_argument("--work", type=Path, default=Path("/tmp/sglang_dflash_suite"))
@@ -481,6 +508,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     args.work.mkdir(parents=True, exist_ok=True)
     log = h.Log(out / "serving_suite.log")
+    tests = start_kernel_tests(out) if args.kernel_tests else None
     install = h.install_wheels(args.site, args.sglang, log)
     target, draft = h.build_checkpoints(args.work, hargs, log)
     h.finish_install(install, log)
@@ -519,7 +547,10 @@ def main(argv=None) -> int:
             log.stamp(f"{run.name}: {rows[run.name]['verdict'].summary()[:300]}")
             for line in rows[run.name]["errors"][:5]:
                 log.stamp(f"  {line}")
-    table, ok = report(rows, args)
+    kernels = kernel_verdict(tests, out) if tests else None
+    if kernels:
+        log.stamp(f"kernels at production shapes: {kernels[1]}")
+    table, ok = report(rows, args, kernels)
     (out / "report.md").write_text(table + "\n\n" + ("PASSED" if ok else "FAILED") + "\n")
     print(table)
     pack(out, [r.name for r in runs])

@@ -79,6 +79,21 @@ def test_report_fails_without_a_reference_or_a_verdict():
     assert not suite.report({"sglang": stock}, ours_asked)[1]  # ours asked for, none served (e.g. --runs matched none)
     table, ok = suite.report({"sglang": stock, "sglang-ddtree15": dict(ours, busy=True)}, ours_asked)
     assert not ok and "port already answers" in table
+    assert suite.report({"sglang": stock}, args, (True, "102 passed"))[1]
+    table, ok = suite.report({"sglang": stock}, args, (False, "1 failed, 101 passed"))
+    assert not ok and "FAILED: 1 failed" in table
+
+
+@pytest.mark.parametrize(
+    "printed, code, passed",
+    [("102 passed in 88.5s", 0, True), ("101 passed, 1 skipped in 80s", 0, False), ("1 failed, 101 passed in 90s", 1, False),
+     ("no tests ran in 0.1s", 5, False)],
+)  # fmt: skip
+def test_kernel_verdict_needs_every_kernel_run_and_passed(tmp_path, printed, code, passed):
+    (tmp_path / "kernels.log").write_text(f"....\n\n===== {printed} =====\n")
+    tests = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
+    ok, summary = suite.kernel_verdict(tests, tmp_path)
+    assert ok is passed and summary == f"{printed} (exit {code})"
 
 
 class FakeServer(BaseHTTPRequestHandler):
