@@ -81,6 +81,11 @@ class StaticBlockEmbedding:
         return torch.cat([self.roots[:R, None], self.mask[None].expand(R, B - 1, -1)], dim=1)
 
 
+def free_gib(device: torch.device) -> float:
+    """The GPU's free memory in GiB (0 off CUDA)."""
+    return torch.cuda.mem_get_info(device)[0] / (1 << 30) if device.type == "cuda" else 0.0
+
+
 def extend_tap_layout(prefix_lens: list[int], extend_lens: list[int], device=None) -> tuple[Tensor, Tensor, Tensor]:
     """For an extend batch whose tokens are packed request after request: (rows long [R, P] = the packed
     row of request r's j-th extend token (0 where j >= extend_lens[r]), nodes long [R, P] = j or -1,
@@ -425,13 +430,16 @@ class DDTreeWorkerBase:
             return
         runner = self.model_runner
         self.tiers[self.num_nodes] = (runner.attn_backend, getattr(runner, self.graph_runner_attr), tree_gdn_workspace())
+        free = free_gib(self.device)
         for n in tiers[:-1]:
             self.tiers[n] = self._build_tier(n)
         self._activate_tier(self.num_nodes)
         graphs = sorted(getattr(self.tiers[self.num_nodes][1], "capture_bs", None) or [])
         most = max([*graphs, self.server_args.max_running_requests or 1])
         self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device, self._step_costs(graphs, tiers))
-        logger.info("%s: verify widths %s chosen per step by cost (%s).", self.name, list(tiers), env.WIDTHS.name)
+        logger.info("%s: verify widths %s chosen per step by cost (%s); the narrower tiers took %.2f GiB of GPU memory "
+                    "(graphs included), outside SGLang's memory plan.", self.name, list(tiers), env.WIDTHS.name,
+                    free - free_gib(self.device))  # fmt: skip
 
     def _step_costs(self, graph_sizes: list[int], tiers: tuple[int, ...]) -> StepCosts:
         """The measured step costs; at TP > 1 averaged over the ranks (a gloo group of their own, made by every rank
