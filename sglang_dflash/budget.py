@@ -152,17 +152,17 @@ def plan_nodes(accept_probs: Tensor, control: BudgetControl) -> int:
 
 
 class WidthController:
-    """A width per step (`BudgetControl`), for the standalone engine and the server alike: each request's last drafted
-    tree stands for its next one, its node probabilities scaled by how that request's drafts were accepted so far,
-    depth by depth: factor[d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) +
+    """A width per step among a `BudgetControl`'s tiers, for the standalone engine and the server alike: each request's
+    last drafted tree stands for its next one, its node probabilities scaled by how that request's drafts were accepted
+    so far, depth by depth: factor[d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) +
     prior), the prediction being the sum of its verified depth-d nodes' probabilities (disjoint events). Both counts
     decay by `decay` a step, so a request that decodes plainly for a while is offered speculation again. A request
     that has drafted no tree yet counts as the mean of those that have (a server's batch gains requests any step); a
     step where none has verifies the narrowest tier (plain decoding where the tiers start at 1): nothing known, nothing
     spent. Requests are keys of any hashable kind (engine: its slots; server: request ids)."""
 
-    def __init__(self, control: BudgetControl, max_depth: int, prior: float = 1.0, decay: float = 0.95):
-        self.control, self.max_depth, self.prior, self.decay = control, max_depth, prior, decay
+    def __init__(self, max_depth: int, prior: float = 1.0, decay: float = 0.95):
+        self.max_depth, self.prior, self.decay = max_depth, prior, decay
         self.accepted: dict = {}  # key -> float64 [max_depth + 1], by depth (index 0 unused)
         self.predicted: dict = {}  # key -> the same
         self.drafted: dict = {}  # key -> its last tree's (probs, depths) [M]
@@ -171,14 +171,15 @@ class WidthController:
         zero = torch.zeros(self.max_depth + 1, dtype=torch.float64)
         return (self.accepted.get(key, zero) + self.prior) / (self.predicted.get(key, zero) + self.prior)
 
-    def nodes(self, keys: list) -> int:
+    def nodes(self, keys: list, control: BudgetControl) -> int:
+        """The width with the most expected tokens per second under `control` (its tiers and their step costs)."""
         known = [k for k in keys if k in self.drafted]
         if not known:
-            return self.control.tiers[0]
+            return control.tiers[0]
         probs = torch.stack([(p.double() * self.factors(k)[d]).clamp(max=1.0) for k in known for p, d in [self.drafted[k]]])
         if len(known) < len(keys):
             probs = torch.cat([probs, probs.mean(0, keepdim=True).expand(len(keys) - len(known), -1)])
-        return plan_nodes(probs, self.control)
+        return plan_nodes(probs, control)
 
     def observe(self, keys: list, probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
         """A step of requests `keys` drafted trees of node probabilities and depths [R, M] (root excluded), verified

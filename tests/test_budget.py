@@ -183,18 +183,17 @@ def test_width_controller_calibrates_by_acceptance_hand_worked():
     probs, depths = torch.tensor([[0.9, 0.5]]), torch.tensor([[1, 2]])
     for seconds, calibrated, raw in ((2.3, 1, 3), (2.2, 3, 3)):
         control = BudgetControl(VerifyCost((1, 3), (1.0, seconds)), (1, 3))
-        width = WidthController(control, max_depth=2)
-        assert width.nodes([0]) == 1
+        width = WidthController(max_depth=2)
+        assert width.nodes([0], control) == 1
         width.observe([0], probs, depths, nodes=3, accept_len=[1])
         assert width.factors(0)[1:].tolist() == pytest.approx([2 / 1.9, 1 / 1.5])
-        assert width.nodes([0]) == calibrated and plan_nodes(probs, control) == raw
+        assert width.nodes([0], control) == calibrated and plan_nodes(probs, control) == raw
 
 
 def test_width_controller_forgets_and_counts_only_verified_nodes():
     """A step that verifies the root alone predicts nothing and accepts nothing: the counts only decay (so the factors
     drift back to 1 and speculation is tried again); nodes past the verified width are not predictions."""
-    control = BudgetControl(VerifyCost((2, 6), (1.0, 2.0)), (1, 3))
-    width = WidthController(control, max_depth=2, decay=0.5)
+    width = WidthController(max_depth=2, decay=0.5)
     probs, depths = torch.tensor([[0.8, 0.4], [0.6, 0.3]]), torch.tensor([[1, 2], [1, 1]])
     width.observe([0, 1], probs, depths, nodes=2, accept_len=[0, 1])  # node 0 of each verified, node 1 not
     assert [*width.predicted[0][1:], *width.predicted[1][1:]] == pytest.approx([0.8, 0.0, 0.6, 0.0])
@@ -207,14 +206,14 @@ def test_width_controller_keys_requests_by_id_and_forgets_the_finished():
     """The server keys requests by id: each keeps its own counts; `retain` drops every other request's, which then
     counts as never drafted (the narrowest tier)."""
     control = BudgetControl(VerifyCost((1, 3), (1.0, 1.1)), (1, 3))
-    width = WidthController(control, max_depth=2)
+    width = WidthController(max_depth=2)
     probs, depths = torch.tensor([[0.9, 0.5], [0.9, 0.5]]), torch.tensor([[1, 2], [1, 2]])
     width.observe(["a", "b"], probs, depths, nodes=3, accept_len=[2, 0])
     assert width.factors("a")[1:].tolist() == pytest.approx([2 / 1.9, 2 / 1.5])
     assert width.factors("b")[1:].tolist() == pytest.approx([1 / 1.9, 1 / 1.5])
-    assert width.nodes(["a"]) == 3
+    assert width.nodes(["a"], control) == 3
     width.retain(["a"])
-    assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"]) == 1
+    assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"], control) == 1
 
 
 def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():
@@ -223,10 +222,10 @@ def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():
     0.3): width 3 gives 6.321 tokens / 1.49 s = 4.24/s against width 2's 5.421 / 1.3 = 4.17/s; counted as nothing
     (zeros) it would give width 2 (5.214 / 1.49 = 3.50 against 4.614 / 1.3 = 3.55)."""
     control = BudgetControl(VerifyCost((3, 6, 9), (1.0, 1.3, 1.49)), (1, 2, 3))
-    width = WidthController(control, max_depth=2)
+    width = WidthController(max_depth=2)
     probs, depths = torch.tensor([[0.9, 0.5], [0.5, 0.1]]), torch.tensor([[1, 2], [1, 2]])
     width.observe(["a", "b"], probs, depths, nodes=2, accept_len=[1, 1])
     calibrated = torch.stack([(p * width.factors(k)[d]).clamp(max=1.0) for k, p, d in zip("ab", probs.double(), depths)])
     three = torch.cat([calibrated, calibrated.mean(0, keepdim=True)])
-    assert width.nodes(["a", "b", "c"]) == plan_nodes(three, control) == 3
+    assert width.nodes(["a", "b", "c"], control) == plan_nodes(three, control) == 3
     assert plan_nodes(torch.cat([calibrated, torch.zeros(1, 2)]), control) == 2

@@ -174,7 +174,7 @@ def generate(
     outputs = [[int(t)] for t in last.tolist()]
     accept_lens: list[list[int]] = [[] for _ in range(R)]
     verify_nodes: list[int] = []
-    width = WidthController(budget_control, drafter.config.num_depths) if budget_control is not None else None
+    width = WidthController(drafter.config.num_depths) if budget_control is not None else None
     fixed_nodes = 1 if drafter is None else budget + 1 if algo == "ddtree" else block  # without budget_control
     done = [max_new_tokens <= 1 or int(last[r]) in eos_token_ids for r in range(R)]
     bar = tqdm(total=R * max_new_tokens, initial=R, disable=not progress, unit="tok", desc=f"generate ({algo})")
@@ -182,7 +182,7 @@ def generate(
     while not all(done):
         active = [r for r in range(R) if not done[r]]
         slots = torch.tensor(active, device=device)
-        nodes = width.nodes(active) if width is not None else fixed_nodes
+        nodes = width.nodes(active, budget_control) if width is not None else fixed_nodes
         path_tokens, accept_len, bonus, drafted = step(last[slots], slots, seq_lens[slots], nodes)
         seq_lens[slots] += accept_len + 1
         verify_nodes.append(nodes)

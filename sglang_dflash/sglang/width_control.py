@@ -165,7 +165,7 @@ class StepWidth:
                  costs: StepCosts | None = None, sync_every: int = 32):  # fmt: skip
         self.tiers, self.device, self.sync_every, self.step = tiers, device, sync_every, 0
         self.costs = costs if costs is not None else StepCosts({})
-        self.width = WidthController(BudgetControl(VerifyCost((1,), (1.0,)), tiers), max_depth)
+        self.width = WidthController(max_depth)
         self.observations = LaggedObservations(max_requests, max(tiers[-1] - 1, 1), device)
 
     def nodes(self, keys: list, graph_bs: int | None) -> int:
@@ -186,8 +186,7 @@ class StepWidth:
             return probe
         if not self.costs.complete(graph_bs, self.tiers):  # measured, averaged over the ranks at the next flush
             return self.tiers[-1]
-        self.width.control = self.costs.control(graph_bs, self.tiers)
-        return self.width.nodes(keys)
+        return self.width.nodes(keys, self.costs.control(graph_bs, self.tiers))
 
     def start(self):
         """A CUDA event recorded now, where a step begins (None off CUDA)."""
