@@ -64,6 +64,43 @@ def root_only(roots: Tensor) -> DraftTree:
     return tree_from_parents(roots[:, None], torch.full_like(roots[:, None], -1), max_depth=0)
 
 
+def check_args(prompts: list[list[int]], max_new_tokens: int, algo: str, drafter, scoring: str,
+               budget_control: BudgetControl | None) -> None:  # fmt: skip
+    """`generate`'s arguments, each refused with one line before any work."""
+    if algo not in ALGOS:
+        raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
+    if algo != "ar" and drafter is None:
+        raise ValueError(f"algo {algo!r} needs a drafter")
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("prompts must be non-empty token lists")
+    if max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if budget_control is None:
+        return
+    if algo != "ddtree" or uses_heads(drafter.config, algo, scoring):
+        raise ValueError("budget_control: DDTREE with trees of the drafter's marginals only (scoring='marginal' "
+                         "for a DFlash2 or DSpark drafter)")  # fmt: skip
+    if budget_control.cost.of(len(prompts) * budget_control.tiers[0]) is None:
+        raise ValueError(
+            f"budget_control: its cost table stops short of {len(prompts)} requests x {budget_control.tiers[0]} nodes"
+        )
+
+
+def prefill(target, tcache, commit, pick, prompts: list[list[int]], seq_lens: Tensor) -> Tensor:
+    """Each prompt in chunks of PREFILL_CHUNK, as chains whose every node is accepted (`commit`), seq_lens [R] advanced;
+    returns each request's first new token, `pick`ed from the target's last logits [R]."""
+    device = seq_lens.device
+    last = torch.empty(len(prompts), dtype=torch.long, device=device)
+    for r, prompt in enumerate(prompts):
+        slot = torch.tensor([r], device=device)
+        for chunk in torch.tensor(prompt, dtype=torch.long, device=device).split(PREFILL_CHUNK):
+            out = target.verify(tcache, chain_tree(chunk[None, 1:], chunk[:1]), slot, seq_lens[slot])
+            commit(out, slot, seq_lens[slot], torch.arange(len(chunk), device=device)[None])
+            seq_lens[slot] += len(chunk)
+        last[r] = pick(target.logits(out.hidden[:, -1:]))[0, 0]
+    return last
+
+
 @torch.no_grad()
 def generate(
     target,
@@ -89,24 +126,9 @@ def generate(
     from the drafter's marginals): the tree is drafted at the widest tier and each step verifies its first N nodes,
     N chosen by `WidthController` from the previous step's trees and each request's acceptance so far (the first
     step: the narrowest); `budget` unused."""
-    if algo not in ALGOS:
-        raise ValueError(f"algo must be one of {ALGOS}, got {algo!r}")
-    if algo != "ar" and drafter is None:
-        raise ValueError(f"algo {algo!r} needs a drafter")
-    if not prompts or any(len(p) == 0 for p in prompts):
-        raise ValueError("prompts must be non-empty token lists")
-    if max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    check_args(prompts, max_new_tokens, algo, drafter, scoring, budget_control)
     drafter = drafter if algo != "ar" else None
-    if budget_control is not None:
-        if algo != "ddtree" or uses_heads(drafter.config, algo, scoring):
-            raise ValueError("budget_control: DDTREE with trees of the drafter's marginals only (scoring='marginal' "
-                             "for a DFlash2 or DSpark drafter)")  # fmt: skip
-        budget = budget_control.budget
-        if budget_control.cost.of(len(prompts) * budget_control.tiers[0]) is None:
-            raise ValueError(
-                f"budget_control: its cost table stops short of {len(prompts)} requests x {budget_control.tiers[0]} nodes"
-            )
+    budget = budget_control.budget if budget_control is not None else budget
     device = target.embed_tokens.weight.device
     gen = torch.Generator(device=device).manual_seed(seed)
     R = len(prompts)
@@ -161,14 +183,7 @@ def generate(
         return graphs[key](roots, slots, lens)
 
     start = sync_time(device)
-    last = torch.empty(R, dtype=torch.long, device=device)
-    for r, prompt in enumerate(prompts):
-        slot = torch.tensor([r], device=device)
-        for chunk in torch.tensor(prompt, dtype=torch.long, device=device).split(PREFILL_CHUNK):
-            out = target.verify(tcache, chain_tree(chunk[None, 1:], chunk[:1]), slot, seq_lens[slot])
-            commit(out, slot, seq_lens[slot], torch.arange(len(chunk), device=device)[None])
-            seq_lens[slot] += len(chunk)
-        last[r] = pick(target.logits(out.hidden[:, -1:]))[0, 0]
+    last = prefill(target, tcache, commit, pick, prompts, seq_lens)
     prefill_s = sync_time(device) - start
 
     outputs = [[int(t)] for t in last.tolist()]
