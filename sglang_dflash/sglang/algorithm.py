@@ -65,12 +65,22 @@ class DraftTreeAlgorithm:
 
     def create_worker(self, server_args):
         """The spec-v2 worker on 0.5.11's schema, which 0.5.11 runs under its overlap scheduler only."""
-        from .server_args import refuse_non_overlap
-
         refuse_non_overlap(server_args)
         from .ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
         return DDTreeWorkerV2For0511
+
+
+def refuse_non_overlap(args) -> None:
+    """SGLang 0.5.11 runs spec v2, ours' only schema, under its overlap scheduler only (its non-overlap path is spec v1,
+    which upstream deleted)."""
+    if args.disable_overlap_schedule:
+        from .server_args import ServerArgsError
+
+        raise ServerArgsError(
+            f"--speculative-algorithm {args.speculative_algorithm} on SGLang 0.5.11 runs under the overlap scheduler "
+            "only: drop --disable-overlap-schedule (SGLang 0.5.23 runs it either way)"
+        )
 
 
 def registered_spec_class():

@@ -59,7 +59,6 @@ from .worker_common import (
     extend_tap_layout,
     request_slot,
     sampling_args,
-    screen_nan,
     track_candidates,
     track_cuts,
 )
@@ -330,7 +329,6 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
 
     def _accept(self, batch, tree: DraftTree, logits: Tensor) -> Acceptance:
         """Greedy or sampled acceptance (rank 0's draws at TP > 1)."""
-        logits = screen_nan(logits, self.nan_detection)
         sampling = sampling_args(batch.sampling_info)
         if sampling is None:
             return accept_greedy(tree, logits)

@@ -1,7 +1,7 @@
 """DDTreeWorkerV2For0511: the spec-v2 worker (`ddtree_worker_v2`) on SGLang 0.5.11's spec-v2 schema.
 
 0.5.11 runs spec v2 only under its overlap scheduler, its default (--disable-overlap-schedule is refused for ours:
-`server_args.refuse_non_overlap`). What its schema changes:
+`algorithm.refuse_non_overlap`). What its schema changes:
 
   construction  the scheduler passes the ranks too and calls no lifecycle method: the phases run in __init__ (the
                 target's taps went on before its graphs: the plugin's init_device_graphs)
@@ -23,13 +23,34 @@ suite run it (RESULTS).
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 from types import SimpleNamespace
 
 import torch
 from torch import Tensor
 
+from ..ddtree import Acceptance, DraftTree
 from .ddtree_worker_v2 import DDTreeWorkerV2
+
+logger = logging.getLogger(__name__)
+
+NAN_LOGIT = -1e5  # SGLang 0.5.11's sampler puts NaN logits here under --enable-nan-detection
+
+
+def screen_nan(logits: Tensor, enabled: bool) -> Tensor:
+    """SGLang 0.5.11's --enable-nan-detection, applied to the verify logits as its sampler applies it to a decode's:
+    NaN entries become NAN_LOGIT, with its warning (and its error under crash_on_warnings), so the tokens are what
+    stock SGLang with the flag would emit. Off: logits as they are, unread.
+    The check reads one flag back to the host, as SGLang's does."""
+    if not enabled or not bool(torch.isnan(logits).any()):
+        return logits
+    from sglang.srt.utils import crash_on_warnings
+
+    logger.warning("Detected errors during sampling! NaN in the logits.")
+    if crash_on_warnings():
+        raise ValueError("Detected errors during sampling! NaN in the logits.")
+    return logits.masked_fill(torch.isnan(logits), NAN_LOGIT)
 
 
 class DDTreeWorkerV2For0511(DDTreeWorkerV2):
@@ -39,10 +60,22 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
 
     def __init__(self, server_args, gpu_id: int, nccl_port: int, target_worker, tp_rank: int, **_ranks):
         self._verify_done = None  # the step's event, recorded at the publish
+        self.nan_detection = bool(server_args.enable_nan_detection)
         super().__init__(server_args, gpu_id, nccl_port, target_worker, tp_rank=tp_rank)
         self._install_capture()
         self._init_context()
         self.init_cuda_graphs()
+
+    def update_weights_from_disk(self, recv_req) -> tuple[bool, str]:
+        """0.5.11's scheduler asks its speculative worker after the target's weights were updated (from disk or IPC):
+        the drafter keeps its own; its embedding and LM head are the target's tensors. (Not passed on to the target
+        worker, which has just been updated.)"""
+        return True, f"{self.name}: drafter weights unchanged"
+
+    update_weights_from_ipc = update_weights_from_disk
+
+    def _accept(self, batch, tree: DraftTree, logits: Tensor) -> Acceptance:
+        return super()._accept(batch, tree, screen_nan(logits, self.nan_detection))
 
     @property
     def draft_worker(self):

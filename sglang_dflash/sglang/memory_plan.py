@@ -6,10 +6,10 @@ target's weights (`ModelRunnerKVCacheMixin.profile_max_num_token`):
   grow and shrink together, and a prefix-cache hit finds the drafter's context where the target's KV is;
 - its weights (TP-sharded where its heads split, `draft_tp_size`) are loaded after that plan, so `reserve_gib`
   holds them back;
-- with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request
-  (the plugin's `req_to_token_pool_init` hook), so the plan gets back what it reserves for the others
-  (0.5.11: `rest_memory_adjustment_gib`; 0.5.23, which counts the drafter's weights itself and solves
-  the GDN state slots jointly with that reservation: planned as without it, then `one_slot_states_gib` taken off).
+- with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request, so the
+  plan gets back what it reserves for the others: SGLang counts the drafter's weights itself and solves
+  the GDN state slots jointly with that reservation, so the slots are planned as without it, then
+  `one_slot_states_gib` is taken off.
 
 At Qwen3.6-27B with z-lab's 5-layer drafter in bf16, whole: 3.5 GB of weights, and 20 KiB per cached token beside
 the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on each.
@@ -73,20 +73,6 @@ def draft_cell_bytes(runner) -> int:
     """Bytes a target runner's KV-cache token adds for the drafter's context K/V (joins SGLang's cell size)."""
     args = resolved(runner.server_args)
     return draft_bytes(draft_config(args), runner.model_config.dtype, args.tp_size)[1]
-
-
-def rest_memory_adjustment_gib(runner) -> float:
-    """GiB to add to the memory SGLang's plan has left before it sizes the KV cache of a target runner: minus the
-    drafter's weights; plus, since our tree-GDN verify replaces them, SGLang's reservation of per-node GDN states
-    (mamba_cache_per_req x requests x verify tokens) but for one request (at 27B, TP=2, 33 nodes and 32 requests
-    about 80 GB)."""
-    args = resolved(runner.server_args)
-    if not args.max_running_requests:
-        return 0.0
-    requests = args.max_running_requests // (runner.dp_size if args.enable_dp_attention else 1)
-    per_req = runner.mambaish_config.mamba2_cache_params.mamba_cache_per_req
-    states = per_req * (requests - 1) * args.speculative_num_draft_tokens / (1 << 30)
-    return states - reserve_gib(args, runner.model_config.dtype)
 
 
 def one_slot_states_gib(configurator) -> float:

@@ -4,8 +4,7 @@ Runs inside `ServerArgs._handle_speculative_decoding` (the plugin's hook), befor
 handling, on the ServerArgs object itself. Defaults: DFLASH_CHAIN verifies the drafter's whole block
 (`--speculative-num-draft-tokens` = block size, a chain); DDTREE takes its node count from
 `--speculative-num-draft-tokens` (default 32: the root and a budget of 31), tree depth up to
-block size - 1. Ours keep SGLang's scheduler choice (overlap unless --disable-overlap-schedule), but SGLang 0.5.11
-runs spec v2 under its overlap scheduler only, so there --disable-overlap-schedule is refused.
+block size - 1. Ours keep SGLang's scheduler choice (overlap unless --disable-overlap-schedule).
 """
 
 from __future__ import annotations
@@ -113,19 +112,8 @@ def tree_depth(args) -> int:
     return min(int(args.speculative_num_draft_tokens) - 1, draft_config(args).num_depths)
 
 
-def refuse_non_overlap(args) -> None:
-    """SGLang 0.5.11 runs spec v2, ours' only schema, under its overlap scheduler only (its non-overlap path is spec v1,
-    which upstream deleted)."""
-    if args.disable_overlap_schedule:
-        raise ServerArgsError(
-            f"--speculative-algorithm {args.speculative_algorithm} on SGLang 0.5.11 runs under the overlap scheduler "
-            "only: drop --disable-overlap-schedule (SGLang 0.5.23 runs it either way)"
-        )
-
-
-def resolve_speculative_args(args, overlap_only: bool = False) -> None:
-    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. `overlap_only`: the
-    release runs spec v2 under its overlap scheduler only (0.5.11: `refuse_non_overlap`). The scheduler maps
+def resolve_speculative_args(args) -> None:
+    """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. The scheduler maps
     max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the smallest tree-mode topk (2) and
     steps = nodes // 2; the trees' depth is not steps (`tree_depth`)."""
     name = args.speculative_algorithm.upper()
@@ -150,8 +138,6 @@ def resolve_speculative_args(args, overlap_only: bool = False) -> None:
     for flag, on in refused.items():
         if on:
             raise ServerArgsError(f"--speculative-algorithm {name} does not support {flag}")
-    if overlap_only:  # after the flags that turn overlap off themselves (--pp-size)
-        refuse_non_overlap(args)
 
     block = draft.num_depths + 1  # the longest chain, its root included
     nodes = verify_nodes(name, args.speculative_num_draft_tokens, block)

@@ -254,24 +254,6 @@ def sampling_args(info) -> dict | None:
     )
 
 
-NAN_LOGIT = -1e5  # SGLang 0.5.11's sampler puts NaN logits here under --enable-nan-detection
-
-
-def screen_nan(logits: Tensor, enabled: bool) -> Tensor:
-    """SGLang 0.5.11's --enable-nan-detection, applied to the verify logits as its sampler applies it to a decode's:
-    NaN entries become NAN_LOGIT, with its warning (and its error under crash_on_warnings), so the tokens are what
-    stock SGLang with the flag would emit. Off (and on 0.5.23, which has no such flag): logits as they are, unread.
-    The check reads one flag back to the host, as SGLang's does."""
-    if not enabled or not bool(torch.isnan(logits).any()):
-        return logits
-    from sglang.srt.utils import crash_on_warnings
-
-    logger.warning("Detected errors during sampling! NaN in the logits.")
-    if crash_on_warnings():
-        raise ValueError("Detected errors during sampling! NaN in the logits.")
-    return logits.masked_fill(torch.isnan(logits), NAN_LOGIT)
-
-
 def local_vocab_range(lm_head) -> tuple[int, int]:
     """(global id of local row 0, number of real vocabulary rows) of a vocabulary-parallel LM head shard."""
     s = getattr(lm_head, "shard_indices", None)
@@ -316,7 +298,6 @@ class DDTreeWorkerBase:
         self.model_config = self.model_runner.model_config  # the scheduler's disaggregation set-up reads it
         self.device = torch.device(f"cuda:{gpu_id}" if gpu_id >= 0 else "cuda")
         self._check_server_args(server_args)
-        self.nan_detection = bool(getattr(server_args, "enable_nan_detection", False))  # 0.5.11's flag
 
         model = self.model_runner.model
         draft_path = resolve_draft_path(server_args.speculative_draft_model_path, server_args.speculative_draft_model_revision)
@@ -467,14 +448,6 @@ class DDTreeWorkerBase:
 
     def clear_cache_pool(self):
         self.ctx_lens.clear()
-
-    def update_weights_from_disk(self, recv_req) -> tuple[bool, str]:
-        """0.5.11's scheduler asks its speculative worker after the target's weights were updated (from disk or IPC):
-        the drafter keeps its own; its embedding and LM head are the target's tensors. (Not passed on to the target
-        worker, which has just been updated.)"""
-        return True, f"{self.name}: drafter weights unchanged"
-
-    update_weights_from_ipc = update_weights_from_disk
 
     def _choose_heads(self, c) -> bool:
         """Whether the drafter's conditional head (DFlash2's selector, DSpark's Markov head) drafts, as `proposal`

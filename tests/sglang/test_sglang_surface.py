@@ -44,14 +44,13 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
 }
 SCHEMA_0_5_11 = {  # 0.5.11's spec-v2 schema (`ddtree_worker_v2_0511`)
     ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.model_executor.cuda_graph_runner"): "a verify width's graphs",
-}
-NAN_DETECTION = {  # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
-    ("sglang/worker_common.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
+    # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
+    ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
 }
 
 
 def elsewhere() -> dict:
-    return dict(REGISTRY_ONLY if not RELEASE.registry else SCHEMA_0_5_11 | NAN_DETECTION)
+    return dict(REGISTRY_ONLY if not RELEASE.registry else SCHEMA_0_5_11)
 
 
 def sglang_imports():

@@ -26,7 +26,6 @@ from sglang_dflash.sglang.worker_common import (
     local_vocab_range,
     request_unsupported,
     sampling_args,
-    screen_nan,
     track_candidates,
     track_cuts,
 )
@@ -207,15 +206,13 @@ def test_worker_classes(tp):
     assert not DraftTreeAlgorithm("DDTREE").is_dflash()  # SGLang 0.5.11's own DFLASH paths stay off for ours
 
 
-@pytest.mark.parametrize("worker", ["v2", "v2-0511"])
-def test_a_weight_update_leaves_the_drafter_and_is_not_passed_on(worker):
-    """The scheduler asks the speculative worker to update after the target: the worker answers success without
-    calling the target worker again (it forwards unknown names to it) or failing."""
-    from sglang_dflash.sglang.ddtree_worker_v2 import DDTreeWorkerV2
+def test_a_weight_update_leaves_the_drafter_and_is_not_passed_on():
+    """0.5.11's scheduler asks the speculative worker to update after the target: the worker answers success without
+    calling the target worker again (it forwards unknown names to it) or failing. (0.5.23 asks the worker for its
+    weight_update_runners, none: test_sglang_surface.py.)"""
     from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
 
-    cls = {"v2": DDTreeWorkerV2, "v2-0511": DDTreeWorkerV2For0511}[worker]
-    w = object.__new__(cls)
+    w = object.__new__(DDTreeWorkerV2For0511)
     called = []
     w.name, w._target_worker = "DDTREE", SimpleNamespace(update_weights_from_disk=called.append)
     assert w.update_weights_from_disk("req") == (True, "DDTREE: drafter weights unchanged")
@@ -674,7 +671,10 @@ def test_fit_to_drafter_keeps_every_verify_inside_the_page_table(max_len, N, ove
 
 def test_nan_detection_as_sglangs_sampler(monkeypatch, caplog):
     """--enable-nan-detection (0.5.11): NaN verify logits become -1e5 as SGLang's sampler makes them, with its warning;
-    its error under crash_on_warnings (SGLANG_IS_IN_CI); off, or without NaN, the logits are returned untouched."""
+    its error under crash_on_warnings (SGLANG_IS_IN_CI); off, or without NaN, the logits are returned untouched. The
+    0.5.11 worker accepts from the screened logits."""
+    from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511, screen_nan
+
     nan = float("nan")
     logits = torch.tensor([[[nan, 1.0, 2.0], [0.5, nan, nan]], [[3.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
     assert screen_nan(logits, False) is logits
@@ -690,6 +690,13 @@ def test_nan_detection_as_sglangs_sampler(monkeypatch, caplog):
     assert "NaN in the logits" in caplog.text
     assert out.tolist() == [[[-1e5, 1.0, 2.0], [0.5, -1e5, -1e5]], [[3.0, 1.0, 0.0], [0.0, 0.0, 1.0]]]
     assert out.argmax(-1).tolist() == [[2, 0], [0, 2]]  # what the chain verify then accepts from
+    w = object.__new__(DDTreeWorkerV2For0511)
+    w.nan_detection, w.tp_size = True, 1
+    tree = chain_tree(torch.tensor([[1], [2]]), torch.tensor([5, 6]))
+    with caplog.at_level("WARNING"):
+        acc = w._accept(SimpleNamespace(sampling_info=SimpleNamespace(is_all_greedy=True)), tree, logits)
+    assert acc.bonus_tokens.tolist() == accept_greedy(tree, out).bonus_tokens.tolist() == [2, 0]
+    assert accept_greedy(tree, logits).bonus_tokens.tolist() != [2, 0]  # NaN unscreened: another token
     monkeypatch.setenv("SGLANG_IS_IN_CI", "true")
     with pytest.raises(ValueError, match="NaN in the logits"):
         screen_nan(logits, True)

@@ -12,7 +12,7 @@ import sys
 
 from ... import env
 from ..algorithm import DraftTreeAlgorithm, is_ours
-from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name
+from ..names import ALGORITHMS, NUM_REQS_ATTR, canonical_name, resolved
 
 _overlap_spec_v2 = False  # the running release runs spec v2 under its overlap scheduler only (0.5.11, `configure`)
 _off: str | None = None  # why the plugin turned off after some stock hooks were on (`disable`)
@@ -98,9 +98,15 @@ def model_specific_adjustments(original, self):
 
 def speculative_decoding(original, self):
     if is_ours(self):
+        from ..algorithm import refuse_non_overlap
         from ..server_args import resolve_speculative_args
 
-        _resolving(lambda a: resolve_speculative_args(a, overlap_only=_overlap_spec_v2), self)
+        def resolve(args):
+            resolve_speculative_args(args)
+            if _overlap_spec_v2:  # after the checks of flags that turn overlap off themselves (--pp-size)
+                refuse_non_overlap(args)
+
+        _resolving(resolve, self)
     return original(self)
 
 
@@ -227,12 +233,17 @@ def req_to_token_pool_init(original, self, *args, **kwargs):
 
 
 def handle_max_mamba_cache(original, self, total_rest_memory, *args, **kwargs):
-    """Before the KV cache is sized: the drafter's weights held back, SGLang's reservation of per-node GDN states
-    given back but for one request where our tree verify runs (`memory_plan.rest_memory_adjustment_gib`)."""
-    if not self.is_draft_worker:
-        from ..memory_plan import rest_memory_adjustment_gib
+    """0.5.11, before the KV cache is sized: the memory left (GiB) less the drafter's weights (`memory_plan.reserve_gib`),
+    plus, since our tree-GDN verify replaces them, SGLang's reservation of per-node GDN states (mamba_cache_per_req x
+    requests x verify tokens) but for one request (at 27B, TP=2, 33 nodes and 32 requests about 80 GB)."""
+    server_args = resolved(self.server_args)
+    if not self.is_draft_worker and server_args.max_running_requests:
+        from ..memory_plan import reserve_gib
 
-        total_rest_memory += rest_memory_adjustment_gib(self)
+        requests = server_args.max_running_requests // (self.dp_size if server_args.enable_dp_attention else 1)
+        per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
+        states = per_req * (requests - 1) * server_args.speculative_num_draft_tokens / (1 << 30)
+        total_rest_memory += states - reserve_gib(server_args, self.model_config.dtype)
     return original(self, total_rest_memory, *args, **kwargs)
 
 
