@@ -300,6 +300,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         widest tree's node probabilities and depths [bs, num_nodes - 1] (None without)."""
         roots = self._roots(batch.spec_info).long()
         hidden, local = self._run_drafter(roots, slots, seq_lens)
+        self.profile.mark("drafter")
         if self.width is None:
             return self._build_tree(roots, hidden, local), None
         tree, probs = self._marginal_tree(roots, local)

@@ -100,10 +100,11 @@ def published(rec: Recorder, result):
 
 
 def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SEQ_LENS, fail: str | None = None, tp_size=1,
-                width: int | None = None):  # fmt: skip
+                width: int | None = None, profile=None):  # fmt: skip
     """A DDTreeWorkerV2 step over the two requests on `device`, the drafter's context lengths per request as given;
     fail "verify" / "context": the target's verify forward / the drafter's context append raises RuntimeError; width:
-    the width controller (stood in for) has the step verify the tree's first `width` nodes.
+    the width controller (stood in for) has the step verify the tree's first `width` nodes; profile: the step profile
+    (default: one that is off).
     Returns (result, recorder, worker, req_to_token); the recorder holds the batch and the drafter pass's rows."""
     use_sgl_kernel_stand_in()
     from sglang_dflash.ddtree import tree_from_parents
@@ -157,7 +158,8 @@ def decode_step(monkeypatch, device: str, extra_buffer: bool, drafter_lengths=SE
         w._graph_batch_size = lambda bs: 2
     w.nan_detection = False  # 0.5.23 has no --enable-nan-detection
     w.server_args = SimpleNamespace(speculative_num_steps=2, speculative_eagle_topk=2)
-    w.model_runner, w._target_worker, w.profile = runner, target, StepProfile(None, torch.device("cpu"))
+    w.model_runner, w._target_worker = runner, target
+    w.profile = profile or StepProfile(None, torch.device("cpu"))
     w.ctx_lens = ContextLengths(4)
     for slot, s in zip(SLOTS, drafter_lengths):
         w.ctx_lens.set(slot, s)
@@ -435,3 +437,20 @@ def test_a_width_tier_is_built_with_the_releases_speculative_fields_set_to_it(mo
     assert built == (("backend", 8, True), "graphs", ("workspace", 8))
     assert seen["graphs"] == (("backend", 8, True), dict(speculative_num_steps=4, speculative_num_draft_tokens=8), 8)
     assert (fields.speculative_num_steps, fields.speculative_num_draft_tokens) == (16, 32) and not runner.init_new_workspace
+
+
+def test_a_step_marks_every_phase_of_the_step_cost_table_in_order(monkeypatch):
+    """The profile's marks are the phases that benchmarks/gpu/sglang_step_costs.py tabulates (its overhead is read
+    only where the drafter pass has its own mark), in the order the step runs them."""
+    import importlib.util
+
+    from paths import ROOT
+
+    spec = importlib.util.spec_from_file_location("step_costs_phases", ROOT / "benchmarks" / "gpu" / "sglang_step_costs.py")
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks" / "gpu"))
+    costs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(costs)
+    marks = []
+    profile = SimpleNamespace(start=lambda: marks.clear(), mark=marks.append, end=lambda bs: marks.append(("end", bs)))
+    decode_step(monkeypatch, "cpu", extra_buffer=False, profile=profile)
+    assert marks == [*costs.PHASES, ("end", 2)]
