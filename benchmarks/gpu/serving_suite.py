@@ -20,11 +20,15 @@ checked); `--runs` picks servers. Stock runs with ours' GDN state tracking (extr
 prefills split alike.
 Memory pressure: --max-total-tokens caps the KV pool far below what the concurrent requests need and
 --conservativeness lets the scheduler admit past its estimate of the room, so SGLang retracts
-requests and its radix cache evicts.
+requests and its radix cache evicts. SGLang 0.5.23 reserves each running request's decode room at admission and
+never ran out of it here (no retraction at 12,288, 6,144 or 3,072 tokens with conservativeness 0.1): --test-retract
+N runs ours' servers with SGLang's own SGLANG_TEST_RETRACT switch (its scheduler then retracts requests every N-th
+step through the same `retract_decode` as a full pool; 0.5.11 and 0.5.23 both have it).
 
 Verdict, per server of ours: every request it completed (finish reason length or stop) equals stock's tokens for
 that request or differs first at a near tie of stock's logits (`verdict.judge`, the harness's rule); min_new_tokens
-requests end refused with a message naming it; afterwards, idle, the server still answers, its log has no traceback
+requests end refused with a message naming it; the churn happened (`unexercised`: a request ended aborted where
+aborts were sent, a retraction, an eviction); afterwards, idle, the server still answers, its log has no traceback
 or leak report, and SGLang's idle memory check ran (it raises on a leaked KV slot or request slot, which ends the
 server: SGLANG_ENABLE_STRICT_MEM_CHECK_DURING_IDLE, on by default). Retractions, evictions and idle checks are
 counted in the server's processes by server_site/sitecustomize.py.
@@ -319,11 +323,20 @@ def serving_kwargs(args, port: int) -> dict:
                                 host="127.0.0.1", port=port, grammar_backend="none"))  # fmt: skip
 
 
+def server_env(run: h.SGLangRun, env: dict, counters: Path, test_retract: int, log: h.Log) -> dict:
+    """run's server environment: the counters' folder (server_site is on its path: h.sglang_env) and, for ours with
+    --test-retract N, SGLang's retraction every N-th step."""
+    env = dict(run.environ(env, log), SERVING_COUNTERS=str(counters))
+    if test_retract and run.name != h.STOCK:
+        env.update(SGLANG_TEST_RETRACT="1", SGLANG_TEST_RETRACT_INTERVAL=str(test_retract))
+    return env
+
+
 def serve(run: h.SGLangRun, env: dict, out: Path, work: Path, args, log: h.Log, requests, margins: bool) -> dict:
     """Start run's server, drive the requests, idle, check it, stop it. Returns its counts (no 'verdict' yet)."""
     url = f"http://127.0.0.1:{run.engine_kwargs['port']}"
     folder = work / f"counters-{run.name}"
-    env = dict(run.environ(env, log), SERVING_COUNTERS=str(folder))  # server_site is on its path (h.sglang_env)
+    env = server_env(run, env, folder, args.test_retract, log)
     server_log = out / f"{run.name}.server.log"
     state = dict(up=False, alive_after=False, answered_after=False, failure_lines=[])
     if healthy(url):  # a server left from an earlier run would answer in place of this one
@@ -407,6 +420,14 @@ def load_reference(folder: Path, key: dict, samples: int) -> dict:
     return dict(saved["row"], results=results, samples=drawn[:samples])
 
 
+def unexercised(c: dict) -> list[str]:
+    """What of the churn one of ours' servers never saw (it then proves nothing about it): no request ended aborted
+    though aborts were sent, no retraction, no eviction."""
+    missing = [("aborts_sent", "aborted", "no request ended aborted"), (None, "retractions", "no retraction"),
+               (None, "evicted_tokens", "no radix-cache eviction")]  # fmt: skip
+    return [f"not exercised: {why}" for sent, key, why in missing if (sent is None or c[sent]) and not c[key]]
+
+
 def report(rows: dict[str, dict], args, kernels: tuple[bool, str] | None = None) -> tuple[str, bool]:
     head = ["| server | requests | completed | aborts sent / ended aborted | min_new refused | mismatches | errors "
             "| retractions | evicted tokens / states | idle checks | alive after, answers | crash or leak lines | sampled |",
@@ -427,7 +448,8 @@ def report(rows: dict[str, dict], args, kernels: tuple[bool, str] | None = None)
             continue
         sampled_ok, sampled_text = c.get("sampled", (True, "-"))
         good = (c["verdict"].ok and not c["errors"] and not c["wrong_refusals"] and c["alive_after"]
-                and c["answered_after"] and not c["failure_lines"] and c["idle_checks"] > 0 and sampled_ok)  # fmt: skip
+                and c["answered_after"] and not c["failure_lines"] and c["idle_checks"] > 0 and sampled_ok
+                and not unexercised(c))  # fmt: skip
         ok &= good
         head.append(f"| {name} | {c['requests']} | {c['completed']} | {c['aborts_sent']} / {c['aborted']} | "
                     f"{c['refused']} | {c['mismatches']} | {len(c['errors'])} | {c['retractions']} | "
@@ -435,7 +457,7 @@ def report(rows: dict[str, dict], args, kernels: tuple[bool, str] | None = None)
                     f"{c['answered_after']} | {len(c['failure_lines'])} | "
                     f"{'' if sampled_ok else 'FAILED: '}{sampled_text} |")  # fmt: skip
     notes = [f"- {name}: {line}" for name, c in rows.items() if "verdict" in c
-             for line in c["verdict"].failures + c["errors"] + c["failure_lines"]]  # fmt: skip
+             for line in c["verdict"].failures + c["errors"] + c["failure_lines"] + unexercised(c)]  # fmt: skip
     if kernels is not None:
         ok &= kernels[0]
         head += ["", f"Kernels at Qwen3.6-27B TP=2 shapes (`{KERNEL_TESTS}`): {'' if kernels[0] else 'FAILED: '}{kernels[1]}"]
@@ -477,6 +499,9 @@ def main(argv=None) -> int:
     p.add_argument("--conservativeness", type=float, default=0.3,
                    help="SGLang's --schedule-conservativeness: below 1 it admits past its estimate of the KV room, so "
                         "decoding runs out of KV slots and SGLang retracts requests (at 1 the first run saw none)")  # fmt: skip
+    p.add_argument("--test-retract", type=int, default=0, metavar="N",
+                   help="ours' servers retract requests every N-th step (SGLang's SGLANG_TEST_RETRACT switch; 0: off, only "
+                        "a full pool retracts)")  # fmt: skip
     p.add_argument("--sampled", type=int, default=16000, help="samples a side for the chi-square check (0: none)")
     p.add_argument("--idle", type=float, default=15, help="seconds idle after the load, for SGLang's idle check")
     p.add_argument("--request-timeout", type=float, default=300)

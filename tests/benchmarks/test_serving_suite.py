@@ -84,6 +84,23 @@ def test_report_fails_without_a_reference_or_a_verdict():
     assert not ok and "FAILED: 1 failed" in table
 
 
+def test_report_fails_a_server_that_the_churn_never_reached():
+    """A server of ours that saw no abort end, no retraction or no eviction passes nothing about them."""
+    reqs = [suite.Request("r0", [1], {}, "plain"), suite.Request("r1", [1], {}, "plain", abort_after=0.1)]
+    stock = dict(results=[result("r0", [5], margins=[2.0]), result("r1", [6], margins=[2.0])], up=True, alive_after=True,
+                 answered_after=True, failure_lines=[])  # fmt: skip
+    ours = dict(suite.judge(reqs, [result("r0", [5]), result("r1", None, "abort", aborted=True)], stock["results"]),
+                up=True, alive_after=True, answered_after=True, failure_lines=[], idle_checks=9, retractions=2,
+                evicted_tokens=40, evicted_states=1)  # fmt: skip
+    args = type("A", (), dict(requests=2, speculative_algorithm=["DDTREE"]))
+    assert suite.unexercised(ours) == [] and suite.report({"sglang": stock, "sglang-ddtree15": ours}, args)[1]
+    for key, why in (("aborted", "no request ended aborted"), ("retractions", "no retraction"),
+                     ("evicted_tokens", "no radix-cache eviction")):  # fmt: skip
+        table, ok = suite.report({"sglang": stock, "sglang-ddtree15": dict(ours, **{key: 0})}, args)
+        assert not ok and f"- sglang-ddtree15: not exercised: {why}" in table
+    assert suite.unexercised(dict(ours, aborts_sent=0, aborted=0)) == []  # no abort sent: none expected
+
+
 @pytest.mark.parametrize(
     "printed, code, passed",
     [("102 passed in 88.5s", 0, True), ("101 passed, 1 skipped in 80s", 0, False), ("1 failed, 101 passed in 90s", 1, False),
@@ -306,3 +323,13 @@ def test_every_server_argument_is_the_installed_releases(tmp_path):
     for run in runs:
         kwargs = dict(run.engine_kwargs, **suite.serving_kwargs(args, 30000))
         assert set(kwargs) <= fields, (run.name, sorted(set(kwargs) - fields))
+
+
+def test_test_retract_reaches_ours_servers_only(tmp_path):
+    log = suite.h.Log(tmp_path / "log")
+    stock, ours = suite.h.SGLangRun("sglang", False, {}), suite.h.SGLangRun("sglang-ddtree15", False, {})
+    env = suite.server_env(ours, {"A": "1"}, tmp_path / "c", 3, log)
+    assert env["SGLANG_TEST_RETRACT"] == "1" and env["SGLANG_TEST_RETRACT_INTERVAL"] == "3" and env["A"] == "1"
+    assert env["SERVING_COUNTERS"] == str(tmp_path / "c")
+    assert "SGLANG_TEST_RETRACT" not in suite.server_env(stock, {}, tmp_path / "c", 3, log)
+    assert "SGLANG_TEST_RETRACT" not in suite.server_env(ours, {}, tmp_path / "c", 0, log)
