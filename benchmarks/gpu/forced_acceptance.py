@@ -41,25 +41,40 @@ def depth_probs(survival: list[float]) -> Tensor:
     return reach - torch.cat([reach[1:], reach.new_zeros(1)])
 
 
+def first_child_chain(next_token: Tensor, length: int) -> Tensor:
+    """[R, length + 1]: node 0, its first child, that one's, ... (next_token [R, N]: first children, -1 none), N
+    where the chain has ended. By doubling: log2(length) rounds of gathers, not one a depth (a launch-bound loop)."""
+    R, N = next_token.shape
+    step = torch.cat([torch.where(next_token < 0, N, next_token), next_token.new_full((R, 1), N)], 1)  # N: stays N
+    chain = next_token.new_zeros(R, length + 1)
+    d = torch.arange(length + 1, device=next_token.device)
+    for b in range(length.bit_length()):
+        chain = torch.where(((d >> b) & 1).bool(), step.gather(1, chain), chain)  # chain[d] = step^(d's low bits)(0)
+        step = step.gather(1, step)
+    return chain
+
+
 def forced_acceptance(tree, target_logits: Tensor, depths: Tensor):
     """Each request accepts its tree's first-child chain (node 0, its first child, that one's, ...: the most probable
     path in DDTree's numbering, the chain itself for DFLASH_CHAIN) to depth min(depths[r], the chain's depth); the
     bonus is the target's argmax at the last accepted node. No host read. Returns `ddtree.Acceptance`."""
     from sglang_dflash.ddtree import Acceptance
 
-    R, L = tree.token_ids.shape[0], tree.max_depth
-    device = tree.token_ids.device
-    nodes = torch.full((R, L + 1), -1, dtype=torch.long, device=device)
-    nodes[:, 0] = 0
-    last = torch.zeros(R, dtype=torch.long, device=device)
-    alive = torch.ones(R, dtype=torch.bool, device=device)
-    for d in range(1, L + 1):
-        child = tree.next_token.gather(1, last[:, None])[:, 0]
-        alive = alive & (child >= 0) & (depths.to(device) >= d)
-        last = torch.where(alive, child, last)
-        nodes[:, d] = torch.where(alive, child, -1)
-    bonus = target_logits[torch.arange(R, device=device), last].argmax(-1)
-    return Acceptance(accept_len=(nodes[:, 1:] >= 0).sum(1), accepted_nodes=nodes, bonus_tokens=bonus)
+    R, N, L = tree.token_ids.shape[0], tree.token_ids.shape[1], tree.max_depth
+    chain = first_child_chain(tree.next_token, L)
+    d = torch.arange(L + 1, device=chain.device)
+    nodes = torch.where((chain < N) & (d <= depths.to(chain.device)[:, None]), chain, -1)
+    accept_len = (nodes[:, 1:] >= 0).sum(1)
+    last = nodes.gather(1, accept_len[:, None])[:, 0]
+    bonus = target_logits[torch.arange(R, device=chain.device), last].argmax(-1)
+    return Acceptance(accept_len=accept_len, accepted_nodes=nodes, bonus_tokens=bonus)
+
+
+def draw_depths(cdf: Tensor, R: int, generator: torch.Generator) -> Tensor:
+    """R accept lengths drawn from a cumulative distribution cdf [L + 1] on their device, without a host sync
+    (`torch.multinomial` checks its input on the host, and a host table's copy waits for the stream)."""
+    u = torch.rand(R, device=cdf.device, generator=generator, dtype=cdf.dtype)
+    return torch.searchsorted(cdf, u, right=True).clamp(max=cdf.numel() - 1)
 
 
 def sharpen(logits: Tensor, peak: float = 30.0) -> Tensor:
@@ -73,15 +88,14 @@ def load() -> None:
     spec = os.environ.get(ENV)
     if not spec:
         return
-    probs = depth_probs([float(x) for x in spec.split(",")])
-    generator: dict[torch.device, torch.Generator] = {}
+    cdf = torch.cumsum(depth_probs([float(x) for x in spec.split(",")]), 0)
+    drawn: dict[torch.device, tuple[Tensor, torch.Generator]] = {}  # per device: the cdf there and a seeded generator
 
     def accept(tree, target_logits: Tensor):
         device = target_logits.device
-        if device not in generator:
-            generator[device] = torch.Generator(device=device).manual_seed(0)
-        depths = torch.multinomial(probs.to(device), tree.token_ids.shape[0], replacement=True, generator=generator[device])
-        return forced_acceptance(tree, target_logits, depths)
+        if device not in drawn:
+            drawn[device] = (cdf.to(device), torch.Generator(device=device).manual_seed(0))
+        return forced_acceptance(tree, target_logits, draw_depths(drawn[device][0], tree.token_ids.shape[0], drawn[device][1]))
 
     from sglang_dflash.sglang import ddtree_worker_v2, worker_common
 

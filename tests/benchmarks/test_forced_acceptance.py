@@ -41,6 +41,41 @@ def test_forced_acceptance_follows_first_children_to_the_drawn_depth():
     assert acc.accept_len.tolist() == [0, 2, 3] and acc.bonus_tokens.tolist() == [5, 6, 7]
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_forced_acceptance_on_random_trees_against_a_walk_by_hand(seed):
+    """Random trees (each node's parent an earlier node) and depths, against a walk in Python over the parents: from
+    the root, the lowest-numbered child, while the depth allows."""
+    g = torch.Generator().manual_seed(seed)
+    R, N, V = 5, 1 + int(torch.randint(1, 20, (1,), generator=g)), 7
+    parents = [[-1] + [int(torch.randint(0, i, (1,), generator=g)) for i in range(1, N)] for _ in range(R)]
+    depth_of = [[0] * N for _ in range(R)]
+    for r in range(R):
+        for i in range(1, N):
+            depth_of[r][i] = depth_of[r][parents[r][i]] + 1
+    L = max(max(row) for row in depth_of)
+    tree = tree_from_parents(torch.randint(0, V, (R, N), generator=g), torch.tensor(parents), max_depth=L)
+    logits = torch.randn(R, N, V, generator=g)
+    depths = torch.randint(0, L + 2, (R,), generator=g)
+    acc = forced.forced_acceptance(tree, logits, depths)
+    for r in range(R):
+        path = [0]
+        while len(path) <= depths[r]:
+            children = [i for i in range(N) if parents[r][i] == path[-1]]
+            if not children:
+                break
+            path.append(min(children))
+        assert acc.accepted_nodes[r].tolist() == path + [-1] * (L + 1 - len(path))
+        assert acc.accept_len[r] == len(path) - 1 and acc.bonus_tokens[r] == logits[r, path[-1]].argmax()
+
+
+def test_depth_draws_follow_the_profile():
+    probs = forced.depth_probs([0.9, 0.6, 0.3])
+    depths = forced.draw_depths(torch.cumsum(probs, 0), 20000, torch.Generator().manual_seed(0))
+    counts = torch.bincount(depths, minlength=4).double()
+    assert depths.min() >= 0 and depths.max() <= 3
+    assert ((counts - 20000 * probs).abs() <= 5 * (20000 * probs).sqrt()).all(), (counts, probs)
+
+
 @pytest.mark.sglang
 def test_patched_workers_accept_at_the_profiles_distribution(monkeypatch):
     """`load` with the profile in the environment: the workers' accept_greedy draws depths whose frequencies over
