@@ -118,7 +118,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
 
     def init_cuda_graphs(self) -> None:
         self._init_width_control()
-        self._warm_up(min(2, self.server_args.max_running_requests or 2))
+        self._warm_up(self._warm_up_sizes())
 
     def _build_tier(self, n: int) -> tuple:
         """(attention backend, TARGET_VERIFY graph runner or None, tree-verify workspace) of a verify of n nodes, made

@@ -12,7 +12,8 @@ merged over TP (`vocab_parallel`), so every rank drafts the same tokens. Not an 
 `models/dflash.py`): that needs a draft ModelRunner, a draft KV pool at the target's slot indices, an ENCODER_ONLY
 attention backend in TARGET_VERIFY mode and its own graph runner, each a new SGLang-internals surface; the standalone
 drafter is checked against transformers. `memory_plan` counts its weights and K/V per rank in SGLang's plan. Its pass
-and the verified context append are CUDA-graphed per batch size (SGLANG_DFLASH_DRAFT_GRAPHS=0: eager).
+and the verified context append are CUDA-graphed at the target's captured batch sizes, padded as its verify is, and
+captured at start-up (SGLANG_DFLASH_DRAFT_GRAPHS=0: eager).
 
 Requests with min-p, penalties, custom logit processors, logit_bias, min_new_tokens, a sampling seed, beam search,
 watermarking, grammar or logprobs are aborted at admission with a message naming the feature (`request_unsupported`,
@@ -79,6 +80,12 @@ class StaticBlockEmbedding:
     def __call__(self, block: Tensor) -> Tensor:
         R, B = block.shape
         return torch.cat([self.roots[:R, None], self.mask[None].expand(R, B - 1, -1)], dim=1)
+
+
+def pad_rows(G: int, *columns: tuple[Tensor, int]) -> tuple[Tensor, ...]:
+    """Each (tensor [R, ...], fill) as [G, ...]: its R rows, then G - R rows of fill (G >= R)."""
+    return tuple(torch.cat([t, t.new_full((G - t.shape[0], *t.shape[1:]), fill)]) if G > t.shape[0] else t
+                 for t, fill in columns)  # fmt: skip
 
 
 def free_gib(device: torch.device) -> float:
@@ -373,7 +380,7 @@ class DDTreeWorkerBase:
             env.DRAFT_MAX_LEN.name,
         )  # fmt: skip
         self.ctx_lens = ContextLengths(num_slots)
-        # the drafter pass and the context append of a verify as CUDA graphs per batch size (the block embedding
+        # the drafter pass and the context append of a verify as CUDA graphs per padded batch size (the block embedding
         # looked up outside the graph)
         self.draft_graphs: dict[int, CapturedStep] | None = None
         self.context_graphs: dict[tuple[int, int], CapturedStep] = {}  # by (requests, verify width)
@@ -382,16 +389,27 @@ class DDTreeWorkerBase:
             self.draft_graphs = {}
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
 
-    def _warm_up(self, max_bs: int) -> None:
-        """A drafter step for batches of 1 .. max_bs requests on the scratch slot (slots -1: nothing live is read or
-        written), before serving: torch.compile's recompile for a second batch size (dynamic shapes from then on),
-        Triton's first compiles and, with graphs on, these sizes' drafter and context-append graphs. Lazily, the
-        first batch of 2 stalled a TP=2 server for 13 s."""
+    def _warm_up_sizes(self) -> list[int]:
+        """The batch sizes `_warm_up` runs: 1 and 2 (torch.compile's recompile for a second size: dynamic shapes from
+        then on) up to --max-running-requests, and with graphs on every size a batch of up to that many pads to
+        (`_draft_graph_rows`: the target's captured batch sizes)."""
+        most = self.server_args.max_running_requests or 2
+        graphed = {self._draft_graph_rows(R) for R in range(1, most + 1)} - {None}
+        return sorted({R for R in (1, 2) if R <= most} | graphed)
+
+    def _warm_up(self, sizes: list[int]) -> None:
+        """A drafter step for batches of each size on the scratch slot (slots -1: nothing live is read or written),
+        before serving: first compiles and, with graphs on, the drafter and context-append graphs of every size a
+        batch pads to. Lazily, the first batch of 2 stalled a TP=2 server for 13 s, and a 27B server's first batch of
+        7 and of 16 requests 2.6 and 2.4 s."""
         with torch.no_grad():
-            for R in range(1, max_bs + 1):
+            for R in sizes:
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 slots = torch.full_like(zeros, -1)
-                tree = self._build_tree(zeros, *self._run_drafter(zeros, slots, zeros))
+                hidden, local = self._run_drafter(zeros, slots, zeros)
+                tree = self._build_tree(zeros, hidden, local)
+                if self.width is not None:
+                    self._marginal_tree(zeros, local)
                 for n in sorted(self.tiers) or [self.num_nodes]:
                     nodes = torch.full((R, tree.max_depth + 1), -1, device=self.device)
                     self._append_verified(R, slots, zeros, nodes, n)
@@ -593,17 +611,30 @@ class DDTreeWorkerBase:
             if slot is not None:  # under the overlap scheduler the request may ride one more step: a fault there
                 self.ctx_lens.forget(slot)
 
+    def _draft_graph_rows(self, R: int) -> int | None:
+        """The rows of the drafter's CUDA graphs for R requests: the batch size the target's verify of R replays
+        (`_graph_batch_size`), whose pad rows ride on the scratch slot; None: eager (graphs off, or R past the target's
+        largest graph)."""
+        if self.draft_graphs is None:
+            return None
+        G = self._graph_batch_size(R)
+        return G if G is not None and G <= self.block_embed.roots.shape[0] else None
+
     def _run_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> tuple[Tensor | None, Tensor]:
         """The drafter pass for roots [R] at request slots / sequence lengths [R] -> its hidden rows [R, D, H] (None
         unless a conditional head drafts: `heads`) and logits over this rank's vocabulary shard [R, D, Vs]: eager, or
-        the graph of R requests (captured at the first pass of each R, on the scratch slot) replayed."""
-        if self.draft_graphs is None:
-            return self._drafter_pass(roots, slots, seq_lens, self.embed)
+        the graph of `_draft_graph_rows(R)` requests replayed (captured at its first pass, on the scratch slot), the
+        rows past R on the scratch slot."""
         R = roots.shape[0]
+        G = self._draft_graph_rows(R)
+        if G is None:
+            return self._drafter_pass(roots, slots, seq_lens, self.embed)
+        roots, slots, seq_lens = pad_rows(G, (roots, 0), (slots, -1), (seq_lens, 0))
         self.block_embed.load(roots)
-        if R not in self.draft_graphs:
-            self.draft_graphs[R] = CapturedStep.for_requests(self._graphed_drafter, R, self.device, self.graph_context)
-        return self.draft_graphs[R](roots, slots, seq_lens)
+        if G not in self.draft_graphs:
+            self.draft_graphs[G] = CapturedStep.for_requests(self._graphed_drafter, G, self.device, self.graph_context)
+        hidden, logits = self.draft_graphs[G](roots, slots, seq_lens)
+        return (None if hidden is None else hidden[:R]), logits[:R]
 
     def _graphed_drafter(self, roots: Tensor, slots: Tensor, seq_lens: Tensor) -> tuple[Tensor | None, Tensor]:
         """`_drafter_pass` with the block embedding of `block_embed` (loaded before the replay; SGLang's
@@ -620,16 +651,18 @@ class DDTreeWorkerBase:
 
     def _append_verified(self, R: int, slots: Tensor, start: Tensor, nodes: Tensor, N: int) -> None:
         """Drafter context of a verify of R x N nodes, its accepted nodes [R, P] (its taps: the capture buffer's first
-        R * N rows), as one CUDA graph per (R, N) where the drafter's pass is graphed (a launch-bound pass: ~60 small
-        kernels)."""
-        taps = lambda: self.capture.taps(R * N).view(R, N, -1)  # noqa: E731 (a static view)
-        if self.draft_graphs is None or R * N > self.capture.capacity:  # past it: not the static buffer
-            return self.drafter.append_context(self.cache, taps(), slots, start, nodes)
-        if (R, N) not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
-            fn = lambda *a: self.drafter.append_context(self.cache, taps(), *a)  # noqa: E731
+        R * N rows), as one CUDA graph per (rows, N) where the drafter's pass is graphed (a launch-bound pass: ~60
+        small kernels), its rows `_draft_graph_rows(R)` (the target's verify padded alike: pad rows' nodes -1 write
+        only the scratch entry)."""
+        G = self._draft_graph_rows(R)
+        if G is None or G * N > self.capture.capacity:  # past it: not the static buffer
+            return self.drafter.append_context(self.cache, self.capture.taps(R * N).view(R, N, -1), slots, start, nodes)
+        slots, start, nodes = pad_rows(G, (slots, -1), (start, 0), (nodes, -1))
+        if (G, N) not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
+            fn = lambda *a: self.drafter.append_context(self.cache, self.capture.taps(G * N).view(G, N, -1), *a)  # noqa: E731
             examples = (torch.full_like(slots, -1), torch.zeros_like(start), torch.full_like(nodes, -1))
-            self.context_graphs[R, N] = CapturedStep(fn, examples)
-        self.context_graphs[R, N](slots, start, nodes)
+            self.context_graphs[G, N] = CapturedStep(fn, examples)
+        self.context_graphs[G, N](slots, start, nodes)
 
     def _lm_head(self, h: Tensor) -> Tensor:
         return F.linear(h, self.lm_head_weight)[..., : self.vocab_local]

@@ -542,14 +542,64 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
         worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
         worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
+        worker.block_embed = SimpleNamespace(roots=torch.zeros(3, 16))
+        worker._graph_batch_size = lambda bs: next((s for s in (1, 3) if s >= bs), None)  # the target pads 2 to 3
         worker._append_verified(R, slots, start, nodes, N)
         worker._append_verified(R, slots, start + 2, nodes, N)  # a second step replays the same capture
         caches.append(worker.cache)
-    assert len(captured) == 1
-    assert (captured[0][0] == -1).all() and (captured[0][2] == -1).all()
+    assert len(captured) == 1 and list(worker.context_graphs) == [(3, N)]
+    assert (captured[0][0] == -1).all() and (captured[0][2] == -1).all() and captured[0][0].shape == (3,)
     eager, graphed = caches
-    assert torch.equal(eager.k, graphed.k) and torch.equal(eager.v, graphed.v)
+    live = slice(0, -1)  # the pad row wrote the scratch entry, the pool's last
+    assert torch.equal(eager.k[:, live], graphed.k[:, live]) and torch.equal(eager.v[:, live], graphed.v[:, live])
     assert eager.k[:, eager.table[1, 3]].abs().sum() > 0  # it wrote
+
+
+def test_the_drafter_pass_pads_to_the_targets_graph_size(monkeypatch):
+    """With graphs on, a pass of R requests replays the graph of the batch size the target's verify of R pads to
+    (captured once, on the scratch slot), its pad rows on the scratch slot, and returns the eager pass's R rows; past
+    the target's largest graph it runs eagerly. The graphs are stood in for by `Replayed`."""
+    from sglang_dflash.sglang import worker_common
+
+    captured = []
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
+    monkeypatch.setattr(Replayed, "captured", captured)
+    torch.manual_seed(4)
+    drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=4, std=0.3)
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
+    w.drafter, w.cache, w.heads, w.graph_context, w.device = drafter, drafter.new_cache(6, 16), False, None, torch.device("cpu")
+    w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(30, 16), torch.randn(30, 16), 30
+    w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 6, w.device)
+    w._graph_batch_size = lambda bs: next((s for s in (1, 4) if s >= bs), None)
+    for s, n in ((0, 5), (2, 3), (4, 7)):
+        drafter.append_context(w.cache, torch.randn(1, n, 32), torch.tensor([s]), torch.tensor([0]), torch.arange(n)[None])
+    roots, slots, lens = torch.tensor([3, 9, 11]), torch.tensor([0, 2, 4]), torch.tensor([5, 3, 7])
+    with torch.no_grad():
+        w.draft_graphs = None
+        _, eager = w._run_drafter(roots, slots, lens)
+        w.draft_graphs = {}
+        _, graphed = w._run_drafter(roots, slots, lens)
+        _, again = w._run_drafter(roots.flip(0), slots.flip(0), lens.flip(0))
+        assert set(w.draft_graphs) == {4} and len(captured) == 1 and captured[0][1].tolist() == [-1] * 4
+        torch.testing.assert_close(graphed, eager)
+        torch.testing.assert_close(again, eager.flip(0))
+        w._graph_batch_size = lambda bs: None  # past the largest graph: eager, nothing captured
+        torch.testing.assert_close(w._run_drafter(roots, slots, lens)[1], eager)
+    assert len(captured) == 1
+
+
+def test_warm_up_sizes_are_every_size_a_batch_pads_to():
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
+    w.block_embed = SimpleNamespace(roots=torch.zeros(64, 4))
+    w._graph_batch_size = lambda bs: next((s for s in (1, 4, 8, 16) if s >= bs), None)
+    w.server_args, w.draft_graphs = SimpleNamespace(max_running_requests=12), {}
+    assert w._warm_up_sizes() == [1, 2, 4, 8, 16]  # 9 .. 12 pad to 16
+    w.server_args.max_running_requests = 40  # 17 .. 40 run eagerly
+    assert w._warm_up_sizes() == [1, 2, 4, 8, 16]
+    w.server_args.max_running_requests = 1
+    assert w._warm_up_sizes() == [1]
+    w.server_args.max_running_requests, w.draft_graphs = 40, None  # graphs off
+    assert w._warm_up_sizes() == [1, 2]
 
 
 @pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
@@ -582,9 +632,10 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
     w.draft_graphs, w.context_graphs = ({} if graphs else None), {}
     w.tiers = {2: None, N: None} if tiers else {}
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
+    w._graph_batch_size, w.width = (lambda bs: bs if bs <= 2 else None), None
     live = torch.randn_like(w.cache.k[:, :-1]), torch.randn_like(w.cache.v[:, :-1])
     w.cache.k[:, :-1], w.cache.v[:, :-1] = live
-    w._warm_up(2)
+    w._warm_up([1, 2])
     assert torch.equal(w.cache.k[:, :-1], live[0]) and torch.equal(w.cache.v[:, :-1], live[1])
     if graphs:
         widths = {2, N} if tiers else {N}
@@ -623,6 +674,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
         w.cache = type(base)(base.k.clone(), base.v.clone(), base.table)
         w.lm_head_weight, w.vocab_local = head, 100
         w.block_embed = StaticBlockEmbedding(embed, c.mask_token_id, S, dev)
+        w._graph_batch_size = lambda bs: bs  # the target's graphs: every size
         workers.append(w)
     eager, graphed = workers
     step = None
