@@ -82,6 +82,9 @@ class StaticBlockEmbedding:
         return torch.cat([self.roots[:R, None], self.mask[None].expand(R, B - 1, -1)], dim=1)
 
 
+TIERS_HEADROOM_GIB = 1.0  # GPU memory a server should keep after the width tiers (a 27B one-rank server had 0.27 GiB)
+
+
 def pad_rows(G: int, *columns: tuple[Tensor, int]) -> tuple[Tensor, ...]:
     """Each (tensor [R, ...], fill) as [G, ...]: its R rows, then G - R rows of fill (G >= R)."""
     return tuple(torch.cat([t, t.new_full((G - t.shape[0], *t.shape[1:]), fill)]) if G > t.shape[0] else t
@@ -436,9 +439,14 @@ class DDTreeWorkerBase:
         graphs = sorted(getattr(self.tiers[self.num_nodes][1], "capture_bs", None) or [])
         most = max([*graphs, self.server_args.max_running_requests or 1])
         self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device, self._step_costs(graphs, tiers))
+        left = free_gib(self.device)
         logger.info("%s: verify widths %s chosen per step by cost (%s); the narrower tiers took %.2f GiB of GPU memory "
                     "(graphs included), outside SGLang's memory plan.", self.name, list(tiers), env.WIDTHS.name,
-                    free - free_gib(self.device))  # fmt: skip
+                    free - left)  # fmt: skip
+        if self.device.type == "cuda" and left < TIERS_HEADROOM_GIB:
+            logger.warning("%s: only %.2f GiB of GPU memory is left after the verify-width tiers; lower "
+                           "--mem-fraction-static by about %.2f or name fewer tiers in %s.", self.name, left,
+                           (free - left) / (torch.cuda.mem_get_info(self.device)[1] / (1 << 30)), env.WIDTHS.name)  # fmt: skip
 
     def _step_costs(self, graph_sizes: list[int], tiers: tuple[int, ...]) -> StepCosts:
         """The measured step costs; at TP > 1 averaged over the ranks (a gloo group of their own, made by every rank

@@ -846,3 +846,30 @@ def test_width_control_builds_the_narrower_tiers_and_leaves_the_widest_active(mo
     assert sorted(w.tiers) == [*built, 16] and w.tiers[16][0] == "backend16" and w.tiers[16][2] == "ws16"
     assert w.model_runner.attn_backend == "backend16" and w.model_runner.graph_runner.capture_bs == [1, 2, 8]
     assert activated == [16] and w.width.tiers == (*built, 16) and w.width.observations.probs.shape[1:] == (8, 15)
+
+
+@pytest.mark.parametrize("left_gib, warned", [(0.5, True), (3.0, False)])
+def test_width_tiers_warn_when_little_gpu_memory_is_left(monkeypatch, caplog, left_gib, warned):
+    """Where the tiers leave less than TIERS_HEADROOM_GIB free, the server says so, with the fraction of the GPU they
+    took (here 2 GiB of 80: 0.025) to give back through --mem-fraction-static."""
+    import logging
+
+    from sglang_dflash.sglang import worker_common
+
+    free = iter([left_gib + 2.0, left_gib])  # before and after the tiers
+    monkeypatch.setattr(worker_common, "free_gib", lambda device: next(free))
+    monkeypatch.setattr(worker_common, "activate_tree_gdn", lambda n: None)
+    monkeypatch.setattr(worker_common, "tree_gdn_workspace", lambda: "ws16")
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (0, 80 << 30))
+    monkeypatch.setenv("SGLANG_DFLASH_WIDTHS", "auto")
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
+    w.name, w.num_nodes, w.heads, w.device, w.tp_size = "DDTREE", 16, False, SimpleNamespace(type="cuda"), 1
+    w.graph_runner_attr, w.draft_config = "graph_runner", SimpleNamespace(num_depths=15)
+    w.server_args = SimpleNamespace(max_running_requests=4)
+    w.model_runner = SimpleNamespace(attn_backend="backend16", graph_runner=SimpleNamespace(capture_bs=[1, 2]))
+    w._build_tier = lambda n: (f"backend{n}", f"graphs{n}", f"ws{n}")
+    monkeypatch.setattr(worker_common, "StepWidth", lambda *a, **k: "controller")
+    with caplog.at_level(logging.INFO):
+        w._init_width_control()
+    assert "took 2.00 GiB" in caplog.text
+    assert ("lower --mem-fraction-static by about 0.03" in caplog.text) == warned, caplog.text
