@@ -26,9 +26,13 @@ class CapturedStep:
 
     `context`: for an fn with collectives (a TP-sharded drafter), a context manager factory such as SGLang's
     `graph_capture`, which switches its communicators to graph-capturable ones and yields the stream to capture on
-    (`.stream`); warm-up and capture then run inside it."""
+    (`.stream`); warm-up and capture then run inside it.
 
-    def __init__(self, fn, examples: tuple[Tensor, ...], context=None):
+    `pool`: a memory pool (`torch.cuda.graph_pool_handle()`) shared with other captures, as SGLang's graphs of its
+    batch sizes share one: for steps of which one replays at a time and whose outputs are read before the next
+    replay of any of them (best captured largest first)."""
+
+    def __init__(self, fn, examples: tuple[Tensor, ...], context=None, pool=None):
         device = examples[0].device
         start = sync_time(device)
         self.inputs = [e.clone() for e in examples]
@@ -40,14 +44,14 @@ class CapturedStep:
                     fn(*self.inputs)
             torch.cuda.current_stream(device).wait_stream(stream)
             self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph, stream=stream):
+            with torch.cuda.graph(self.graph, pool=pool, stream=stream):
                 self.out = fn(*self.inputs)
         self.capture_s = sync_time(device) - start  # kept out of the decode time
 
     @classmethod
-    def for_requests(cls, fn, R: int, device: torch.device, context=None) -> CapturedStep:
+    def for_requests(cls, fn, R: int, device: torch.device, context=None, pool=None) -> CapturedStep:
         zeros = torch.zeros(R, dtype=torch.long, device=device)
-        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
+        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context, pool)
 
     def __call__(self, *inputs: Tensor):
         for static, x in zip(self.inputs, inputs, strict=True):

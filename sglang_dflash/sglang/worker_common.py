@@ -390,6 +390,7 @@ class DDTreeWorkerBase:
         self.width, self.tiers = None, {}  # `_init_width_control`
         if draft_graphs_enabled(self.device):
             self.draft_graphs = {}
+            self.graph_pools = (torch.cuda.graph_pool_handle(), torch.cuda.graph_pool_handle())  # drafter, context
             self.block_embed = StaticBlockEmbedding(self.embed, self.drafter.config.mask_token_id, num_slots, self.device)
 
     def _warm_up_sizes(self) -> list[int]:
@@ -406,7 +407,7 @@ class DDTreeWorkerBase:
         batch pads to. Lazily, the first batch of 2 stalled a TP=2 server for 13 s, and a 27B server's first batch of
         7 and of 16 requests 2.6 and 2.4 s."""
         with torch.no_grad():
-            for R in sizes:
+            for R in sorted(sizes, reverse=True):  # the graphs of each kind share a memory pool: largest first
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 slots = torch.full_like(zeros, -1)
                 hidden, local = self._run_drafter(zeros, slots, zeros)
@@ -640,7 +641,8 @@ class DDTreeWorkerBase:
         roots, slots, seq_lens = pad_rows(G, (roots, 0), (slots, -1), (seq_lens, 0))
         self.block_embed.load(roots)
         if G not in self.draft_graphs:
-            self.draft_graphs[G] = CapturedStep.for_requests(self._graphed_drafter, G, self.device, self.graph_context)
+            self.draft_graphs[G] = CapturedStep.for_requests(self._graphed_drafter, G, self.device, self.graph_context,
+                                                             self.graph_pools[0])  # fmt: skip
         hidden, logits = self.draft_graphs[G](roots, slots, seq_lens)
         return (None if hidden is None else hidden[:R]), logits[:R]
 
@@ -669,7 +671,7 @@ class DDTreeWorkerBase:
         if (G, N) not in self.context_graphs:  # capture: slots -1 and nodes -1 write only the scratch entry
             fn = lambda *a: self.drafter.append_context(self.cache, self.capture.taps(G * N).view(G, N, -1), *a)  # noqa: E731
             examples = (torch.full_like(slots, -1), torch.zeros_like(start), torch.full_like(nodes, -1))
-            self.context_graphs[G, N] = CapturedStep(fn, examples)
+            self.context_graphs[G, N] = CapturedStep(fn, examples, pool=self.graph_pools[1])
         self.context_graphs[G, N](slots, start, nodes)
 
     def _lm_head(self, h: Tensor) -> Tensor:

@@ -504,16 +504,17 @@ class Replayed:
 
     captured: list | None = None
 
-    def __init__(self, fn, examples, context=None):
+    def __init__(self, fn, examples, context=None, pool=None):
+        self.pool = pool
         if self.captured is not None:
             self.captured.append([e.clone() for e in examples])
         self.fn, self.inputs = fn, [e.clone() for e in examples]
         self.out = fn(*self.inputs)
 
     @classmethod
-    def for_requests(cls, fn, R, device, context=None):
+    def for_requests(cls, fn, R, device, context=None, pool=None):
         zeros = torch.zeros(R, dtype=torch.long, device=device)
-        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context)
+        return cls(fn, (zeros, torch.full_like(zeros, -1), zeros), context, pool)
 
     def __call__(self, *inputs):
         for s, x in zip(self.inputs, inputs, strict=True):
@@ -542,12 +543,13 @@ def test_verified_context_append_through_a_captured_step(monkeypatch):
         worker = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
         worker.drafter, worker.cache, worker.capture = drafter, drafter.new_cache(3, 16), capture
         worker.num_nodes, worker.draft_graphs, worker.context_graphs = N, graphs, {}
-        worker.block_embed = SimpleNamespace(roots=torch.zeros(3, 16))
+        worker.block_embed, worker.graph_pools = SimpleNamespace(roots=torch.zeros(3, 16)), ("drafter pool", "context pool")
         worker._graph_batch_size = lambda bs: next((s for s in (1, 3) if s >= bs), None)  # the target pads 2 to 3
         worker._append_verified(R, slots, start, nodes, N)
         worker._append_verified(R, slots, start + 2, nodes, N)  # a second step replays the same capture
         caches.append(worker.cache)
     assert len(captured) == 1 and list(worker.context_graphs) == [(3, N)]
+    assert worker.context_graphs[3, N].pool == "context pool"
     assert (captured[0][0] == -1).all() and (captured[0][2] == -1).all() and captured[0][0].shape == (3,)
     eager, graphed = caches
     live = slice(0, -1)  # the pad row wrote the scratch entry, the pool's last
@@ -570,6 +572,7 @@ def test_the_drafter_pass_pads_to_the_targets_graph_size(monkeypatch):
     w.drafter, w.cache, w.heads, w.graph_context, w.device = drafter, drafter.new_cache(6, 16), False, None, torch.device("cpu")
     w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(30, 16), torch.randn(30, 16), 30
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 6, w.device)
+    w.graph_pools = ("drafter pool", "context pool")
     w._graph_batch_size = lambda bs: next((s for s in (1, 4) if s >= bs), None)
     for s, n in ((0, 5), (2, 3), (4, 7)):
         drafter.append_context(w.cache, torch.randn(1, n, 32), torch.tensor([s]), torch.tensor([0]), torch.arange(n)[None])
@@ -581,6 +584,7 @@ def test_the_drafter_pass_pads_to_the_targets_graph_size(monkeypatch):
         _, graphed = w._run_drafter(roots, slots, lens)
         _, again = w._run_drafter(roots.flip(0), slots.flip(0), lens.flip(0))
         assert set(w.draft_graphs) == {4} and len(captured) == 1 and captured[0][1].tolist() == [-1] * 4
+        assert w.draft_graphs[4].pool == "drafter pool"
         torch.testing.assert_close(graphed, eager)
         torch.testing.assert_close(again, eager.flip(0))
         w._graph_batch_size = lambda bs: None  # past the largest graph: eager, nothing captured
@@ -629,7 +633,7 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
     w.capture = SimpleNamespace(capacity=3 * N, buffer=torch.randn(3 * N, 2 * 16))
     w.capture.taps = lambda n: w.capture.buffer[:n]
     w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(30, 16), torch.randn(30, 16), 30
-    w.draft_graphs, w.context_graphs = ({} if graphs else None), {}
+    w.draft_graphs, w.context_graphs, w.graph_pools = ({} if graphs else None), {}, (None, None)
     w.tiers = {2: None, N: None} if tiers else {}
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
     w._graph_batch_size, w.width = (lambda bs: bs if bs <= 2 else None), None
@@ -644,6 +648,36 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
         assert w.context_graphs[2, N].inputs[2].shape == (2, width)
     else:
         assert w.context_graphs == {}
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures CUDA graphs")
+def test_padded_drafter_graphs_sharing_one_pool_equal_eager_in_any_order():
+    """On a GPU: the drafter's graphs at the target's sizes 1, 2 and 4 (captured largest first into one memory pool,
+    as the warm-up does), replayed in any order for batches of 1 to 3 requests (3 padded to 4), each give the eager
+    pass's logits."""
+    dev = torch.device("cuda")
+    torch.manual_seed(5)
+    drafter = random_drafter(hidden=64, heads=4, kv_heads=2, head_dim=16, vocab=100, block=8, std=0.1, device=dev)
+    w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
+    w.drafter, w.cache, w.heads, w.graph_context, w.device = drafter, drafter.new_cache(5, 64), False, None, dev
+    w.embed, w.lm_head_weight, w.vocab_local = torch.nn.Embedding(100, 64).to(dev), torch.randn(100, 64, device=dev) * 0.1, 100
+    w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 5, dev)
+    w._graph_batch_size = lambda bs: next((s for s in (1, 2, 4) if s >= bs), None)
+    w.draft_graphs, w.graph_pools = {}, (torch.cuda.graph_pool_handle(), torch.cuda.graph_pool_handle())
+    for s, n in ((0, 6), (1, 3), (2, 9), (3, 4)):
+        drafter.append_context(w.cache, torch.randn(1, n, 128, device=dev), torch.tensor([s], device=dev),
+                               torch.tensor([0], device=dev), torch.arange(n, device=dev)[None])  # fmt: skip
+    lens = torch.tensor([6, 3, 9, 4], device=dev)
+    with torch.no_grad():
+        for R in (4, 2, 1):
+            z = torch.zeros(R, dtype=torch.long, device=dev)
+            w._run_drafter(z, torch.full_like(z, -1), z)
+        for R in (3, 1, 2, 3, 1):
+            roots, slots = torch.randint(0, 100, (R,), device=dev), torch.randperm(4, device=dev)[:R]
+            _, logits = w._run_drafter(roots, slots, lens[slots])
+            expected = drafter(w.cache, roots, slots, lens[slots], w.embed, w._lm_head)
+            torch.testing.assert_close(logits.clone(), expected, rtol=1e-5, atol=1e-5)
+    assert sorted(w.draft_graphs) == [1, 2, 4]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures CUDA graphs")
@@ -675,6 +709,7 @@ def test_cuda_graphed_drafter_and_context_append_equal_eager():
         w.lm_head_weight, w.vocab_local = head, 100
         w.block_embed = StaticBlockEmbedding(embed, c.mask_token_id, S, dev)
         w._graph_batch_size = lambda bs: bs  # the target's graphs: every size
+        w.graph_pools = (torch.cuda.graph_pool_handle(), torch.cuda.graph_pool_handle())
         workers.append(w)
     eager, graphed = workers
     step = None
