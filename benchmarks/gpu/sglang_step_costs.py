@@ -113,8 +113,10 @@ def build(work: Path, log: h.Log, text: dict = QWEN36_27B_TEXT) -> tuple[Path, P
     heads follow the target's, as init_draft makes them)."""
     target, draft = write_target(work / "target27b", text), work / "draft27b"
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft), "--layers", "5",
-           "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16"]  # fmt: skip
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=h.repo_env())
+           "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16", "--force"]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, env=h.repo_env())  # --force: an earlier call's is remade
+    if out.returncode != 0:
+        raise SystemExit(f"sglang_step_costs: init_draft failed (exit {out.returncode}): {out.stderr.strip()[-2000:]}")
     log.stamp("checkpoints: Qwen3.6-27B-shaped target config (dummy weights);", out.stdout.strip())
     return target, draft
 

@@ -223,3 +223,15 @@ def test_tokens_per_second_table_and_plot(tmp_path):
         assert not png.exists()
     else:
         assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_checkpoints_are_remade_in_an_earlier_calls_work_folder(tmp_path):
+    """A second call on the same machine finds the first's drafter in the work folder: it is made again (a second
+    call once stopped at init_draft's "--out not empty")."""
+    small = dict(costs.QWEN36_27B_TEXT, vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
+                 layer_types=[h.LIN, h.LIN, h.LIN, h.FULL] * 2, num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+                 linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8)  # fmt: skip
+    log = h.Log(tmp_path / "log")
+    first = costs.build(tmp_path, log, small)
+    second = costs.build(tmp_path, log, dict(small, hidden_size=48))
+    assert first == second and json.loads((second[1] / "config.json").read_text())["hidden_size"] == 48
