@@ -41,7 +41,9 @@ overlap scheduler runs ahead as it does unprofiled. The table (stdout, $OUT/step
 with its ratio to stock decode, and the phases. A second table gives each run's tokens per second by batch size (its
 emitted tokens over its batches' wall time) against stock's, drawn in $OUT/tokens_per_s.png where matplotlib is
 installed (else `--plot` draws it from $OUT/step_costs.json on any machine). CUDA graphs are captured at the
---batches sizes only (a batch between two pads up to the next).
+--batches sizes only (a batch between two pads up to the next); with --default-graphs at the sizes SGLang picks
+itself, as in a server started with no graph flags. A third table gives each run's CUDA-graph memory, read from
+SGLang's capture log lines (and our width tiers' line).
 
 --forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
 at that mean tokens per pass instead of the target's choice (`forced_acceptance.py`, reached through an entry point of
@@ -55,6 +57,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -174,10 +177,12 @@ def mtp_runs(args, target: Path) -> list[h.SGLangRun]:
     ]  # fmt: skip
 
 
-def step_runs(hargs, target: Path, draft: Path, work: Path, list_kernels: int = 0) -> list[h.SGLangRun]:
+def step_runs(hargs, target: Path, draft: Path, work: Path, list_kernels: int = 0,
+              default_graphs: bool = False) -> list[h.SGLangRun]:  # fmt: skip
     """The configurations, in --runs order: the harness's (stock, SGLang's DFLASH, ours), each with the plugin loaded
     and profiled (list_kernels > 0: that step's kernels listed), then SGLang's MTP (`mtp_runs`: wall clock only);
-    every one on dummy weights."""
+    every one on dummy weights. CUDA graphs at the timed batch sizes, or (default_graphs) at the sizes SGLang picks
+    itself, as a server started without graph or request-count flags has them."""
     runs = h.sglang_runs(hargs, target, draft)
     for run in runs:
         profile = work / f"{run.name}.profile.json"
@@ -189,13 +194,39 @@ def step_runs(hargs, target: Path, draft: Path, work: Path, list_kernels: int = 
     runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
         # graphs at the timed batch sizes only (others pad up): at 27B shapes each captured size costs seconds
-        run.engine_kwargs.update(
-            h.spelled(hargs, dict(load_format="dummy", context_length=2048, cuda_graph_bs=list(hargs.batches)))
-        )
+        run.engine_kwargs.update(h.spelled(hargs, dict(load_format="dummy", context_length=2048)))
+        if default_graphs:
+            for name in ("cuda_graph_max_bs", "max_running_requests"):
+                run.engine_kwargs.pop(name, None)
+                run.engine_kwargs.pop(h.RENAMED_0_5_23.get(name, name), None)
+        else:
+            run.engine_kwargs.update(h.spelled(hargs, dict(cuda_graph_bs=list(hargs.batches))))
         profile = work / f"{run.name}.profile.json"  # none left from an earlier call
         profile.unlink(missing_ok=True)
         profile.with_suffix(".kernels.txt").unlink(missing_ok=True)
     return runs
+
+
+GRAPH_END = re.compile(r"Capture .*?graph end\..*?mem usage=([0-9.]+) GB")  # SGLang's, 0.5.11 and 0.5.23
+TIERS_TOOK = re.compile(r"the narrower tiers took ([0-9.]+) GiB")  # the workers' width tiers (`_init_width_control`)
+
+
+def graph_memory(log_text: str) -> tuple[list[float], float | None]:
+    """From one server's log: the GPU memory each CUDA-graph capture took (SGLang's capture lines: target, then any
+    draft graphs; GB of 2^30 bytes) and our width tiers' (None without tiers)."""
+    tiers = TIERS_TOOK.findall(log_text)
+    return [float(g) for g in GRAPH_END.findall(log_text)], float(tiers[-1]) if tiers else None
+
+
+def memory_table(logs: dict[str, str]) -> str:
+    """Markdown: per run (name -> its server log), the CUDA graphs' GPU memory, GiB."""
+    lines = ["## CUDA-graph memory (SGLang's capture logs; GiB)", "",
+             "| run | captures | their sum | our width tiers |", "|---|---|---|---|"]  # fmt: skip
+    for name, text in logs.items():
+        captures, tiers = graph_memory(text)
+        lines.append(f"| {name} | {', '.join(f'{g:.2f}' for g in captures) or '-'} | {sum(captures):.2f} | "
+                     f"{'-' if tiers is None else f'{tiers:.2f}'} |")  # fmt: skip
+    return "\n".join(lines)
 
 
 def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
@@ -387,6 +418,9 @@ def main(argv=None) -> int:
         "mean tokens per pass (the bonus included) instead of the target's choice (forced_acceptance.py); their "
         "outputs are not the target's, and the table says so",
     )
+    p.add_argument("--default-graphs", action="store_true",
+                   help="CUDA graphs at the batch sizes SGLang picks itself (no --cuda-graph-bs, --cuda-graph-max-bs or "
+                        "--max-running-requests), as a user's server has them; default: at --batches only")  # fmt: skip
     p.add_argument("--mem-fraction", type=float, default=0.85)
     p.add_argument("--deadline", type=float, default=540, help="seconds from start after which SGLang runs are stopped")
     p.add_argument("--out", type=Path, default=None)
@@ -423,7 +457,7 @@ def main(argv=None) -> int:
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
-    runs = step_runs(hargs, target, draft, mine.work, mine.list_kernels)
+    runs = step_runs(hargs, target, draft, mine.work, mine.list_kernels, mine.default_graphs)
     if mine.forced_tau:
         forced_runs(runs, mine.forced_tau, mine.work, env, json.loads((draft / "config.json").read_text())["block_size"])
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
@@ -447,7 +481,8 @@ def main(argv=None) -> int:
         kernels = path.with_suffix(".kernels.txt")  # --list-kernels: each batch size's K-th step's kernels
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
-    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, mine.forced_tau)
+    logs = {r.name: (out / f"{r.name}.log").read_text(errors="replace") for r in runs if (out / f"{r.name}.log").is_file()}
+    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, mine.forced_tau) + "\n\n" + memory_table(logs)
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
     data = dict(forced_tau=mine.forced_tau, runs=[h.asdict(r) for r in results])

@@ -108,6 +108,40 @@ def test_mtp_runs_are_sglangs_nextn_with_the_target_as_draft(tmp_path):
     assert not costs.mtp_runs(h.parse_args(["--sglang", "0.5.11"]), target)  # its EAGLE needs ops the stand-in lacks
 
 
+@pytest.mark.parametrize("release, graphs, requests", [("0.5.11", "cuda_graph_bs", "max_running_requests"),
+                                                        ("0.5.23", "cuda_graph_bs_decode", "max_running_requests")])  # fmt: skip
+def test_default_graphs_leave_the_graph_sizes_and_request_count_to_sglang(tmp_path, release, graphs, requests):
+    argv = ["--sglang", release, "--speculative-algorithm", "DDTREE", "--budgets", "31", "--batches", "1,8,32"]
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"block_size": 16}')
+    timed = costs.step_runs(h.parse_args(argv), tmp_path / "target", draft, tmp_path)
+    default = costs.step_runs(h.parse_args(argv), tmp_path / "target", draft, tmp_path, default_graphs=True)
+    assert all(r.engine_kwargs[graphs] == [1, 8, 32] and r.engine_kwargs[requests] == 32 for r in timed)
+    max_bs = h.RENAMED_0_5_23["cuda_graph_max_bs"] if release == "0.5.23" else "cuda_graph_max_bs"
+    for r in default:
+        assert not {graphs, max_bs, requests} & set(r.engine_kwargs), r.engine_kwargs
+        assert r.engine_kwargs["load_format"] == "dummy"
+
+
+def test_graph_memory_read_from_both_releases_capture_logs():
+    """SGLang 0.5.11's and 0.5.23's capture lines (as their logs print them) and the workers' width-tier line."""
+    log_0511 = ("[x] Capture cuda graph begin. This can take up to several minutes. avail mem=15.58 GB\n"
+                "[x] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=5.70 GB. avail mem=15.47 GB.\n"
+                "[x] DDTREE: verify widths [1, 2, 32] chosen per step by cost (SGLANG_DFLASH_WIDTHS); the narrower tiers "
+                "took 2.67 GiB of GPU memory (graphs included), outside SGLang's memory plan.\n")  # fmt: skip
+    log_0523 = (
+        "[x] Capture target verify CUDA graph end. bs=[1, 8], elapsed=8.85 s, mem usage=0.32 GB, avail mem=11.45 GB."
+        "\n[x] Capture draft verify CUDA graph end. bs=[1, 8], elapsed=8.14 s, mem usage=0.01 GB, avail mem=11.44 GB.\n"
+    )
+    assert costs.graph_memory(log_0511) == ([5.70], 2.67)
+    assert costs.graph_memory(log_0523) == ([0.32, 0.01], None)
+    assert costs.graph_memory("no capture") == ([], None)
+    table = costs.memory_table({"sglang-ddtree31-widths": log_0511, h.BUILTIN: log_0523, "sglang": ""})
+    assert "| sglang-ddtree31-widths | 5.70 | 5.70 | 2.67 |" in table
+    assert f"| {h.BUILTIN} | 0.32, 0.01 | 0.33 | - |" in table and "| sglang | - | 0.00 | - |" in table
+
+
 def test_table_rows_of_sglangs_own_mtp():
     """No profile: wall time per step (their target passes, spec_verify_ct) and tokens per pass, as builtin DFLASH."""
     stock = h.Run("sglang", 1, outputs=[[1]] * 2, wall_s=0.64, extra=dict(meta=[dict(completion_tokens=32)] * 2))
