@@ -56,6 +56,7 @@ FACING = {
     "sglang_dflash.sglang.worker_common": "worker_common",
     "sglang_dflash.sglang.tree_gdn_backend": "tree_gdn",
     "sglang_dflash.sglang.memory_plan": "memory_plan",
+    "sglang_dflash.sglang.graph_memory": "graph_memory",
     "sglang_dflash.sglang.step_profile": "step_profile",
     "sglang_dflash.sglang.width_control": "width_control",
 }
@@ -817,6 +818,7 @@ def series(t: Target, read) -> list[Patch]:
             f"- {t.prefix}_vocab_parallel.py: top-k / argmax over a vocabulary-parallel LM head, equal on all ranks;\n"
             f"- {t.prefix}_tree_gdn.py: the tree verify of the GDN and full-attention layers, and its commit;\n"
             f"- {t.prefix}_memory_plan.py: the drafter's weights and per-token K/V in SGLang's memory plan;\n"
+            f"- {t.prefix}_graph_memory.py: the verify graphs' memory, estimated before capture (a start-up warning);\n"
             f"- {t.prefix}_step_profile.py: per-phase step times when SGLANG_DFLASH_PROFILE names a file;\n"
             f"- {t.prefix}_server_args.py: defaults for {both} and refusals before serving starts\n"
             "  (drafter/target mismatch, DP attention, PP, page size for DDTREE, ...);\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..kernels.tree_build import MAX_TRITON_BUDGET as MAX_BUDGET
 from ..models.config import DraftConfig, PairError, check_pair, target_dims, text_part
+from .graph_memory import GRAPH_BUDGET_GIB, graph_sizes_within, verify_graph_token_bytes, verify_graphs_gib
 from .names import DFLASH_CHAIN
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,32 @@ def tree_depth(args) -> int:
     return min(int(args.speculative_num_draft_tokens) - 1, draft_config(args).num_depths)
 
 
+def graph_batch_sizes(args) -> list[int] | None:
+    """The batch sizes SGLang will capture TARGET_VERIFY graphs at, where known when the speculative arguments are
+    resolved (0.5.11's list, resolved by then; a list given on the command line), at most --max-running-requests as
+    SGLang captures them; None where graphs are off or the list is not known yet (0.5.23's default)."""
+    sizes = getattr(args, "cuda_graph_bs", None) or getattr(args, "cuda_graph_bs_decode", None)
+    if args.disable_cuda_graph or not sizes:
+        return None
+    return [bs for bs in sizes if args.max_running_requests is None or bs <= args.max_running_requests]
+
+
+def warn_graph_memory(args, name: str, nodes: int, target: dict) -> None:
+    """One line where the verify graphs of the captured batch sizes would keep more than SGLang holds back for a
+    speculative algorithm's graphs (`graph_memory.GRAPH_BUDGET_GIB`), with the --cuda-graph-max-bs that fits."""
+    sizes = graph_batch_sizes(args)
+    if not sizes:
+        return
+    token = verify_graph_token_bytes(target, args.tp_size)
+    gib = verify_graphs_gib(sizes, nodes, token)
+    if gib > GRAPH_BUDGET_GIB:
+        fit = graph_sizes_within(sizes, nodes, token, GRAPH_BUDGET_GIB)
+        logger.warning("%s: CUDA graphs at %d batch sizes up to %d would keep an estimated %.1f GiB for the verify (%.1f MB "
+                       "a verified token, %d a request), beyond the ~%.0f GiB SGLang holds back for them; "
+                       "--cuda-graph-max-bs %d keeps them near %.1f GiB (README).", name, len(sizes), max(sizes), gib,
+                       token / 1e6, nodes, GRAPH_BUDGET_GIB, max(fit), verify_graphs_gib(fit, nodes, token))  # fmt: skip
+
+
 def resolve_speculative_args(args) -> None:
     """Fill in and check the speculative fields of ServerArgs `args` for DFLASH / DDTREE, in place. The scheduler maps
     max(steps x topk, nodes) KV slots per request and step, so DDTREE takes the smallest tree-mode topk (2) and
@@ -124,8 +151,8 @@ def resolve_speculative_args(args) -> None:
             "format (e.g. z-lab/Qwen3.6-27B-DFlash)"
         )
     try:
-        draft = draft_config(args)
-        check_pair(target_dims(load_config_dict(args.model_path, args.revision)), draft)
+        draft, target = draft_config(args), load_config_dict(args.model_path, args.revision)
+        check_pair(target_dims(target), draft)
     except (PairError, KeyError) as e:
         raise ServerArgsError(f"{name}: drafter {args.speculative_draft_model_path} cannot run on {args.model_path}: {e}") from e
 
@@ -168,5 +195,6 @@ def resolve_speculative_args(args) -> None:
     if args.max_running_requests is None:
         args.max_running_requests = 48
         logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)
+    warn_graph_memory(args, name, nodes, text_part(target))
     logger.info("%s: drafter block %d, budget %d (%d verify tokens with the root), depth <= %d, taps %s", name, block,
                 nodes - 1, nodes, steps, list(draft.target_layer_ids))  # fmt: skip

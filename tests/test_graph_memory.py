@@ -1,0 +1,49 @@
+"""The verify graphs' memory estimate (`sglang_dflash.sglang.graph_memory`) on hand-worked Qwen3.6-27B numbers, and the
+start-up warning server-argument resolution gives with it."""
+
+from __future__ import annotations
+
+import logging
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_dflash.sglang import graph_memory as gm
+
+QWEN36_27B = dict(vocab_size=248_320, layer_types=["linear_attention"] * 3 * 16 + ["full_attention"] * 16,
+                  linear_num_key_heads=16, linear_key_head_dim=128,
+                  linear_num_value_heads=48, linear_value_head_dim=128)  # fmt: skip
+A6000_SPEC_SIZES = [*range(1, 9), *range(10, 33, 2)]  # SGLang 0.5.11's sizes for speculative decoding up to 32
+
+
+def test_a_verified_tokens_bytes_at_27b_one_rank_shapes():
+    # logits: 8 x 248,320 = 1,986,560; each of 48 GDN layers, per rank of 2: 4 x (4,096 + 6,144 + 6,144) / 2 = 32,768
+    assert gm.verify_graph_token_bytes(QWEN36_27B, 2) == 1_986_560 + 48 * 32_768 == 3_559_424
+    assert gm.verify_graph_token_bytes(dict(vocab_size=100), 1) == 800  # no GDN layer: the logits alone
+
+
+def test_sizes_within_a_budget():
+    token = 3_559_424
+    assert sum(A6000_SPEC_SIZES) == 288 and gm.verify_graphs_gib(A6000_SPEC_SIZES, 32, token) == pytest.approx(30.55, abs=0.01)
+    # 4 GiB / (32 x 3,559,424 B) = 37.7 requests: sizes 1 to 8 (36) fit, 10 more would not
+    assert gm.graph_sizes_within(A6000_SPEC_SIZES, 32, token, 4.0) == list(range(1, 9))
+    assert gm.graph_sizes_within([4, 1, 2], 32, token, 100.0) == [1, 2, 4]
+    assert gm.graph_sizes_within([8, 16], 64, token, 0.1) == [8]  # at least the smallest
+
+
+@pytest.mark.parametrize("field", ["cuda_graph_bs", "cuda_graph_bs_decode"])  # 0.5.11's resolved list, 0.5.23's given one
+def test_resolution_warns_with_the_graph_size_that_fits(caplog, field):
+    from sglang_dflash.sglang.server_args import graph_batch_sizes, warn_graph_memory
+
+    args = SimpleNamespace(**{field: list(A6000_SPEC_SIZES)}, disable_cuda_graph=False, max_running_requests=48, tp_size=2)
+    with caplog.at_level(logging.WARNING):
+        warn_graph_memory(args, "DDTREE", 32, QWEN36_27B)
+    assert "20 batch sizes up to 32 would keep an estimated 30.6 GiB" in caplog.text
+    assert "3.6 MB a verified token, 32 a request" in caplog.text
+    assert "--cuda-graph-max-bs 8 keeps them near 3.8 GiB" in caplog.text
+    caplog.clear()
+    for quiet in (dict(args.__dict__, **{field: [1, 8]}), dict(args.__dict__, disable_cuda_graph=True)):
+        warn_graph_memory(SimpleNamespace(**quiet), "DDTREE", 32, QWEN36_27B)
+    assert caplog.text == ""
+    assert graph_batch_sizes(SimpleNamespace(**dict(args.__dict__, max_running_requests=12))) == [*range(1, 9), 10, 12]
+    assert graph_batch_sizes(SimpleNamespace(disable_cuda_graph=False, max_running_requests=8)) is None  # not known yet
