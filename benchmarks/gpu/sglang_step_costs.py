@@ -193,13 +193,11 @@ def step_runs(hargs, target: Path, draft: Path, work: Path, list_kernels: int = 
             run.env["SGLANG_DFLASH_PROFILE_KERNELS"] = str(list_kernels)
     runs = h.select_runs(runs + mtp_runs(hargs, target), hargs.runs)
     for run in runs:
-        # graphs at the timed batch sizes only (others pad up): at 27B shapes each captured size costs seconds
         run.engine_kwargs.update(h.spelled(hargs, dict(load_format="dummy", context_length=2048)))
         if default_graphs:
             for name in ("cuda_graph_max_bs", "max_running_requests"):
-                run.engine_kwargs.pop(name, None)
-                run.engine_kwargs.pop(h.RENAMED_0_5_23.get(name, name), None)
-        else:
+                run.engine_kwargs.pop(h.spelled(hargs, {name: None}).popitem()[0], None)
+        else:  # graphs at the timed batch sizes only (others pad up): at 27B shapes each captured size costs seconds
             run.engine_kwargs.update(h.spelled(hargs, dict(cuda_graph_bs=list(hargs.batches))))
         profile = work / f"{run.name}.profile.json"  # none left from an earlier call
         profile.unlink(missing_ok=True)

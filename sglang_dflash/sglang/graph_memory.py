@@ -8,6 +8,8 @@ speculative decoding by default would take tens of GB at 32 tokens a request."""
 
 from __future__ import annotations
 
+from itertools import accumulate
+
 GRAPH_BUDGET_GIB = 4.0  # what SGLang's memory settings hold back for a speculative algorithm's graphs (EAGLE's 4 GB)
 
 
@@ -30,5 +32,5 @@ def verify_graphs_gib(batch_sizes: list[int], nodes: int, token_bytes: int) -> f
 def graph_sizes_within(batch_sizes: list[int], nodes: int, token_bytes: int, budget_gib: float) -> list[int]:
     """The longest run of the smallest captured batch sizes whose verify graphs fit budget_gib (at least the first)."""
     sizes = sorted(batch_sizes)
-    keep = [bs for i, bs in enumerate(sizes) if verify_graphs_gib(sizes[: i + 1], nodes, token_bytes) <= budget_gib]
-    return sizes[: max(len(keep), 1)]
+    fits = sum(total * nodes * token_bytes / (1 << 30) <= budget_gib for total in accumulate(sizes))
+    return sizes[: max(fits, 1)]
