@@ -26,8 +26,8 @@ from triton.compiler import ASTSource
 from triton.runtime.jit import KernelInterface
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tests" / "kernels"))
-from test_sm86_compile import kernel_spec  # noqa: E402 (the tests' launch recording)
+sys.path.insert(0, str(ROOT / "tests"))
+from launch_specs import kernel_spec  # noqa: E402 (the tests' launch recording)
 
 from sglang_dflash.kernels import device as gpu  # noqa: E402
 from sglang_dflash.kernels.tree_gdn import tree_gdn as tg  # noqa: E402

@@ -18,7 +18,6 @@ the same PTX (`ptxas -v`): none, but where SPILL_ALLOWANCE says why.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import json
 import os
@@ -34,9 +33,10 @@ from unittest import mock
 import pytest
 import torch
 import triton
+from launch_specs import fresh_package_without_interpreter, kernel_spec
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from triton.runtime.jit import KernelInterface, mangle_type
+from triton.runtime.jit import KernelInterface
 
 SM86 = GPUTarget("cuda", 86, 32)
 SM90 = GPUTarget("cuda", 90, 32)
@@ -130,43 +130,6 @@ def production_calls(kernels):
     return calls + [(f"B{B}", partial(build_tree, B)) for B in BUDGETS]
 
 
-def kernel_spec(kernel, args, kwargs):
-    """What `kernel[grid](*args, **kwargs)` compiles: the signature from the example arguments, the
-    constexprs, the multiple-of-16 hints Triton's launcher gives (tensors whose data pointer is a multiple of 16
-    bytes, ints not marked do_not_specialize) and the options."""
-    values = dict(zip(kernel.arg_names, args)) | {k: v for k, v in kwargs.items() if k in kernel.arg_names}
-    signature = {k: "constexpr" if k in kwargs else mangle_type(v) for k, v in values.items()}
-    unspecialized = {p.name for p in kernel.params if p.do_not_specialize}
-    aligned = [
-        i
-        for i, (k, v) in enumerate(values.items())
-        if k not in kwargs
-        and k not in unspecialized
-        and (torch.is_tensor(v) and v.data_ptr() % 16 == 0 or type(v) is int and v % 16 == 0)
-    ]
-    return dict(
-        signature=signature,
-        constexprs={k: v for k, v in kwargs.items() if k in kernel.arg_names},
-        attrs={(i,): [["tt.divisibility", 16]] for i in aligned},
-        options={k: v for k, v in kwargs.items() if k not in kernel.arg_names},
-    )
-
-
-@contextlib.contextmanager
-def fresh_package_without_interpreter():
-    """sglang_dflash imported anew with Triton's interpreter off; the modules and the knob restored after."""
-    ours = lambda: [name for name in sys.modules if name.split(".")[0] == "sglang_dflash"]  # noqa: E731
-    saved = {name: sys.modules.pop(name) for name in ours()}
-    try:
-        with triton.knobs.runtime.scope():
-            triton.knobs.runtime.interpret = False
-            yield importlib.import_module("sglang_dflash.kernels")
-    finally:
-        for name in ours():
-            del sys.modules[name]
-        sys.modules.update(saved)
-
-
 def record_launches(pdl: bool = False):
     """{test id: (kernel, spec)} for every distinct build; ids are kernel-shape[-2 for a second build]. pdl: as on a
     GPU where `device.pdl` holds (SM90), not on an A6000."""
@@ -245,6 +208,7 @@ def builds(tmp_path_factory):
     """Builds everything in one child process, without the interpreter (see the module docstring)."""
     out = tmp_path_factory.mktemp("sm86") / "builds.json"
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])  # launch_specs
     child = subprocess.run([sys.executable, __file__, str(out)], env=env, capture_output=True, text=True, timeout=900)
     assert child.returncode == 0, child.stderr[-4000:]
     return json.loads(out.read_text())

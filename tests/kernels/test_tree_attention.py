@@ -38,11 +38,12 @@ def test_tree_attention_equals_causal_attention_along_each_root_path():
 
 @pytest.mark.parametrize("impl", ["kernel", "reference"])
 def test_sglang_custom_mask_layout(impl):
-    """Random trees, odd node counts, prefixes of 0 to past the kernel's block of 1024: the mask by hand, request by
-    request and row by row (the prefix's Trues, then the row's ancestors)."""
+    """Random trees, odd node counts, prefixes of 0 to past the kernel's block of 1024, more requests than its block of
+    128 earlier lengths: the mask by hand, request by request and row by row (the prefix's Trues, then the row's
+    ancestors)."""
     make, device = (sglang_custom_mask_kernel, DEVICE) if impl == "kernel" else (sglang_custom_mask_ref, "cpu")
     gen = torch.Generator().manual_seed(1)
-    for R, N, top in [(3, 5, 10), (1, 1, 3), (4, 7, 1100), (2, 13, 40)]:
+    for R, N, top in [(3, 5, 10), (1, 1, 3), (4, 7, 1100), (2, 13, 40), (131, 2, 6)]:
         parents = random_parents(R, N, gen)
         anc = ancestors(parents, N - 1)
         seq_lens = torch.randint(0, top, (R,), generator=gen)

@@ -16,14 +16,19 @@ import triton.language as tl
 from torch import Tensor
 
 BLOCK = 1024  # mask entries a program writes per round
+BLOCK_R = 128  # earlier requests' lengths summed per round
 
 
+# No argument depends on the request count R: one compile serves every batch size (a compile per size is a 0.1-0.2 s
+# stall the first time a server's batch reaches it).
 @triton.jit
-def _custom_mask_kernel(ancestor, seq_lens, mask, indptr, R, N, RR: tl.constexpr, NN: tl.constexpr, BLOCK: tl.constexpr):
+def _custom_mask_kernel(ancestor, seq_lens, mask, indptr, N, NN: tl.constexpr, BLOCK: tl.constexpr, BLOCK_R: tl.constexpr):
     r = tl.program_id(0).to(tl.int64)
     i = tl.program_id(1).to(tl.int64)
-    q = tl.arange(0, RR)
-    before = tl.sum(tl.load(seq_lens + q, mask=q < r, other=0).to(tl.int64), axis=0)
+    before = tl.zeros([], tl.int64)
+    for q0 in range(0, r, BLOCK_R):
+        q = q0 + tl.arange(0, BLOCK_R)
+        before += tl.sum(tl.load(seq_lens + q, mask=q < r, other=0).to(tl.int64), axis=0)
     s = tl.load(seq_lens + r).to(tl.int64)
     width = s + N
     start = N * before + r * N * N
@@ -51,7 +56,7 @@ def sglang_custom_mask_kernel(ancestor_mask: Tensor, seq_lens: Tensor, seq_lens_
         indptr.zero_()
         return mask, indptr
     _custom_mask_kernel[(R, N)](
-        ancestor_mask.contiguous().view(torch.int8), seq_lens.contiguous(), mask.view(torch.int8), indptr, R, N,
-        RR=triton.next_power_of_2(R), NN=triton.next_power_of_2(N), BLOCK=BLOCK,
+        ancestor_mask.contiguous().view(torch.int8), seq_lens.contiguous(), mask.view(torch.int8), indptr, N,
+        NN=triton.next_power_of_2(N), BLOCK=BLOCK, BLOCK_R=BLOCK_R,
     )  # fmt: skip
     return mask, indptr

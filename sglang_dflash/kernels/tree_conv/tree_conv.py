@@ -48,7 +48,7 @@ def _tree_conv_kernel(
     tl.store(y + (r * N + n[:, None]) * D + d[None, :], acc.to(y.dtype.element_ty), mask=both)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["R"])  # one compile for every request count R
 def _tree_conv_commit_kernel(
     conv_state, slots, x, x_like, accepted, N, D, LA, S, R, X_ROW,
     W: tl.constexpr, WP: tl.constexpr, LP: tl.constexpr, BD: tl.constexpr, TABLE: tl.constexpr,

@@ -395,7 +395,7 @@ def _tree_gdn_fused_kernel(
             tl.debug_barrier()  # later blocks read this block's G and u back
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["R"])  # one compile for every request count R
 def _tree_gdn_commit_kernel(
     pool, slots, u, G, k, k_like, accepted, N, LA, NUM_SLOTS, R, K_ROW,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, LP: tl.constexpr, BV: tl.constexpr,

@@ -79,7 +79,7 @@ def _load_pairs(words, start, o, CW, V, live, BLOCK: tl.constexpr):
     return tl.load(words[:, None] + w_off[None, :], mask=live[:, None] & ok[None, :], other=-8323200)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["R"])  # one compile for every request count R
 def _walk_kernel(
     logits,
     token_ids,
@@ -217,6 +217,12 @@ def _walk_kernel(
         tl.store(bonus + r, token)
 
 
+def programs_per_request(R: int, sms: int) -> int:
+    """Programs per request by default: the SMs' share of each request, rounded down to a power of two (at most
+    MAX_PROGRAMS), so that the launch's constants take a few values, not one a batch size (each a compile)."""
+    return 1 << (min(MAX_PROGRAMS, max(1, sms // R)).bit_length() - 1)
+
+
 # The barrier's arrival counters, per (CUDA device index, programs per request P): int64 [SMs] (R * P <= SMs), kept
 # from call to call and never reset (each call adds P a round to its requests' counters, int64: no wrap), so that no
 # memset kernel runs before the walk. Never freed: captured graphs hold their address.
@@ -260,8 +266,8 @@ def greedy_walk(
     if token_ids.device != device or parents.device != device:
         raise ValueError(f"token_ids / parents on {token_ids.device} / {parents.device}, target_logits on {device}")
     x = target_logits if target_logits.stride(2) == 1 else target_logits.contiguous()
-    sms = gpu.multiprocessor_count(device)
-    want = triton.cdiv(V, min(MAX_PROGRAMS, max(1, sms // R)))  # vocabulary entries per span
+    fit = programs_per_request(R, gpu.multiprocessor_count(device))
+    want = triton.cdiv(V, fit)  # vocabulary entries per span
     if lookahead < 1 or lookahead & (lookahead - 1):
         raise ValueError(f"lookahead must be a power of two >= 1, got {lookahead}")
     if block is None:  # a round loads [lookahead, block] at once: at most 2 * MAX_BLOCK entries
@@ -274,9 +280,9 @@ def greedy_walk(
     # bf16 rows read as int32 pairs (`_walk_kernel`) where spans have several blocks (else the index pass is no saving)
     pairs = not gpu.INTERPRET and x.dtype == torch.bfloat16 and chunk > block and V % 2 == 0
     pairs = pairs and x.stride(0) % 2 == 0 and x.stride(1) % 2 == 0 and x.data_ptr() % 4 == 0
-    P = 1 if gpu.INTERPRET else min(S, programs or max(1, sms // R))
-    if P > 1 and R * P > sms:
-        raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
+    P = 1 if gpu.INTERPRET else min(S, programs or fit)
+    if P > 1 and R * P > gpu.multiprocessor_count(device):
+        raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the SMs (the barrier)")
     keys = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int64)  # per round and row
     accept_len = torch.empty(R, device=device, dtype=torch.long)
     accepted_nodes = torch.empty(R, L + 1, device=device, dtype=torch.long)
