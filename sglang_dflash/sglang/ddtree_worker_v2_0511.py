@@ -114,6 +114,19 @@ class DDTreeWorkerV2For0511(DDTreeWorkerV2):
         forward_batch, _ = spec_info.prepare_for_v2_verify(self.model_runner.req_to_token_pool, batch, self.target_worker)
         return forward_batch, dict(skip_attn_backend_init=True)
 
+    def _warm_up(self, sizes: list[int]) -> None:
+        """Also `prepare_for_v2_verify`'s cache-location kernel at each power of two up to --max-running-requests: it
+        is built per next power of two of the batch size (0.5.23's is not), 0.1-0.2 s the first time a server's batch
+        reaches one. Reads row 0 of req_to_token, writes only a new buffer."""
+        from sglang.srt.speculative.eagle_info_v2 import assign_extend_cache_locs_func
+
+        super()._warm_up(sizes)
+        most = self.server_args.max_running_requests or 1
+        req_to_token = self.model_runner.req_to_token_pool.req_to_token
+        for R in sorted({1 << (r - 1).bit_length() for r in range(1, most + 1)}):
+            zeros = torch.zeros(R, dtype=torch.int64, device=self.device)
+            assign_extend_cache_locs_func(zeros, req_to_token, zeros, zeros + self.num_nodes, R, self.num_nodes, self.device)
+
     def _track_interval(self, batch) -> int:
         return self.server_args.mamba_track_interval
 

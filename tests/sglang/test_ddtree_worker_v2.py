@@ -454,3 +454,26 @@ def test_a_step_marks_every_phase_of_the_step_cost_table_in_order(monkeypatch):
     profile = SimpleNamespace(start=lambda: marks.clear(), mark=marks.append, end=lambda bs: marks.append(("end", bs)))
     decode_step(monkeypatch, "cpu", extra_buffer=False, profile=profile)
     assert marks == [*costs.PHASES, ("end", 2)]
+
+
+@pytest.mark.skipif(not OLD_SCHEMA, reason="0.5.11's schema: 0.5.23's cache-location kernel is not built per size")
+def test_0511_warm_up_builds_the_cache_location_kernel_at_each_power_of_two(monkeypatch):
+    """0.5.11's `prepare_for_v2_verify` builds its cache-location kernel per next power of two of the batch size: the
+    warm-up calls it at 1, 2, 4, 8, 16 for --max-running-requests 13, reading row 0 of req_to_token."""
+    use_sgl_kernel_stand_in()
+    from sglang.srt.speculative import eagle_info_v2
+
+    from sglang_dflash.sglang import worker_common
+    from sglang_dflash.sglang.ddtree_worker_v2_0511 import DDTreeWorkerV2For0511
+
+    calls = []
+    monkeypatch.setattr(eagle_info_v2, "assign_extend_cache_locs_func", lambda *a: calls.append(a))
+    monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_warm_up", lambda self, sizes: None)
+    w = DDTreeWorkerV2For0511.__new__(DDTreeWorkerV2For0511)
+    w.server_args, w.num_nodes, w.device = SimpleNamespace(max_running_requests=13), 5, torch.device("cpu")
+    table = torch.zeros(4, 64, dtype=torch.int32)
+    w.model_runner = SimpleNamespace(req_to_token_pool=SimpleNamespace(req_to_token=table))
+    w._warm_up([1, 2])
+    assert [c[4] for c in calls] == [1, 2, 4, 8, 16]
+    for indices, req_to_token, start, end, bs, n, _ in calls:
+        assert req_to_token is table and n == 5 and indices.tolist() == start.tolist() == [0] * bs and end.tolist() == [5] * bs

@@ -44,6 +44,7 @@ REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
 }
 SCHEMA_0_5_11 = {  # 0.5.11's spec-v2 schema (`ddtree_worker_v2_0511`)
     ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.model_executor.cuda_graph_runner"): "a verify width's graphs",
+    ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.speculative.eagle_info_v2"): "its cache-location kernel, warmed up",
     # 0.5.23 dropped --enable-nan-detection and its crash_on_warnings
     ("sglang/ddtree_worker_v2_0511.py", "sglang.srt.utils"): "--enable-nan-detection's error under crash_on_warnings",
 }
