@@ -200,12 +200,15 @@ def build_ddtree_from_top_k(logp: Tensor, top_ids: Tensor, root_tokens: Tensor, 
 
     Split out so that a vocabulary-parallel drafter can merge per-shard top-K lists first. A NaN log-probability
     (a drafter that produced NaN or +inf) counts as LOGP_FLOOR, so the result is still a tree (which the target's
-    verify then judges as any other); `build_ddtree` refuses such input unless validate=False.
+    verify then judges as any other); `build_ddtree` refuses such input unless validate=False. A log-probability
+    above 0 (a GPU's rounding where the drafter is all but certain) counts as 0: a child then never outranks its
+    parent, so the tree stays topological (with it, deeper nodes of a sure chain came first and a prefix of the tree
+    named parents past its end).
     """
     if not isinstance(budget, int) or not 1 <= budget <= count_prefixes(logp.shape[2], logp.shape[1]):
         raise ValueError(f"budget={budget!r} must be in [1, number of prefixes of the {logp.shape[2]} tokens per depth given]")
     logp, top_ids = logp[..., :budget], top_ids[..., :budget]
-    logp = torch.where(torch.isnan(logp), LOGP_FLOOR, logp)
+    logp = torch.where(torch.isnan(logp), LOGP_FLOOR, logp).clamp(max=0.0)
 
     if logp.is_cuda and budget <= MAX_TRITON_BUDGET:
         fields = tree_build(logp, top_ids, root_tokens, budget)

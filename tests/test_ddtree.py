@@ -302,3 +302,24 @@ def test_a_trees_first_nodes_are_the_tree_of_the_smaller_budget():
             assert torch.equal(getattr(cut, name), getattr(again, name)), name
     with pytest.raises(ValueError, match="not in"):
         tree.prefix(65)
+
+
+def test_a_sure_drafter_rounded_above_zero_still_gives_a_topological_tree():
+    """Where the drafter is all but certain a GPU's log-softmax can round the top log-probability to a hair above 0;
+    the tree of such input is the tree of those entries at exactly 0: every node after its parent, so each prefix's
+    parents lie inside it (before the fix, deeper nodes of the sure chain came first)."""
+    from sglang_dflash.ddtree import build_ddtree_from_top_k
+
+    gen = torch.Generator().manual_seed(5)
+    R, L, K = 2, 6, 9
+    logp = torch.sort(torch.rand(R, L, K, generator=gen) * -20 - 25, -1, descending=True).values
+    logp[:, :, 0] = torch.tensor([1e-7, 0.0, 3e-7, 1e-7, 2e-7, 0.0])  # the sure chain, rounded up at some depths
+    ids = torch.stack([torch.randperm(50, generator=gen)[:K] for _ in range(R * L)]).view(R, L, K)
+    roots = torch.zeros(R, dtype=torch.long)
+    tree = build_ddtree_from_top_k(logp, ids, roots, K)
+    exact = build_ddtree_from_top_k(logp.clamp(max=0.0), ids, roots, K)
+    assert torch.equal(tree.parents, exact.parents) and torch.equal(tree.token_ids, exact.token_ids)
+    assert (tree.parents[:, 1:] < torch.arange(1, K + 1)).all()
+    assert tree.parents[0, 1 : L + 1].tolist() == list(range(L))  # the chain first, depth by depth
+    for n in (2, 4, 7):
+        assert (tree.prefix(n).parents < n).all()

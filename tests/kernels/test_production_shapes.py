@@ -389,3 +389,18 @@ def test_draft_log_probs(R, B):
     torch.testing.assert_close(logp, ref_logp, rtol=1e-6, atol=1e-5)
     torch.testing.assert_close(lse, ref_lse, rtol=1e-6, atol=1e-5)
     assert torch.equal(ids, ref_ids)
+
+
+@pytest.mark.parametrize("peak", [20.0, 30.0, 60.0])
+def test_draft_log_probs_of_a_sure_drafter_stay_at_or_below_zero(peak):
+    """Rows whose argmax leads the rest by `peak` (a drafter all but certain: fp32's log-softmax of its top token is 0):
+    no log-probability above 0 and no logsumexp below the row's maximum. The maximum's approximate exp2 after an FMA
+    once fell just below 1 on a GPU, and a top token scored above 0 outranked its own parent in the DDTree build."""
+    gen = torch.Generator(device=DEVICE).manual_seed(7)
+    logits = torch.randn(8, 15, VOCAB, device=DEVICE, generator=gen)
+    logits.scatter_add_(-1, logits.argmax(-1, keepdim=True), torch.full_like(logits[..., :1], peak))
+    for dtype in (torch.bfloat16, torch.float32):
+        x = logits.to(dtype)
+        logp, ids, lse = draft_log_probs(x, 32, with_lse=True)
+        assert (logp <= 0).all() and (lse >= x.float().amax(-1)).all()
+        assert torch.equal(ids[..., 0], x.float().argmax(-1))

@@ -100,7 +100,10 @@ def _row_topk_kernel(
     mx = tl.load(cmax + m * C + c, mask=cm, other=float("-inf"))
     s = tl.load(csum + m * C + c, mask=cm, other=0.0)
     row_max = tl.max(mx, axis=0)
-    row_lse = row_max + tl.log(tl.sum(tl.where(mx == float("-inf"), 0.0, s * tl.exp(mx - row_max)), axis=0))
+    # the sum is >= 1 (the maximum's own term), but the maximum's approximate exp2 after an FMA can fall just below 1,
+    # which would give it a log-probability above 0
+    total = tl.sum(tl.where(mx == float("-inf"), 0.0, s * tl.exp(mx - row_max)), axis=0)
+    row_lse = row_max + tl.log(tl.where(total < 1.0, 1.0, total))  # (a NaN total stays NaN)
     tl.store(lse + m, row_lse)
     t = tl.arange(0, KC)
     if LOW > 0:  # 16-bit logits: a chunk maximum's LOW low bits are equal (ordered: all 0, or all 1 below zero), so
