@@ -1,5 +1,6 @@
-"""The verify graphs' memory estimate (`sglang_dflash.sglang.graph_memory`) on hand-worked Qwen3.6-27B numbers, and the
-start-up warning server-argument resolution gives with it."""
+"""The verify graphs' memory estimate (`sglang_dflash.sglang.graph_memory`) on hand-worked Qwen3.6-27B numbers, and what
+server-argument resolution does with it: SGLang's default graph sizes cut to those that fit, sizes the user gave kept
+with a warning."""
 
 from __future__ import annotations
 
@@ -33,17 +34,36 @@ def test_sizes_within_a_budget():
 
 @pytest.mark.parametrize("field", ["cuda_graph_bs", "cuda_graph_bs_decode"])  # 0.5.11's resolved list, 0.5.23's given one
 def test_resolution_warns_with_the_graph_size_that_fits(caplog, field):
-    from sglang_dflash.sglang.server_args import graph_batch_sizes, warn_graph_memory
+    """Sizes the user gave (or, 0.5.23, where it is not known whether they did) stay, with a warning."""
+    from sglang_dflash.sglang.server_args import fit_graph_memory, graph_batch_sizes
 
     args = SimpleNamespace(**{field: list(A6000_SPEC_SIZES)}, disable_cuda_graph=False, max_running_requests=48, tp_size=2)
     with caplog.at_level(logging.WARNING):
-        warn_graph_memory(args, "DDTREE", 32, QWEN36_27B)
+        fit_graph_memory(args, "DDTREE", 32, QWEN36_27B)
     assert "20 batch sizes up to 32 would keep an estimated 30.6 GiB" in caplog.text
     assert "3.6 MB a verified token, 32 a request" in caplog.text
     assert "--cuda-graph-max-bs 8 keeps them near 3.8 GiB" in caplog.text
     caplog.clear()
     for quiet in (dict(args.__dict__, **{field: [1, 8]}), dict(args.__dict__, disable_cuda_graph=True)):
-        warn_graph_memory(SimpleNamespace(**quiet), "DDTREE", 32, QWEN36_27B)
+        fit_graph_memory(SimpleNamespace(**quiet), "DDTREE", 32, QWEN36_27B)
     assert caplog.text == ""
     assert graph_batch_sizes(SimpleNamespace(**dict(args.__dict__, max_running_requests=12))) == [*range(1, 9), 10, 12]
     assert graph_batch_sizes(SimpleNamespace(disable_cuda_graph=False, max_running_requests=8)) is None  # not known yet
+
+
+def test_resolution_cuts_sglangs_default_sizes_to_those_that_fit(caplog):
+    """0.5.11 with no --cuda-graph-bs or --cuda-graph-max-bs (the plugin marks it before SGLang fills in its sizes):
+    the sizes become 1 to 8, whose verify graphs fit the 4 GiB (by hand above), with one line; a list that fits is left
+    alone."""
+    from sglang_dflash.sglang.server_args import USER_GRAPH_SIZES, fit_graph_memory
+
+    args = SimpleNamespace(cuda_graph_bs=list(A6000_SPEC_SIZES), cuda_graph_max_bs=32, disable_cuda_graph=False,
+                           max_running_requests=48, tp_size=2, **{USER_GRAPH_SIZES: False})  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        fit_graph_memory(args, "DDTREE", 32, QWEN36_27B)
+    assert args.cuda_graph_bs == list(range(1, 9)) and args.cuda_graph_max_bs == 8
+    assert "batch sizes up to 8, not SGLang's default 32: the verify graphs of its 20 sizes" in caplog.text
+    assert "30.6 GiB (3.6 MB a verified token, 32 a request), these 3.8 GiB" in caplog.text
+    caplog.clear()
+    fit_graph_memory(args, "DDTREE", 32, QWEN36_27B)  # now within: unchanged, silent
+    assert args.cuda_graph_bs == list(range(1, 9)) and caplog.text == ""

@@ -123,20 +123,37 @@ def graph_batch_sizes(args) -> list[int] | None:
     return [bs for bs in sizes if args.max_running_requests is None or bs <= args.max_running_requests]
 
 
-def warn_graph_memory(args, name: str, nodes: int, target: dict) -> None:
-    """One line where the verify graphs of the captured batch sizes would keep more than SGLang holds back for a
-    speculative algorithm's graphs (`graph_memory.GRAPH_BUDGET_GIB`), with the --cuda-graph-max-bs that fits."""
+# Set on ServerArgs by the plugin before SGLang fills in its default graph sizes (0.5.11): whether the user gave
+# --cuda-graph-bs or --cuda-graph-max-bs. Absent (0.5.23, which picks its sizes after our resolution): taken as given.
+USER_GRAPH_SIZES = "_sglang_dflash_user_graph_sizes"
+
+
+def fit_graph_memory(args, name: str, nodes: int, target: dict) -> None:
+    """Where the verify graphs of the captured batch sizes would keep more than SGLang holds back for a speculative
+    algorithm's graphs (`graph_memory.GRAPH_BUDGET_GIB`): SGLang's default sizes are cut to the smallest that fit (a
+    batch past the largest runs without a graph), in place, with one line; sizes the user gave stay, with a warning
+    and the --cuda-graph-max-bs that fits."""
     sizes = graph_batch_sizes(args)
     if not sizes:
         return
     token = verify_graph_token_bytes(target, args.tp_size)
     gib = verify_graphs_gib(sizes, nodes, token)
-    if gib > GRAPH_BUDGET_GIB:
-        fit = graph_sizes_within(sizes, nodes, token, GRAPH_BUDGET_GIB)
-        logger.warning("%s: CUDA graphs at %d batch sizes up to %d would keep an estimated %.1f GiB for the verify (%.1f MB "
-                       "a verified token, %d a request), beyond the ~%.0f GiB SGLang holds back for them; "
-                       "--cuda-graph-max-bs %d keeps them near %.1f GiB (README).", name, len(sizes), max(sizes), gib,
-                       token / 1e6, nodes, GRAPH_BUDGET_GIB, max(fit), verify_graphs_gib(fit, nodes, token))  # fmt: skip
+    if gib <= GRAPH_BUDGET_GIB:
+        return
+    fit = graph_sizes_within(sizes, nodes, token, GRAPH_BUDGET_GIB)
+    cost = f"{token / 1e6:.1f} MB a verified token, {nodes} a request"
+    if getattr(args, USER_GRAPH_SIZES, True):
+        logger.warning("%s: CUDA graphs at %d batch sizes up to %d would keep an estimated %.1f GiB for the verify (%s), "
+                       "beyond the ~%.0f GiB SGLang holds back for them; --cuda-graph-max-bs %d keeps them near %.1f GiB "
+                       "(README).", name, len(sizes), max(sizes), gib, cost, GRAPH_BUDGET_GIB, max(fit),
+                       verify_graphs_gib(fit, nodes, token))  # fmt: skip
+        return
+    args.cuda_graph_bs, args.cuda_graph_max_bs = fit, max(fit)
+    logger.warning("%s: CUDA graphs at batch sizes up to %d, not SGLang's default %d: the verify graphs of its %d sizes "
+                   "would keep an estimated %.1f GiB (%s), these %.1f GiB, within the ~%.0f GiB SGLang holds back for "
+                   "them; larger batches run without a graph. --cuda-graph-max-bs or --cuda-graph-bs to choose (README).",
+                   name, max(fit), max(sizes), len(sizes), gib, cost, verify_graphs_gib(fit, nodes, token),
+                   GRAPH_BUDGET_GIB)  # fmt: skip
 
 
 def resolve_speculative_args(args) -> None:
@@ -195,6 +212,6 @@ def resolve_speculative_args(args) -> None:
     if args.max_running_requests is None:
         args.max_running_requests = 48
         logger.warning("%s: --max-running-requests defaults to 48; set it to override.", name)
-    warn_graph_memory(args, name, nodes, text_part(target))
+    fit_graph_memory(args, name, nodes, text_part(target))
     logger.info("%s: drafter block %d, budget %d (%d verify tokens with the root), depth <= %d, taps %s", name, block,
                 nodes - 1, nodes, steps, list(draft.target_layer_ids))  # fmt: skip

@@ -71,6 +71,7 @@ PROBE = LOAD_PLUGINS + textwrap.dedent(
                "disable_radix_cache")}
         fields = a.resolved_dict() if hasattr(a, "resolved_dict") else dataclasses.asdict(a)
         row["all_fields"] = {k: repr(x) for k, x in fields.items()}
+        row["user_graph_sizes"] = getattr(a, "_sglang_dflash_user_graph_sizes", None)  # `server_args.USER_GRAPH_SIZES`
         row["graph_capacity"] = graph_capacity(a)
         row["graph_capacity_of_view"] = graph_capacity(v)  # a resolved view is taken as it is
         views[name] = (v, algo)
@@ -160,6 +161,9 @@ def probe(pair):
             "disable_radix_cache": True,
         },
     }
+    if not V2:  # 0.5.11's graph-size arguments (0.5.23 spells them per phase)
+        cases["ddtree_graph_max"] = {**ours, "speculative_algorithm": "DDTREE", "cuda_graph_max_bs": 8}
+        cases["ddtree_graph_list"] = {**ours, "speculative_algorithm": "DDTREE", "cuda_graph_bs": [1, 2, 4]}
     out = run_fresh(PROBE, json.dumps(cases))
     assert "RESULTS" in out.stdout, out.stderr[-3000:]
     with_plugin = json.loads(out.stdout.split("RESULTS", 1)[1])
@@ -423,3 +427,16 @@ def test_launch_server_refuses_our_bad_arguments_in_one_line(pair):
     lines = [line for line in out.stderr.strip().splitlines() if "] kill_process_tree called:" not in line]
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-3000:]
     assert lines[-1] == "error: DDTREE needs --speculative-num-draft-tokens >= 2 (the root and a budget >= 1) and <= 513, got 1"
+
+
+def test_the_user_graph_sizes_are_marked_before_sglang_fills_them_in(probe):
+    """0.5.11 fills in its CUDA-graph sizes before our resolution sees them: the plugin marks first whether the user
+    gave --cuda-graph-bs or --cuda-graph-max-bs (only SGLang's own default sizes are cut to the verify graphs' memory:
+    `server_args.fit_graph_memory`). 0.5.23 picks its sizes after our resolution: nothing is marked (taken as given)."""
+    rows = probe[0]
+    if V2:
+        assert rows["ddtree_default"]["user_graph_sizes"] is None
+        return
+    marks = [rows[k]["user_graph_sizes"] for k in ("ddtree_default", "ddtree_graph_max", "ddtree_graph_list")]
+    assert marks == [False, True, True], marks
+    assert rows["eagle"]["user_graph_sizes"] is None  # stock's own algorithms untouched

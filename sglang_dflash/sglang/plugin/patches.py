@@ -84,7 +84,10 @@ def add_cli_args(original, parser):
 def post_init(original, self):
     name_ours = ours(self.speculative_algorithm)
     if name_ours:
+        from ..server_args import USER_GRAPH_SIZES
+
         self.speculative_algorithm = name_ours
+        setattr(self, USER_GRAPH_SIZES, self.cuda_graph_bs is not None or self.cuda_graph_max_bs is not None)
     return original(self)
 
 

@@ -92,7 +92,8 @@ NAMES = (  # our names and server arguments, where SGLang has no registry for th
         f"{SERVER_ARGS}:ServerArgs.__post_init__",
         "post_init",
         ("self",),
-        "`DFLASH` becomes DFLASH_CHAIN where it is ours, before SGLang's checks read the name",
+        "`DFLASH` becomes DFLASH_CHAIN where it is ours, before SGLang's checks read the name; whether the user gave "
+        "CUDA-graph sizes, before SGLang fills in its defaults",
     ),
     Patch(
         f"{SERVER_ARGS}:ServerArgs._handle_model_specific_adjustments",
