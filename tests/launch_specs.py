@@ -1,16 +1,18 @@
-"""What a Triton launch compiles, recorded without a GPU: `kernel_spec` of an intercepted launch, and the package
-imported afresh with the interpreter off (`fresh_package_without_interpreter`), as on a GPU. Shared by the kernel
-tests that build (kernels/test_sm86_compile.py) or count builds (kernels/test_batch_compiles.py) and by benchmarks/kernels."""
+"""What a Triton launch compiles, recorded without a GPU: launches intercepted (`intercepted_launches`), `kernel_spec`
+of each, and the package imported afresh with the interpreter off (`fresh_package_without_interpreter`), as on a
+GPU. Shared by the kernel tests that build (kernels/test_sm86_compile.py) or count builds
+(kernels/test_batch_compiles.py) and by benchmarks/kernels."""
 
 from __future__ import annotations
 
 import contextlib
 import importlib
 import sys
+from unittest import mock
 
 import torch
 import triton
-from triton.runtime.jit import mangle_type
+from triton.runtime.jit import KernelInterface, mangle_type
 
 
 def kernel_spec(kernel, args, kwargs):
@@ -48,3 +50,11 @@ def fresh_package_without_interpreter():
         for name in ours():
             del sys.modules[name]
         sys.modules.update(saved)
+
+
+@contextlib.contextmanager
+def intercepted_launches():
+    """A list that collects (kernel, args, kwargs) of every Triton launch inside the block, instead of launching."""
+    seen = []
+    with mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw))):
+        yield seen

@@ -23,11 +23,10 @@ import torch
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from triton.runtime.jit import KernelInterface
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from launch_specs import kernel_spec  # noqa: E402 (the tests' launch recording)
+from launch_specs import intercepted_launches, kernel_spec  # noqa: E402 (the tests' launch recording)
 
 from sglang_dflash.kernels import device as gpu  # noqa: E402
 from sglang_dflash.kernels.tree_gdn import tree_gdn as tg  # noqa: E402
@@ -39,10 +38,8 @@ HV, H, K = 24, 8, 128
 def recorded_launches(sm: int):
     """A list that collects (kernel, args, kwargs) of every Triton launch inside the block, instead of launching;
     the wrappers choose their configurations as on an H200 (sm 90) or an A6000 (sm 86)."""
-    seen = []
-    record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
     smem = mock.patch.object(gpu, "shared_memory_per_block", lambda device: (227 if sm == 90 else 99) * 1024)
-    with record, smem:
+    with intercepted_launches() as seen, smem:
         yield seen
 
 

@@ -16,8 +16,7 @@ from unittest import mock
 
 import pytest
 import torch
-from launch_specs import fresh_package_without_interpreter, kernel_spec
-from triton.runtime.jit import KernelInterface
+from launch_specs import fresh_package_without_interpreter, intercepted_launches, kernel_spec
 
 REQUESTS = (1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 24, 31, 32, 33, 48, 64, 100, 128, 131)
 N, DEPTHS, VOCAB = 32, 15, 4096
@@ -67,14 +66,13 @@ def builds_by_call(sms: int) -> dict[str, int]:
             __import__(f"sglang_dflash.kernels.{name}")
         for R in REQUESTS:
             for name, call in step_calls(kernels, R).items():
-                start = len(seen)
-                launch = lambda kernel, grid: lambda *a, **kw: seen.append((name, kernel, a, kw))  # noqa: E731
                 with (
-                    mock.patch.object(KernelInterface, "__getitem__", launch),
+                    intercepted_launches() as launches,
                     mock.patch.object(kernels.device, "multiprocessor_count", lambda device: sms),
                 ):
                     call()
-                assert len(seen) > start, f"{name}: no launch"
+                assert launches, f"{name}: no launch"
+                seen += [(name, *launch) for launch in launches]
     builds = defaultdict(list)  # specs outside the block: Triton's type mangling imports modules that need its interpreter
     for name, kernel, args, kwargs in seen:
         spec = (kernel, kernel_spec(kernel, args, kwargs))

@@ -33,10 +33,9 @@ from unittest import mock
 import pytest
 import torch
 import triton
-from launch_specs import fresh_package_without_interpreter, kernel_spec
+from launch_specs import fresh_package_without_interpreter, intercepted_launches, kernel_spec
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from triton.runtime.jit import KernelInterface
 
 SM86 = GPUTarget("cuda", 86, 32)
 SM90 = GPUTarget("cuda", 90, 32)
@@ -133,11 +132,9 @@ def production_calls(kernels):
 def record_launches(pdl: bool = False):
     """{test id: (kernel, spec)} for every distinct build; ids are kernel-shape[-2 for a second build]. pdl: as on a
     GPU where `device.pdl` holds (SM90), not on an A6000."""
-    seen = []
-    record = mock.patch.object(KernelInterface, "__getitem__", lambda kernel, grid: lambda *a, **kw: seen.append((kernel, a, kw)))
     with (
         fresh_package_without_interpreter() as kernels,
-        record,
+        intercepted_launches() as seen,
         mock.patch.object(kernels.device, "shared_memory_per_block", lambda device: SM86_SHARED_BYTES),
         mock.patch.object(kernels.device, "pdl", lambda device: pdl),
     ):  # the wrappers choose as on an A6000

@@ -266,7 +266,8 @@ def greedy_walk(
     if token_ids.device != device or parents.device != device:
         raise ValueError(f"token_ids / parents on {token_ids.device} / {parents.device}, target_logits on {device}")
     x = target_logits if target_logits.stride(2) == 1 else target_logits.contiguous()
-    fit = programs_per_request(R, gpu.multiprocessor_count(device))
+    sms = gpu.multiprocessor_count(device)
+    fit = programs_per_request(R, sms)
     want = triton.cdiv(V, fit)  # vocabulary entries per span
     if lookahead < 1 or lookahead & (lookahead - 1):
         raise ValueError(f"lookahead must be a power of two >= 1, got {lookahead}")
@@ -281,8 +282,8 @@ def greedy_walk(
     pairs = not gpu.INTERPRET and x.dtype == torch.bfloat16 and chunk > block and V % 2 == 0
     pairs = pairs and x.stride(0) % 2 == 0 and x.stride(1) % 2 == 0 and x.data_ptr() % 4 == 0
     P = 1 if gpu.INTERPRET else min(S, programs or fit)
-    if P > 1 and R * P > gpu.multiprocessor_count(device):
-        raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the SMs (the barrier)")
+    if P > 1 and R * P > sms:
+        raise ValueError(f"programs={P} per request: R * P = {R * P} must stay within the {sms} SMs (the barrier)")
     keys = torch.empty((L + 1) * lookahead, R, S, device=device, dtype=torch.int64)  # per round and row
     accept_len = torch.empty(R, device=device, dtype=torch.long)
     accepted_nodes = torch.empty(R, L + 1, device=device, dtype=torch.long)
