@@ -50,6 +50,14 @@ at that mean tokens per pass instead of the target's choice (`forced_acceptance.
 its own; the package has no such switch), so the step, commits included, runs at a realistic acceptance with the
 random drafter. Their outputs are not the target's; the table's header says so. DFlash's published mean on
 Qwen3.5-27B is 7.7 (Math500) / 9.1 (HumanEval) / 5.5 (MT-Bench); DDTree's papers add 2.5-3.1 on other targets.
+That model accepts nothing past a tree's most probable path, so every budget that holds the path accepts alike.
+
+--calibrated-tau 7.7,10.2 (BENCHMARK ONLY, TP=1; instead of --forced-tau): every run of ours drafts from one
+calibrated distribution a depth and the target's token at each depth is drawn from it (`forced_acceptance.py`'s
+marginal model, DDTree's own): a chain of the drafter's block accepts the first number of tokens a pass and DDTree's
+best 511 prefixes the second (DDTree's published figures are at its best budget, 256-512), and each width accepts
+what its tree holds, so that budgets and the width controller trade acceptance for cost as with a real drafter. The
+table's header gives the model's tokens a pass at each width run.
 """
 
 from __future__ import annotations
@@ -111,12 +119,15 @@ def write_target(target: Path, text: dict = QWEN36_27B_TEXT) -> Path:
     return target
 
 
+BLOCK_SIZE = 16  # the random drafter's block: 15 drafted depths, as Qwen3.6-27B's DFlash drafter
+
+
 def build(work: Path, log: h.Log, text: dict = QWEN36_27B_TEXT) -> tuple[Path, Path]:
     """config.json of the 27B-shaped target (weights: SGLang's dummy loader) and a random bf16 drafter for it (its
     heads follow the target's, as init_draft makes them)."""
     target, draft = write_target(work / "target27b", text), work / "draft27b"
     cmd = [sys.executable, "-m", "sglang_dflash.init_draft", "--target", str(target), "--out", str(draft), "--layers", "5",
-           "--block-size", "16", "--sliding-window", "2048", "--dtype", "bfloat16", "--force"]  # fmt: skip
+           "--block-size", str(BLOCK_SIZE), "--sliding-window", "2048", "--dtype", "bfloat16", "--force"]  # fmt: skip
     out = subprocess.run(cmd, capture_output=True, text=True, env=h.repo_env())  # --force: an earlier call's is remade
     if out.returncode != 0:
         raise SystemExit(f"sglang_step_costs: init_draft failed (exit {out.returncode}): {out.stderr.strip()[-2000:]}")
@@ -136,16 +147,35 @@ def batch_steps(run: h.Run) -> int:
     return sum(max(m.get("spec_verify_ct") or m.get("completion_tokens") or 0 for m in g) for g in groups)
 
 
-def forced_runs(runs: list[h.SGLangRun], taus: dict[str, float], work: Path, env: dict, block_size: int) -> None:
-    """--forced-tau: our runs of each algorithm named there accept by `forced_acceptance` at that mean (tokens per
-    pass), through its entry point first on their PYTHONPATH. Their outputs are not the target's."""
+def acceptance_models(args, block_size: int) -> dict[str, str]:
+    """SGLANG_DFLASH_BENCH_ACCEPTANCE by algorithm: --forced-tau's `depth` model at each algorithm's mean, or
+    --calibrated-tau's `marginal` model for both; {} for the target's own acceptance."""
+    depths = block_size - 1
+    if args.forced_tau:
+        return {a: "depth:" + ",".join(f"{x:.6f}" for x in forced.survival_from_tau(tau, depths))
+                for a, tau in args.forced_tau.items()}  # fmt: skip
+    if args.calibrated_tau:
+        spec = "marginal:" + ",".join(f"{x:.9g}" for x in forced.rank_probs(*args.calibrated_tau, depths))
+        return dict.fromkeys(("DFLASH_CHAIN", "DDTREE"), spec)
+    return {}
+
+
+def forced_runs(runs: list[h.SGLangRun], models: dict[str, str], work: Path, env: dict) -> None:
+    """Our runs of each algorithm in `models` (`acceptance_models`) accept by that model, through
+    `forced_acceptance`'s entry point first on their PYTHONPATH. Their outputs are not the target's."""
     root = forced.install(work)
     for run in runs:
         algorithm = run.engine_kwargs.get("speculative_algorithm")
-        if run.plugin and algorithm in taus and run.name != h.BUILTIN:
-            survival = forced.survival_from_tau(taus[algorithm], block_size - 1)
+        if run.plugin and algorithm in models and run.name != h.BUILTIN:
             path = os.pathsep.join([str(root), env.get("PYTHONPATH", "")])
-            run.env = dict(run.env, PYTHONPATH=path, **{forced.ENV: ",".join(f"{a:.6f}" for a in survival)})
+            run.env = dict(run.env, PYTHONPATH=path, **{forced.ENV: models[algorithm]})
+
+
+def model_taus(args, block_size: int) -> str:
+    """--calibrated-tau: the model's tokens a pass of the chain and of each --budgets tree, for the table's header."""
+    probs, depths = forced.rank_probs(*args.calibrated_tau, block_size - 1), block_size - 1
+    widths = [("DFLASH_CHAIN", depths)] + [(f"DDTREE {b}", int(b)) for b in args.budgets.split(",")]
+    return ", ".join(f"{name} {forced.expected_tau(probs, depths, n):.2f}" for name, n in widths)
 
 
 MTP, EAGLE_TREE = "sglang-mtp", "sglang-eagle-tree"  # SGLang's own EAGLE/NEXTN with the target's MTP layer
@@ -238,15 +268,14 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         for b, p in prof.items()
         if "interval_median_us" in p
     }
-    forced_note = (
-        [
-            "",
-            f"**FORCED ACCEPTANCE (benchmark only, `forced_acceptance.py`): our runs' outputs are NOT the target's.** "
-            f"Each request accepts a depth drawn per step at mean tokens per pass {args.forced_tau}.",
-        ]  # fmt: skip
-        if args.forced_tau
-        else []
-    )
+    forced_note = []
+    if args.forced_tau or args.calibrated_tau:
+        how = f"Each request accepts a depth drawn per step at mean tokens per pass {args.forced_tau}."
+        if args.calibrated_tau:
+            how = (f"The target's tokens are drawn from the drafter's calibrated marginals ({args.calibrated_tau}: tokens "
+                   f"a pass of a chain and of the best 511 prefixes); the model's tokens a pass: {args.model_taus}.")  # fmt: skip
+        forced_note = ["", "**FORCED ACCEPTANCE (benchmark only, `forced_acceptance.py`): our runs' outputs are NOT the "
+                           "target's.** " + how]  # fmt: skip
     lines = [
         f"## SGLang step costs, Qwen3.6-27B shapes{' of one TP=2 rank' if args.tp2_shard else ''} (dummy weights), "
         f"TP={args.tp}, {args.num_prompts} prompts x "
@@ -310,14 +339,14 @@ def rates(runs: list[h.Run]) -> dict[tuple[str, int], float]:
     return {(r.name, r.batch): tokens_per_s(r) for r in runs if tokens_per_s(r) is not None}
 
 
-def throughput_table(runs: list[h.Run], forced_tau: dict | None) -> str:
+def throughput_table(runs: list[h.Run], forced: bool) -> str:
     """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch."""
     batches = sorted({r.batch for r in runs})
     names = list(dict.fromkeys(r.name for r in runs))
     rate = rates(runs)
     lines = [
         "## Tokens per second: each batch size's prompts' emitted tokens over their wall time, prefills included"
-        + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced_tau else ""),
+        + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced else ""),
         "",
         "| run | " + " | ".join(f"batch {b}" for b in batches) + " |",
         "|---|" + "---|" * len(batches),
@@ -331,7 +360,7 @@ def throughput_table(runs: list[h.Run], forced_tau: dict | None) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[h.Run], forced_tau: dict | None, path: Path) -> str:
+def plot(runs: list[h.Run], forced: bool, path: Path) -> str:
     """Tokens per second by batch size, a line a run, as a PNG at `path`. Returns what it did: matplotlib may be
     missing on the GPU machine; then `--plot` draws it elsewhere from step_costs.json."""
     try:
@@ -354,7 +383,7 @@ def plot(runs: list[h.Run], forced_tau: dict | None, path: Path) -> str:
     ax.set_xlabel("requests in flight (batch)")
     ax.set_ylabel("tokens / s")
     title = "SGLang, Qwen3.6-27B shapes (dummy weights)"
-    ax.set_title(title + ("\nFORCED ACCEPTANCE: outputs are not the target's" if forced_tau else ""))
+    ax.set_title(title + ("\nFORCED ACCEPTANCE: outputs are not the target's" if forced else ""))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -373,11 +402,12 @@ def replot(argv: list[str]) -> int:
     if isinstance(data, list):  # written before the forced-acceptance field
         data = dict(forced_tau=None, runs=data)
     runs = [h.Run(**r) for r in data["runs"]]
-    text = throughput_table(runs, data.get("forced_tau"))
+    forced = bool(data.get("forced_tau") or data.get("calibrated_tau"))
+    text = throughput_table(runs, forced)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tokens_per_s.md").write_text(text + "\n")
     print(text)
-    print(plot(runs, data.get("forced_tau"), args.out / "tokens_per_s.png"))
+    print(plot(runs, forced, args.out / "tokens_per_s.png"))
     return 0
 
 
@@ -416,6 +446,16 @@ def main(argv=None) -> int:
         "mean tokens per pass (the bonus included) instead of the target's choice (forced_acceptance.py); their "
         "outputs are not the target's, and the table says so",
     )
+    p.add_argument(
+        "--calibrated-tau",
+        type=lambda s: tuple(float(v) for v in s.split(",")),
+        default=None,
+        metavar="CHAIN,TREE",
+        help="BENCHMARK ONLY, TP=1, instead of --forced-tau: e.g. 7.7,10.2: every run of ours drafts from one "
+        "calibrated distribution a depth and the target's tokens are drawn from it (forced_acceptance.py's marginal "
+        "model): a chain of the drafter's block accepts CHAIN tokens a pass, the best 511 prefixes TREE, each width "
+        "what its tree holds; outputs are not the target's, and the table says so",
+    )
     p.add_argument("--default-graphs", action="store_true",
                    help="CUDA graphs at the batch sizes SGLang picks itself (no --cuda-graph-bs, --cuda-graph-max-bs or "
                         "--max-running-requests), as a user's server has them; default: at --batches only")  # fmt: skip
@@ -443,21 +483,27 @@ def main(argv=None) -> int:
         + ["--attention-backend", mine.attention_backend]
         + (["--runs", mine.runs] if mine.runs else [])
     )  # fmt: skip
+    if mine.tp2_shard and mine.tp != 1:
+        p.error("--tp2-shard runs one TP=2 rank's shapes at --tp 1")
+    if mine.forced_tau and (mine.tp != 1 or set(mine.forced_tau) - {"DFLASH_CHAIN", "DDTREE"}):
+        p.error("--forced-tau takes DFLASH_CHAIN= and DDTREE= at --tp 1")
+    if mine.calibrated_tau and (mine.tp != 1 or mine.forced_tau or len(mine.calibrated_tau) != 2):
+        p.error("--calibrated-tau takes CHAIN,TREE (two numbers) at --tp 1, without --forced-tau")
+    try:
+        models = acceptance_models(mine, BLOCK_SIZE)
+        mine.model_taus = model_taus(mine, BLOCK_SIZE) if mine.calibrated_tau else None
+    except ValueError as e:  # tokens a pass the model cannot reach
+        p.error(str(e))
     out = mine.out or Path(h.os.environ.get("OUT") or mine.work / "out")
     out.mkdir(parents=True, exist_ok=True)
     mine.work.mkdir(parents=True, exist_ok=True)
     log = h.Log(out / "step_costs.log")
     install = h.install_wheels(mine.site, mine.sglang, log)
-    if mine.tp2_shard and mine.tp != 1:
-        p.error("--tp2-shard runs one TP=2 rank's shapes at --tp 1")
-    if mine.forced_tau and (mine.tp != 1 or set(mine.forced_tau) - {"DFLASH_CHAIN", "DDTREE"}):
-        p.error("--forced-tau takes DFLASH_CHAIN= and DDTREE= at --tp 1")
     target, draft = build(mine.work, log, tp2_shard(QWEN36_27B_TEXT) if mine.tp2_shard else QWEN36_27B_TEXT)
     h.finish_install(install, log)
     env = h.sglang_env(mine.site, hargs.sglang_dtype, log)
     runs = step_runs(hargs, target, draft, mine.work, mine.list_kernels, mine.default_graphs)
-    if mine.forced_tau:
-        forced_runs(runs, mine.forced_tau, mine.work, env, json.loads((draft / "config.json").read_text())["block_size"])
+    forced_runs(runs, models, mine.work, env)
     prompts = h.make_prompts(mine.num_prompts, QWEN36_27B_TEXT["vocab_size"], 0)
     import torch
 
@@ -480,12 +526,13 @@ def main(argv=None) -> int:
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
     logs = {r.name: (out / f"{r.name}.log").read_text(errors="replace") for r in runs if (out / f"{r.name}.log").is_file()}
-    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, mine.forced_tau) + "\n\n" + memory_table(logs)
+    forced = bool(mine.forced_tau or mine.calibrated_tau)
+    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, forced) + "\n\n" + memory_table(logs)
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
-    data = dict(forced_tau=mine.forced_tau, runs=[h.asdict(r) for r in results])
+    data = dict(forced_tau=mine.forced_tau, calibrated_tau=mine.calibrated_tau, runs=[h.asdict(r) for r in results])
     (out / "step_costs.json").write_text(json.dumps(data, default=str))
-    log.stamp(plot(results, mine.forced_tau, out / "tokens_per_s.png"))
+    log.stamp(plot(results, forced, out / "tokens_per_s.png"))
     return 0 if all(r.outputs is not None for r in results) else 1
 
 

@@ -1,10 +1,13 @@
-"""The benchmark-only forced acceptance (benchmarks/gpu/forced_acceptance.py): its profile, the path it accepts on
-hand-worked trees, the distribution of the patched workers' acceptance, and the entry point SGLang would find."""
+"""The benchmark-only forced acceptance (benchmarks/gpu/forced_acceptance.py). Depth model: its profile, the path it
+accepts on hand-worked trees, the distribution of the patched workers' acceptance. Marginal model: its calibration
+and its acceptance against an exhaustive enumeration of the target's tokens over trees the package builds. The entry
+point SGLang would find."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -13,7 +16,7 @@ from paths import ROOT
 sys.path.insert(0, str(ROOT / "benchmarks" / "gpu"))
 import forced_acceptance as forced  # noqa: E402
 
-from sglang_dflash.ddtree import tree_from_parents  # noqa: E402
+from sglang_dflash.ddtree import build_ddtree, tree_from_parents  # noqa: E402
 from sglang_dflash.dflash import chain_tree  # noqa: E402
 
 
@@ -84,7 +87,7 @@ def test_patched_workers_accept_at_the_profiles_distribution(monkeypatch):
     from sglang_dflash.sglang import ddtree_worker_v2, worker_common
 
     survival = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
-    monkeypatch.setenv(forced.ENV, ",".join(map(str, survival)))
+    monkeypatch.setenv(forced.ENV, "depth:" + ",".join(map(str, survival)))
     monkeypatch.setattr(ddtree_worker_v2, "accept_greedy", ddtree_worker_v2.accept_greedy)  # restored after the test
     monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_run_drafter", lambda self, *a: (None, torch.tensor([[0.0, 2.0, 1.0]])))
     forced.load()
@@ -112,12 +115,113 @@ def test_step_costs_forces_only_our_named_runs(tmp_path):
     args = harness.parse_args(["--speculative-algorithm", "DFLASH_CHAIN", "DDTREE", "DFLASH", "--budgets", "63"])
     (tmp_path / "config.json").write_text('{"block_size": 16}')
     runs = harness.sglang_runs(args, tmp_path, tmp_path)
-    sglang_step_costs.forced_runs(runs, {"DDTREE": 10.2}, tmp_path, {"PYTHONPATH": "/site"}, 16)
+    models = sglang_step_costs.acceptance_models(SimpleNamespace(forced_tau={"DDTREE": 10.2}, calibrated_tau=None), 16)
+    sglang_step_costs.forced_runs(runs, models, tmp_path, {"PYTHONPATH": "/site"})
     forced_env = {r.name: r.env.get(forced.ENV) for r in runs}
     assert [n for n, v in forced_env.items() if v] == ["sglang-ddtree63"]
     ddtree = next(r for r in runs if r.name == "sglang-ddtree63")
     assert ddtree.env["PYTHONPATH"] == f"{tmp_path / 'forced_acceptance'}:/site"
-    survival = [float(x) for x in ddtree.env[forced.ENV].split(",")]
-    assert len(survival) == 15 and sum((k + 1) * p for k, p in enumerate(forced.depth_probs(survival).tolist())) == (
-        pytest.approx(10.2, abs=1e-4)
-    )
+    model, _, values = ddtree.env[forced.ENV].partition(":")
+    survival = [float(x) for x in values.split(",")]
+    assert model == "depth" and len(survival) == 15
+    assert sum((k + 1) * p for k, p in enumerate(forced.depth_probs(survival).tolist())) == pytest.approx(10.2, abs=1e-4)
+    # --calibrated-tau: one marginal model for every run of ours (SGLang's own DFLASH keeps the target's acceptance)
+    runs = harness.sglang_runs(args, tmp_path, tmp_path)
+    models = sglang_step_costs.acceptance_models(SimpleNamespace(forced_tau=None, calibrated_tau=(7.7, 10.2)), 16)
+    sglang_step_costs.forced_runs(runs, models, tmp_path, {"PYTHONPATH": "/site"})
+    specs = {r.name: r.env.get(forced.ENV) for r in runs if r.env.get(forced.ENV)}
+    assert list(specs) == ["sglang-dflash-chain", "sglang-ddtree63"] and len(set(specs.values())) == 1
+    probs = [float(x) for x in specs["sglang-ddtree63"].removeprefix("marginal:").split(",")]
+    assert len(probs) == forced.RANKS and probs == pytest.approx(forced.rank_probs(7.7, 10.2, 15), rel=1e-8)
+
+
+# --- the marginal model
+
+
+def enumerated_accept(tree, probs: list[float], top: list[list[int]], V: int) -> list[float]:
+    """Per request, the expected accept length (drafted tokens, bonus excluded) when the target's token at depth d is
+    top[r][d - 1] + k (mod V) with probs[k] (rank k + 1), or any other token (mass 1 - sum(probs)), independently:
+    every sequence of ranks enumerated, the tree walked by hand over its parents."""
+    import itertools
+
+    R, N = tree.token_ids.shape
+    L = tree.max_depth
+    out = []
+    for r in range(R):
+        tokens, parents = tree.token_ids[r].tolist(), tree.parents[r].tolist()
+        mean = 0.0
+        outcomes = [*range(len(probs)), None]  # None: a token ranked past the given ranks (no tree holds it)
+        for ranks in itertools.product(outcomes, repeat=L):
+            p, node, length = 1.0, 0, 0
+            for k in ranks:
+                p *= (1 - sum(probs)) if k is None else probs[k]
+            for d, k in enumerate(ranks):
+                want = None if k is None else (top[r][d] + k) % V
+                child = next((i for i in range(N) if parents[i] == node and tokens[i] == want), None)
+                if child is None:
+                    break
+                node, length = child, length + 1
+            mean += p * length
+        out.append(mean)
+    return out
+
+
+@pytest.mark.parametrize("budget", [1, 3, 5, 9])
+def test_expected_tau_is_what_a_built_tree_accepts(budget):
+    """`expected_tau` (best first over prefixes) against the DDTree the package builds from `calibrated_logits` and
+    an enumeration of every rank sequence the target can draw (3 depths, 3 ranks and the rest)."""
+    L, V, probs = 3, 11, [0.6, 0.25, 0.1]
+    logits = torch.randn(2, L, V, generator=torch.Generator().manual_seed(budget))
+    shaped = forced.calibrated_logits(logits, torch.tensor(probs).log(), 1 - sum(probs))
+    assert torch.allclose(shaped.softmax(-1).topk(3).values, torch.tensor(probs).expand(2, L, 3), atol=1e-6)
+    tree = build_ddtree(shaped, torch.zeros(2, dtype=torch.long), budget)
+    top = logits.argmax(-1).tolist()
+    expected = enumerated_accept(tree, probs, top, V)
+    assert expected == pytest.approx([forced.expected_tau(probs, L, budget) - 1] * 2, abs=1e-6)
+
+
+@pytest.mark.parametrize("chain_tau, tree_tau", [(7.7, 10.2), (5.5, 7.5), (9.1, 11.5)])
+def test_rank_probs_reach_both_figures(chain_tau, tree_tau):
+    probs = forced.rank_probs(chain_tau, tree_tau, 15)
+    a = probs[0]
+    assert 1 + sum(a**d for d in range(1, 16)) == pytest.approx(chain_tau, abs=1e-6)  # the chain: a per depth
+    assert forced.expected_tau(probs, 15, forced.TREE_BUDGET) == pytest.approx(tree_tau, abs=1e-4)
+    assert sum(probs) <= 1 and all(x >= y for x, y in zip(probs, probs[1:]))
+    with pytest.raises(ValueError, match="reaches"):
+        forced.rank_probs(chain_tau, chain_tau - 0.5, 15)  # a tree below its own chain
+
+
+def test_drawn_tokens_follow_the_ranks():
+    V, probs, n = 50, torch.tensor([0.5, 0.2, 0.1], dtype=torch.float64), 40000
+    top = torch.full((n, 1), 47)
+    drawn = forced.drawn_tokens(top, torch.cumsum(probs, 0), V, torch.Generator().manual_seed(0))[:, 0]
+    counts = torch.bincount(drawn, minlength=V).double()
+    ranked = [(47 + k) % V for k in range(3)]
+    for token, p in zip(ranked, probs.tolist()):
+        assert abs(counts[token] - n * p) <= 5 * (n * p) ** 0.5, (token, counts[token])
+    others = torch.tensor([t for t in range(V) if t not in ranked])
+    expected = n * 0.2 / len(others)  # the rest, uniform over the unranked tokens
+    assert ((counts[others] - expected).abs() <= 5 * expected**0.5).all()
+
+
+@pytest.mark.sglang
+@pytest.mark.parametrize("budget", [4, 9])
+def test_patched_workers_accept_as_the_marginal_model(monkeypatch, budget):
+    """`load` with a marginal model: the drafter's logits become the calibrated distribution, and the workers'
+    accept_greedy over trees built from them accepts on average what the enumeration gives (a chain: a per depth)."""
+    from sglang_dflash.sglang import ddtree_worker_v2, worker_common
+
+    L, V, probs = 3, 13, [0.7, 0.2]
+    monkeypatch.setenv(forced.ENV, "marginal:" + ",".join(map(str, probs)))
+    monkeypatch.setattr(ddtree_worker_v2, "accept_greedy", ddtree_worker_v2.accept_greedy)  # restored after the test
+    raw = torch.randn(1, L, V, generator=torch.Generator().manual_seed(budget))
+    monkeypatch.setattr(worker_common.DDTreeWorkerBase, "_run_drafter", lambda self, *a: (None, raw))
+    forced.load()
+    _, logits = worker_common.DDTreeWorkerBase._run_drafter(None)
+    assert torch.allclose(logits.softmax(-1).topk(2).values, torch.tensor(probs).expand(1, L, 2), atol=1e-6)
+    R, roots = 6000, torch.zeros(1, dtype=torch.long)
+    for tree in (build_ddtree(logits, roots, budget), chain_tree(logits.argmax(-1), roots)):  # one request's
+        mean = enumerated_accept(tree, probs, raw.argmax(-1).tolist(), V)[0]
+        many = tree_from_parents(tree.token_ids.expand(R, -1), tree.parents.expand(R, -1), max_depth=tree.max_depth)
+        lengths = ddtree_worker_v2.accept_greedy(many, torch.zeros(R, tree.token_ids.shape[1], V)).accept_len.double()
+        assert abs(lengths.mean().item() - mean) <= 5 * lengths.std().item() / R**0.5, (lengths.mean(), mean)

@@ -45,7 +45,7 @@ def test_table_rows():
         },
         "sglang": {"1": {"steps": 31, "median_us": dict(decode=12000, step=12000), "interval_median_us": 13000}},  # stock
     }
-    args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32, forced_tau=None)
+    args = SimpleNamespace(tp=1, tp2_shard=False, num_prompts=8, max_new_tokens=32, forced_tau=None, calibrated_tau=None)
     text = costs.table([stock1, stock, plugin, plugin8, failed], profiles, args)
     assert "FORCED" not in text
     rows = {tuple(line.split(" | ")[:2]): line.split(" | ") for line in text.splitlines() if line.startswith("| sglang")}
@@ -63,10 +63,14 @@ def test_table_rows():
     # 4 prompts: batch 8 ran steps of 4 requests, which the profile keys by 4
     profiles["sglang-ddtree64"]["4"] = {"steps": 9, "median_us": dict(phases, step=45000)}
     forced = {"DDTREE": 10.2}  # the header says the outputs are not the target's
-    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32, forced_tau=forced)
+    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=4, max_new_tokens=32, forced_tau=forced, calibrated_tau=None)
     text = costs.table([plugin8], profiles, args)
     assert "of one TP=2 rank" in text and "| sglang-ddtree64 | 8 | 40.00 | - | - | - | 45.00 | - | 3.00 |" in text
     assert "FORCED ACCEPTANCE" in text.splitlines()[2] and "NOT the target's" in text and "10.2" in text
+    args = SimpleNamespace(**{**vars(args), "forced_tau": None, "calibrated_tau": (7.7, 10.2), "budgets": "15,31"})
+    args.model_taus = costs.model_taus(args, 16)  # the header gives the model's tokens a pass by width
+    header = costs.table([plugin8], profiles, args).splitlines()[2]
+    assert "FORCED ACCEPTANCE" in header and "(7.7, 10.2)" in header and "DFLASH_CHAIN 7.70, DDTREE 15 7.70" in header
 
 
 def test_tp2_shard_halves_what_tp2_splits():
@@ -147,7 +151,7 @@ def test_table_rows_of_sglangs_own_mtp():
     stock = h.Run("sglang", 1, outputs=[[1]] * 2, wall_s=0.64, extra=dict(meta=[dict(completion_tokens=32)] * 2))
     passes = [dict(completion_tokens=32, spec_verify_ct=16)] * 2
     mtp = h.Run(costs.MTP, 1, outputs=[[1]] * 2, wall_s=0.96, extra=dict(meta=passes, tokens_per_pass=2.0))
-    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=2, max_new_tokens=32, forced_tau=None)
+    args = SimpleNamespace(tp=1, tp2_shard=True, num_prompts=2, max_new_tokens=32, forced_tau=None, calibrated_tau=None)
     text = costs.table([stock, mtp], {"sglang": {"1": {"steps": 31, "median_us": dict(decode=9000, step=9000)}}}, args)
     row = next(line.split(" | ") for line in text.splitlines() if line.startswith(f"| {costs.MTP} |"))
     assert row[2:6] == ["30.00", "3.00", "-", "-"]  # 0.96 s / 32 passes; stock 0.64 s / 64 tokens
