@@ -160,11 +160,13 @@ def probe_python(code: str, env: dict) -> subprocess.CompletedProcess:
 def sglang_env(site: Path | None, dtype: str, log: Log) -> dict:
     """Environment of the SGLang subprocesses: PYTHONPATH = [stand-in sgl_kernel if needed] : server_site : site :
     repo; the GDN conv-state pool in the model's dtype (SGLang keeps it bf16 by default, and its conv kernel then mixes
-    types)."""
+    types); torch.compile's recompiles logged with their reasons (a first-use stall that is one shows in the server
+    log)."""
     path = [str(SERVER_SITE)] + ([str(site)] if site else []) + [str(REPO)]
     path += [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(path), PYTHONUNBUFFERED="1", SGLANG_MAMBA_CONV_DTYPE=dtype)
     env["SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK"] = "1"  # 0.5.23 checks the kernel wheels' versions (slimmed / stand-in)
+    env.setdefault("TORCH_LOGS", "recompiles")  # each torch.compile recompile, with its reason, in the server log
     r = probe_python("import sgl_kernel", env)
     if r.returncode == 0:
         log.stamp("sgl_kernel: the installed one imports; the test-only stand-in stays off the path")
