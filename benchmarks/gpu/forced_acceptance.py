@@ -107,7 +107,7 @@ def drawn_tokens(top: Tensor, cdf: Tensor, V: int, generator: torch.Generator) -
     (top + k - 1 mod V) with probability cdf[k - 1] - cdf[k - 2] (cdf [K] of probs), else, uniformly, a token ranked
     past K. No host sync."""
     K = cdf.numel()
-    k = torch.searchsorted(cdf, torch.rand(top.shape, device=top.device, generator=generator, dtype=cdf.dtype), right=True)
+    k = draws(cdf, top.shape, generator)
     past = K + (torch.rand(top.shape, device=top.device, generator=generator) * (V - K)).long().clamp(max=V - K - 1)
     return (top + torch.where(k < K, k, past)) % V
 
@@ -155,11 +155,16 @@ def marginal_acceptance(tree, target_logits: Tensor, cdf: Tensor, generator: tor
     return walk_tree(tree, drawn.gather(1, tree.depths))  # a node's target token: the drawn one a depth below it
 
 
+def draws(cdf: Tensor, shape, generator: torch.Generator) -> Tensor:
+    """Indices [shape] drawn from a cumulative distribution cdf [K] on its device (K: past its last bin, where cdf[-1]
+    < 1), without a host sync (`torch.multinomial` checks its input on the host, and a host table's copy waits for the
+    stream)."""
+    return torch.searchsorted(cdf, torch.rand(shape, device=cdf.device, generator=generator, dtype=cdf.dtype), right=True)
+
+
 def draw_depths(cdf: Tensor, R: int, generator: torch.Generator) -> Tensor:
-    """R accept lengths drawn from a cumulative distribution cdf [L + 1] on their device, without a host sync
-    (`torch.multinomial` checks its input on the host, and a host table's copy waits for the stream)."""
-    u = torch.rand(R, device=cdf.device, generator=generator, dtype=cdf.dtype)
-    return torch.searchsorted(cdf, u, right=True).clamp(max=cdf.numel() - 1)
+    """R accept lengths drawn from a cumulative distribution cdf [L + 1] (`draws`; rounding's past-the-end is L)."""
+    return draws(cdf, (R,), generator).clamp(max=cdf.numel() - 1)
 
 
 def sharpen(logits: Tensor, peak: float = 30.0) -> Tensor:
