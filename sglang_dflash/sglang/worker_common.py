@@ -92,8 +92,13 @@ def pad_rows(G: int, *columns: tuple[Tensor, int]) -> tuple[Tensor, ...]:
 
 
 def free_gib(device: torch.device) -> float:
-    """The GPU's free memory in GiB (0 off CUDA)."""
-    return torch.cuda.mem_get_info(device)[0] / (1 << 30) if device.type == "cuda" else 0.0
+    """The GPU's free memory in GiB once torch's caching allocator has handed back its unused blocks (0 off CUDA):
+    without that, a capture that empties the cache between two readings made the width tiers' memory come out
+    negative (-0.87 GiB at 27B shapes)."""
+    if device.type != "cuda":
+        return 0.0
+    torch.cuda.empty_cache()
+    return torch.cuda.mem_get_info(device)[0] / (1 << 30)
 
 
 def extend_tap_layout(prefix_lens: list[int], extend_lens: list[int], device=None) -> tuple[Tensor, Tensor, Tensor]:

@@ -883,6 +883,18 @@ def test_width_control_builds_the_narrower_tiers_and_leaves_the_widest_active(mo
     assert activated == [16] and w.width.tiers == (*built, 16) and w.width.observations.probs.shape[1:] == (8, 15)
 
 
+def test_free_gib_reads_after_the_allocator_hands_back_its_cache(monkeypatch):
+    """Cached blocks that a capture releases between two readings are not memory the tiers gave back: each reading
+    empties torch's cache first (here the fake device's free memory rises from 10 to 12 GiB when it is emptied)."""
+    from sglang_dflash.sglang import worker_common
+
+    free = [10 << 30]
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: free.__setitem__(0, 12 << 30))
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (free[0], 80 << 30))
+    assert worker_common.free_gib(SimpleNamespace(type="cuda")) == 12.0
+    assert worker_common.free_gib(torch.device("cpu")) == 0.0
+
+
 @pytest.mark.parametrize("left_gib, warned", [(0.5, True), (3.0, False)])
 def test_width_tiers_warn_when_little_gpu_memory_is_left(monkeypatch, caplog, left_gib, warned):
     """Where the tiers leave less than TIERS_HEADROOM_GIB free, the server says so, with the fraction of the GPU they
