@@ -34,6 +34,7 @@ ENTRY = "sglang_dflash_bench_forced_acceptance"
 MODELS = ("depth", "marginal")
 TREE_BUDGET = 511  # `rank_probs`: the tree whose tokens per pass are given (DDTree's best budgets are 256-512)
 RANKS = 64  # `rank_probs`: the drafter's ranks given a probability of their own
+VOCAB = 248_320  # `rank_probs`: the vocabulary the unranked mass is shared over (Qwen3.6-27B's)
 
 
 def survival_from_tau(tau: float, max_depth: int) -> list[float]:
@@ -71,11 +72,13 @@ def expected_tau(probs: list[float], max_depth: int, budget: int) -> float:
     return total
 
 
-def rank_probs(chain_tau: float, tree_tau: float, max_depth: int, budget: int = TREE_BUDGET, ranks: int = RANKS):
+def rank_probs(chain_tau: float, tree_tau: float, max_depth: int, budget: int = TREE_BUDGET, ranks: int = RANKS,
+               vocab: int = VOCAB):  # fmt: skip
     """The marginal model's probabilities [ranks] (the same at every depth): rank 1 at the survival with which a chain
     of max_depth drafts accepts chain_tau tokens a pass (`survival_from_tau`); ranks 2.. share the rest geometrically,
     (1 - a)(1 - r) r^(k - 2), r found (bisection) so that the best `budget` prefixes accept tree_tau (`expected_tau`).
-    The mass past `ranks`, (1 - a) r^(ranks - 1), goes to tokens no tree holds."""
+    The mass past `ranks`, (1 - a) r^(ranks - 1), is shared by the vocab - ranks other tokens. ValueError where the
+    figures cannot be reached, or where they put rank 1 below rank 2 or an unranked token above a ranked one."""
     a = survival_from_tau(chain_tau, max_depth)[0]
 
     def probs(r: float) -> list[float]:
@@ -89,7 +92,12 @@ def rank_probs(chain_tau: float, tree_tau: float, max_depth: int, budget: int = 
     for _ in range(60):
         r = (low + high) / 2
         low, high = (r, high) if expected_tau(probs(r), max_depth, budget) > tree_tau else (low, r)
-    return probs((low + high) / 2)
+    fitted = probs((low + high) / 2)
+    share = (1 - sum(fitted)) / (vocab - ranks)  # each unranked token's
+    if not (fitted[0] > fitted[1] and fitted[-1] > share):  # rank 1 first, every rank above an unranked token
+        raise ValueError(f"chain {chain_tau} and tree {tree_tau} give ranks out of order: argmax {fitted[0]:.4f}, "
+                         f"second {fitted[1]:.4f}, last ranked {fitted[-1]:.2e}, an unranked token {share:.2e}")  # fmt: skip
+    return fitted
 
 
 def calibrated_logits(logits: Tensor, log_probs: Tensor, rest: float) -> Tensor:
@@ -141,17 +149,18 @@ def forced_acceptance(tree, target_logits: Tensor, depths: Tensor):
     return Acceptance(accept_len=accept_len, accepted_nodes=nodes, bonus_tokens=bonus)
 
 
-def marginal_acceptance(tree, target_logits: Tensor, cdf: Tensor, generator: torch.Generator):
+def marginal_acceptance(tree, V: int, cdf: Tensor, generator: torch.Generator):
     """The marginal model's acceptance: the target's token at each depth drawn (`drawn_tokens`) around the drafter's
     argmax there, which is the token of the tree's first-child chain (DDTree numbers a node's children by score:
     the first is rank 1; DFLASH_CHAIN's chain is the argmax), then the tree walked with them (`ddtree.walk_tree`: the
-    longest drawn prefix the tree holds, the bonus the drawn token after it). No host read."""
+    longest drawn prefix the tree holds, the bonus the drawn token after it). V: the drafter's vocabulary, as
+    `calibrated_logits` ranked it. No host read."""
     from sglang_dflash.ddtree import walk_tree
 
     N, L = tree.token_ids.shape[1], tree.max_depth
     chain = first_child_chain(tree.next_token, L)[:, 1:]  # [R, L]: the node at each depth (N: the chain has ended)
     top = tree.token_ids.gather(1, chain.clamp(max=N - 1))  # past the chain's end: nodes there do not exist
-    drawn = drawn_tokens(torch.cat([top, top[:, :1]], 1), cdf, target_logits.shape[-1], generator)  # [R, L + 1]
+    drawn = drawn_tokens(torch.cat([top, top[:, :1]], 1), cdf, V, generator)  # [R, L + 1]
     return walk_tree(tree, drawn.gather(1, tree.depths))  # a node's target token: the drawn one a depth below it
 
 
@@ -184,6 +193,7 @@ def load() -> None:
     values = torch.tensor([float(x) for x in values.split(",")], dtype=torch.float64)
     cdf = torch.cumsum(depth_probs(values.tolist()) if model == "depth" else values, 0)
     rest = 1.0 - values.sum().item()  # the marginal model's mass past its ranks
+    vocab = [0]  # the drafter's vocabulary, as its logits are shaped (the target's logits may be padded wider)
     state: dict[torch.device, tuple] = {}  # per device: the cdf, a seeded generator and the log-probabilities there
 
     def on(device: torch.device) -> tuple[Tensor, torch.Generator, Tensor]:
@@ -194,7 +204,7 @@ def load() -> None:
     def accept(tree, target_logits: Tensor):
         device_cdf, generator, _ = on(target_logits.device)
         if model == "marginal":
-            return marginal_acceptance(tree, target_logits, device_cdf, generator)
+            return marginal_acceptance(tree, vocab[0], device_cdf, generator)
         return forced_acceptance(tree, target_logits, draw_depths(device_cdf, tree.token_ids.shape[0], generator))
 
     from sglang_dflash.sglang import ddtree_worker_v2, worker_common
@@ -206,6 +216,7 @@ def load() -> None:
         hidden, logits = run_drafter(self, *args)
         if model == "depth":
             return hidden, sharpen(logits)
+        vocab[0] = logits.shape[-1]
         return hidden, calibrated_logits(logits, on(logits.device)[2], rest)
 
     worker_common.DDTreeWorkerBase._run_drafter = shaped

@@ -55,9 +55,10 @@ That model accepts nothing past a tree's most probable path, so every budget tha
 --calibrated-tau 7.7,10.2 (BENCHMARK ONLY, TP=1; instead of --forced-tau): every run of ours drafts from one
 calibrated distribution a depth and the target's token at each depth is drawn from it (`forced_acceptance.py`'s
 marginal model, DDTree's own): a chain of the drafter's block accepts the first number of tokens a pass and DDTree's
-best 511 prefixes the second (DDTree's published figures are at its best budget, 256-512), and each width accepts
-what its tree holds, so that budgets and the width controller trade acceptance for cost as with a real drafter. The
-table's header gives the model's tokens a pass at each width run.
+best 511 prefixes (budget 511) the second (DDTree's published figures are at its best budget, 256-512), and each width
+accepts what its tree holds, so that budgets and the width controller trade acceptance for cost. The per-budget
+figures between are the model's (its shape: the same acceptance at every depth, ranks past the first geometric), not
+data. The table's header gives them for each budget run.
 """
 
 from __future__ import annotations
@@ -172,10 +173,11 @@ def forced_runs(runs: list[h.SGLangRun], models: dict[str, str], work: Path, env
 
 
 def model_taus(args, block_size: int) -> str:
-    """--calibrated-tau: the model's tokens a pass of the chain and of each --budgets tree, for the table's header."""
+    """--calibrated-tau: the model's tokens a pass of the chain (its first figure, by construction) and of each
+    --budgets tree, for the table's header."""
     probs, depths = forced.rank_probs(*args.calibrated_tau, block_size - 1), block_size - 1
-    widths = [("DFLASH_CHAIN", depths)] + [(f"DDTREE {b}", int(b)) for b in args.budgets.split(",")]
-    return ", ".join(f"{name} {forced.expected_tau(probs, depths, n):.2f}" for name, n in widths)
+    trees = [f"DDTREE {b} {forced.expected_tau(probs, depths, int(b)):.2f}" for b in args.budgets.split(",")]
+    return ", ".join([f"DFLASH_CHAIN {args.calibrated_tau[0]:.2f}", *trees])
 
 
 MTP, EAGLE_TREE = "sglang-mtp", "sglang-eagle-tree"  # SGLang's own EAGLE/NEXTN with the target's MTP layer

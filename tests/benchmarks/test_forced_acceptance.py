@@ -189,6 +189,8 @@ def test_rank_probs_reach_both_figures(chain_tau, tree_tau):
     assert sum(probs) <= 1 and all(x >= y for x, y in zip(probs, probs[1:]))
     with pytest.raises(ValueError, match="reaches"):
         forced.rank_probs(chain_tau, chain_tau - 0.5, 15)  # a tree below its own chain
+    with pytest.raises(ValueError, match="out of order"):
+        forced.rank_probs(2.5, 8.0, 15)  # the fit leaves ranks past the second below an unranked token's share
 
 
 def test_drawn_tokens_follow_the_ranks():
@@ -202,13 +204,16 @@ def test_drawn_tokens_follow_the_ranks():
     others = torch.tensor([t for t in range(V) if t not in ranked])
     expected = n * 0.2 / len(others)  # the rest, uniform over the unranked tokens
     assert ((counts[others] - expected).abs() <= 5 * expected**0.5).all()
+    past = forced.drawn_tokens(top, torch.zeros(3, dtype=torch.float64), V, torch.Generator().manual_seed(1))
+    assert not torch.isin(past, torch.tensor(ranked)).any()  # all mass past the ranks: never a ranked token
 
 
 @pytest.mark.sglang
 @pytest.mark.parametrize("budget", [4, 9])
 def test_patched_workers_accept_as_the_marginal_model(monkeypatch, budget):
     """`load` with a marginal model: the drafter's logits become the calibrated distribution, and the workers'
-    accept_greedy over trees built from them accepts on average what the enumeration gives (a chain: a per depth)."""
+    accept_greedy over trees built from them (a DDTree, its first 3 nodes as a width tier verifies them, a chain)
+    accepts on average what the enumeration gives."""
     from sglang_dflash.sglang import ddtree_worker_v2, worker_common
 
     L, V, probs = 3, 13, [0.7, 0.2]
@@ -220,7 +225,8 @@ def test_patched_workers_accept_as_the_marginal_model(monkeypatch, budget):
     _, logits = worker_common.DDTreeWorkerBase._run_drafter(None)
     assert torch.allclose(logits.softmax(-1).topk(2).values, torch.tensor(probs).expand(1, L, 2), atol=1e-6)
     R, roots = 6000, torch.zeros(1, dtype=torch.long)
-    for tree in (build_ddtree(logits, roots, budget), chain_tree(logits.argmax(-1), roots)):  # one request's
+    ddtree = build_ddtree(logits, roots, budget)
+    for tree in (ddtree, ddtree.prefix(3), chain_tree(logits.argmax(-1), roots)):  # one request's; a width tier's prefix
         mean = enumerated_accept(tree, probs, raw.argmax(-1).tolist(), V)[0]
         many = tree_from_parents(tree.token_ids.expand(R, -1), tree.parents.expand(R, -1), max_depth=tree.max_depth)
         lengths = ddtree_worker_v2.accept_greedy(many, torch.zeros(R, tree.token_ids.shape[1], V)).accept_len.double()

@@ -71,6 +71,8 @@ def test_table_rows():
     args.model_taus = costs.model_taus(args, 16)  # the header gives the model's tokens a pass by width
     header = costs.table([plugin8], profiles, args).splitlines()[2]
     assert "FORCED ACCEPTANCE" in header and "(7.7, 10.2)" in header and "DFLASH_CHAIN 7.70, DDTREE 15 7.70" in header
+    args.calibrated_tau, args.budgets = (3.0, 4.0), "15"  # the best 15 prefixes are no longer the chain: 3.01 against 3
+    assert costs.model_taus(args, 16) == "DFLASH_CHAIN 3.00, DDTREE 15 3.01"
 
 
 def test_tp2_shard_halves_what_tp2_splits():
