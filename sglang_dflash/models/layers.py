@@ -17,23 +17,24 @@ def gpu_compiled(fn):
     """fn through `torch.compile` (dynamic shapes) when its first argument is a CUDA tensor, eager
     otherwise. For the small elementwise chains around the GEMMs (norms, gates, RoPE), which cost one
     launch per op uncompiled: fused, a layer's glue is a few kernels. SGLANG_DFLASH_COMPILE=0 keeps
-    everything eager."""
-    compiled = None
+    everything eager. The compiled variant is `call.compiled` once made (a test may set its own, which
+    then serves any device). Dynamic shapes still specialise sizes 0 and 1: each new pattern of size-1
+    dimensions compiles again (seconds), which the workers' start-up warm-up does ahead of serving."""
 
     @functools.wraps(fn)
     def call(x: Tensor, *args):
-        nonlocal compiled
-        if not x.is_cuda:
-            return fn(x, *args)
-        if compiled is None:  # importing torch's compiler takes seconds: only when a GPU needs it
-            compiled = fn
+        if call.compiled is None:
+            if not x.is_cuda:
+                return fn(x, *args)
+            call.compiled = fn  # importing torch's compiler takes seconds: only when a GPU needs it
             if env.COMPILE.on():
-                compiled = torch.compile(fn, dynamic=True)
+                call.compiled = torch.compile(fn, dynamic=True)
                 # one variant per rank / stride pattern / 0-1 size of the inputs (the default 8 was hit
                 # on the 27B shard, and further variants then ran eagerly)
                 torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
-        return compiled(x, *args)
+        return call.compiled(x, *args)
 
+    call.compiled = None
     return call
 
 

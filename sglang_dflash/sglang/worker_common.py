@@ -410,7 +410,9 @@ class DDTreeWorkerBase:
         """A drafter step for batches of each size on the scratch slot (slots -1: nothing live is read or written),
         before serving: first compiles and, with graphs on, the drafter and context-append graphs of every size a
         batch pads to. Lazily, the first batch of 2 stalled a TP=2 server for 13 s, and a 27B server's first batch of
-        7 and of 16 requests 2.6 and 2.4 s."""
+        7 and of 16 requests 2.6 and 2.4 s. Then the extend's context append of one token a request, for 1 and 2
+        requests (`layers.gpu_compiled` compiles again for each new pattern of size-1 dimensions; a prefix-cache hit
+        extends one token)."""
         with torch.no_grad():
             for R in sorted(sizes, reverse=True):  # the graphs of each kind share a memory pool: largest first
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
@@ -422,6 +424,10 @@ class DDTreeWorkerBase:
                 for n in sorted(self.tiers) or [self.num_nodes]:
                     nodes = torch.full((R, tree.max_depth + 1), -1, device=self.device)
                     self._append_verified(R, slots, zeros, nodes, n)
+            for R in (1, 2):  # eager, as `_forward_extend`: taps [R, 1, n_taps * D]
+                zeros = torch.zeros(R, dtype=torch.long, device=self.device)
+                taps = self.capture.taps(R).view(R, 1, -1)
+                self.drafter.append_context(self.cache, taps, torch.full_like(zeros, -1), zeros, zeros[:, None])
 
     # --- verify widths chosen per step (SGLANG_DFLASH_WIDTHS, `width_control`)
     def _init_width_control(self) -> None:

@@ -606,18 +606,10 @@ def test_warm_up_sizes_are_every_size_a_batch_pads_to():
     assert w._warm_up_sizes() == [1, 2]
 
 
-@pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
-@pytest.mark.parametrize("graphs", [False, True])
-@pytest.mark.parametrize("tiers", [False, True])
-def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
-    """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
-    the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist (the
-    latter for each verify width: with the width controller's tiers, 2 and N), the context append's as wide as the
-    step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The graphs are stood in for by `Replayed`."""
-    from sglang_dflash.sglang import worker_common
-
-    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
-    torch.manual_seed(3)
+def warm_up_worker(algorithm: str, graphs: bool, tiers: bool) -> tuple[DDTreeWorkerBase, int]:
+    """A CPU worker with what `_warm_up` touches: a random drafter and its cache of 3 slots x 16 positions, a capture
+    buffer, graphs on or off (stood in for by `Replayed`, monkeypatched by the caller), width tiers 2 and N or none.
+    Returns it and N."""
     drafter = random_drafter(hidden=16, heads=2, kv_heads=1, head_dim=8, vocab=30, block=5, std=0.3)
     N = 4 if algorithm == "DFLASH_CHAIN" else 7
     w = DDTreeWorkerBase.__new__(DDTreeWorkerBase)
@@ -637,6 +629,23 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
     w.tiers = {2: None, N: None} if tiers else {}
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
     w._graph_batch_size, w.width = (lambda bs: bs if bs <= 2 else None), None
+    return w, N
+
+
+@pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
+@pytest.mark.parametrize("graphs", [False, True])
+@pytest.mark.parametrize("tiers", [False, True])
+def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
+    """The start-up warm-up runs a drafter step for batches of 1 and 2 on the scratch slot: every live pool entry of
+    the drafter's context is as before; with graphs on, the drafter and context-append graphs of both sizes exist (the
+    latter for each verify width: with the width controller's tiers, 2 and N), the context append's as wide as the
+    step's accepted paths (DFLASH: N nodes; DDTREE: the drafter's block). The graphs are stood in for by `Replayed`."""
+    from sglang_dflash.sglang import worker_common
+
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
+    torch.manual_seed(3)
+    w, N = warm_up_worker(algorithm, graphs, tiers)
+    drafter = w.drafter
     live = torch.randn_like(w.cache.k[:, :-1]), torch.randn_like(w.cache.v[:, :-1])
     w.cache.k[:, :-1], w.cache.v[:, :-1] = live
     w._warm_up([1, 2])
@@ -648,6 +657,36 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
         assert w.context_graphs[2, N].inputs[2].shape == (2, width)
     else:
         assert w.context_graphs == {}
+
+
+def test_warm_up_leaves_no_compile_for_an_extend(monkeypatch):
+    """After the warm-up, the drafter's context appends of extends (1 to 4 requests, 1 to 7 tokens: one token is a
+    prefix-cache hit's extend) compile nothing new: torch.compile specialises sizes of 1, so a first one-token extend
+    stalled a server for seconds. The glue's compiled variants (`layers.gpu_compiled`) are torch.compile with a
+    backend that counts its compiles, on CPU."""
+    import torch._dynamo
+
+    from sglang_dflash.models import layers
+    from sglang_dflash.sglang import worker_common
+
+    compiles = []
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 64)  # past the limit dynamo runs eagerly, uncounted
+    torch._dynamo.reset()
+    for fn in (layers.rms_norm, layers.gated_rms_norm, layers.rope, layers.silu_mul):
+        counted = torch.compile(fn.__wrapped__, backend=lambda gm, inputs: compiles.append(gm) or gm.forward, dynamic=True)
+        monkeypatch.setattr(fn, "compiled", counted)
+    torch.manual_seed(3)
+    w, _ = warm_up_worker("DDTREE", graphs=True, tiers=False)
+    w._warm_up([1, 2])
+    assert compiles  # the glue ran compiled
+    warm = len(compiles)
+    for R, P in ((1, 1), (3, 1), (1, 5), (4, 7), (2, 1)):
+        starts = torch.zeros(R, dtype=torch.long)
+        nodes = torch.arange(P).expand(R, P)
+        w.drafter.append_context(w.cache, torch.randn(R, P, 2 * 16), torch.full((R,), -1), starts, nodes)
+    torch._dynamo.reset()
+    assert len(compiles) == warm, f"{len(compiles) - warm} compiles after the warm-up"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: captures CUDA graphs")
