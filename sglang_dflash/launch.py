@@ -18,17 +18,17 @@ from pathlib import Path
 
 PRESETS = {
     # Qwen3.6-27B on two RTX A6000 (48 GB, SM86): 27 GB of bf16 weights per GPU at TP=2, the 1.7B drafter
-    # beside it; DDTREE with 32 verify tokens (budget 31) by default: two whole 16-node blocks of the tree GDN verify
-    # on SM86 (`verify_blocks`). 2^k tokens beat 2^k + 1, whose root runs alone first (H200, benchmarks/RESULTS.md,
-    # per layer: GDN verify 11.8 / 15.5 us at 32 / 33 nodes, 13.7 / 15.7 with SM86's 16-node blocks; attention
-    # 23.3 / 22.9).
+    # beside it; DDTREE with 16 verify tokens (budget 15): one whole 16-node block of the tree GDN verify on SM86
+    # (`verify_blocks`; 2^k tokens beat 2^k + 1, whose root runs alone first). 16, not 32: past ~140 verified tokens a
+    # step an A6000's verify is compute-bound, so 32 at 32 requests is projected below stock decode and 16 never
+    # below 1.75x, within 1% of 32 at one request (benchmarks/RESULTS.md, "2x RTX A6000 ... By load").
     # Override with --speculative-algorithm DFLASH_CHAIN, ...
     "a6000x2-qwen3.6-27b": [
         "--model-path", "Qwen/Qwen3.6-27B",
         "--tp", "2",
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", "z-lab/Qwen3.6-27B-DFlash",
-        "--speculative-num-draft-tokens", "32",
+        "--speculative-num-draft-tokens", "16",
         "--mamba-scheduler-strategy", "extra_buffer",
         "--mem-fraction-static", "0.85",
         "--max-running-requests", "32",
