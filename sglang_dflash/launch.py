@@ -32,8 +32,8 @@ PRESETS = {
         "--mamba-scheduler-strategy", "extra_buffer",
         "--mem-fraction-static", "0.85",
         "--max-running-requests", "32",
-        # the verify graphs keep 3-5 MB a verified token at these shapes: sizes 1-8 take ~4 GB (README)
-        "--cuda-graph-max-bs", "8",
+        # no graph sizes: the plugin cuts SGLang's defaults to those whose verify graphs fit ~4 GiB (README), on both
+        # releases (0.5.23 refuses 0.5.11's --cuda-graph-max-bs as ambiguous)
         "--attention-backend", "triton",
     ],
 }  # fmt: skip

@@ -32,11 +32,11 @@ def test_sizes_within_a_budget():
     assert gm.graph_sizes_within([8, 16], 64, token, 0.1) == [8]  # at least the smallest
 
 
-@pytest.mark.parametrize("field", ["cuda_graph_bs", "cuda_graph_bs_decode"])  # 0.5.11's resolved list, 0.5.23's given one
-def test_resolution_warns_with_the_graph_size_that_fits(caplog, field):
-    """Sizes the user gave (or, 0.5.23, where it is not known whether they did) stay, with a warning."""
+def test_resolution_warns_with_the_graph_size_that_fits(caplog):
+    """0.5.11: sizes the user gave (or where it is not known whether they did) stay, with a warning."""
     from sglang_dflash.sglang.server_args import fit_graph_memory, graph_batch_sizes
 
+    field = "cuda_graph_bs"
     args = SimpleNamespace(**{field: list(A6000_SPEC_SIZES)}, disable_cuda_graph=False, max_running_requests=48, tp_size=2)
     with caplog.at_level(logging.WARNING):
         fit_graph_memory(args, "DDTREE", 32, QWEN36_27B)
@@ -49,6 +49,8 @@ def test_resolution_warns_with_the_graph_size_that_fits(caplog, field):
     assert caplog.text == ""
     assert graph_batch_sizes(SimpleNamespace(**dict(args.__dict__, max_running_requests=12))) == [*range(1, 9), 10, 12]
     assert graph_batch_sizes(SimpleNamespace(disable_cuda_graph=False, max_running_requests=8)) is None  # not known yet
+    decode = SimpleNamespace(cuda_graph_bs_decode=[1, 2], disable_cuda_graph=False, max_running_requests=8)
+    assert graph_batch_sizes(decode) is None  # 0.5.23's: at the worker's start (`fit_decode_graphs`), with its default
 
 
 def test_resolution_cuts_sglangs_default_sizes_to_those_that_fit(caplog):
@@ -67,3 +69,31 @@ def test_resolution_cuts_sglangs_default_sizes_to_those_that_fit(caplog):
     caplog.clear()
     fit_graph_memory(args, "DDTREE", 32, QWEN36_27B)  # now within: unchanged, silent
     assert args.cuda_graph_bs == list(range(1, 9)) and caplog.text == ""
+
+
+@pytest.mark.parametrize("locked", [set(), {("decode", "max_bs")}, {("decode", "bs")}])
+def test_decode_graphs_cut_at_worker_start_unless_the_user_set_them(tmp_path, caplog, locked):
+    """0.5.23 resolves its decode graph sizes after our arguments: the worker cuts them in SGLang's decode graph config
+    before the target's graphs (SGLang's default spec sizes up to 32 at 32 nodes: 1 to 8, as by hand above), or, where
+    the user set them (`_cuda_graph_config_locked`), keeps them with a warning that names 0.5.23's flag."""
+    import json
+
+    from sglang_dflash.sglang.server_args import fit_decode_graphs
+
+    (tmp_path / "config.json").write_text(json.dumps(QWEN36_27B))
+    args = SimpleNamespace(model_path=str(tmp_path), revision=None, disable_cuda_graph=False, max_running_requests=48,
+                           tp_size=2, speculative_num_draft_tokens=32)  # fmt: skip
+    decode = SimpleNamespace(bs=[*A6000_SPEC_SIZES, 40, 44, 48], max_bs=48)  # 40-48: past 32 requests in 0.5.23's list
+    args.max_running_requests = 32
+    with caplog.at_level(logging.WARNING):
+        fit_decode_graphs(args, decode, locked, "DDTREE")
+    if locked:
+        assert decode.bs == [*A6000_SPEC_SIZES, 40, 44, 48] and decode.max_bs == 48
+        assert "--cuda-graph-max-bs-decode 8 keeps them near 3.8 GiB" in caplog.text
+    else:
+        assert decode.bs == list(range(1, 9)) and decode.max_bs == 8
+        assert "batch sizes up to 8, not SGLang's default 32" in caplog.text and "--cuda-graph-max-bs-decode" in caplog.text
+    caplog.clear()
+    off = SimpleNamespace(bs=list(A6000_SPEC_SIZES), max_bs=32)
+    fit_decode_graphs(SimpleNamespace(**dict(args.__dict__, disable_cuda_graph=True)), off, set(), "DDTREE")
+    assert off.bs == list(A6000_SPEC_SIZES) and caplog.text == ""

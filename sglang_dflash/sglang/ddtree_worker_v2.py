@@ -10,7 +10,8 @@ bonus, SGLang's `DFlashDraftInputV2`).
 Lifecycle (0.5.23 `Scheduler.init_model_worker`):
   __init__               the drafter's weights (`preloaded_weights_bytes`: the target's memory plan counts them)
   alloc_memory_pool      the drafter's context K/V at the target's KV slots
-  init_attention_backends the hidden capture and the tree-verify workspace on the target, before its CUDA graphs
+  init_attention_backends the decode graph sizes cut to fit (`server_args.fit_decode_graphs`), the hidden capture
+                         and the tree-verify workspace on the target, before its CUDA graphs
   init_cuda_graphs       the drafter's graphs (warm-up)
 
 Decode step (`_forward_decode`), nothing read back from the device (host values: the scheduler's):
@@ -109,9 +110,15 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         self._init_context()
 
     def init_attention_backends(self) -> None:
+        from sglang.srt.runtime_context import get_exec
+
         from .hidden_capture import install_before_graphs
+        from .server_args import fit_decode_graphs
         from .tree_gdn_backend import install
 
+        args = resolved(self.server_args)
+        locked = getattr(self.server_args, "_cuda_graph_config_locked", set())
+        fit_decode_graphs(args, get_exec().graph.cuda_graph_config.decode, locked, self.name)
         install_before_graphs(self.model_runner)
         install(self.model_runner, self.draft_config.num_depths)
         self._install_capture()

@@ -114,46 +114,67 @@ def tree_depth(args) -> int:
 
 
 def graph_batch_sizes(args) -> list[int] | None:
-    """The batch sizes SGLang will capture TARGET_VERIFY graphs at, where known when the speculative arguments are
-    resolved (0.5.11's list, resolved by then; a list given on the command line), at most --max-running-requests as
-    SGLang captures them; None where graphs are off or the list is not known yet (0.5.23's default)."""
-    sizes = getattr(args, "cuda_graph_bs", None) or getattr(args, "cuda_graph_bs_decode", None)
+    """The batch sizes SGLang 0.5.11 will capture TARGET_VERIFY graphs at, resolved by the time the speculative
+    arguments are, at most --max-running-requests as SGLang captures them; None where graphs are off or the list is
+    not known yet (0.5.23 resolves its sizes later: `fit_decode_graphs`)."""
+    sizes = getattr(args, "cuda_graph_bs", None)
     if args.disable_cuda_graph or not sizes:
         return None
     return [bs for bs in sizes if args.max_running_requests is None or bs <= args.max_running_requests]
 
 
 # Set on ServerArgs by the plugin before SGLang fills in its default graph sizes (0.5.11): whether the user gave
-# --cuda-graph-bs or --cuda-graph-max-bs. Absent (0.5.23, which picks its sizes after our resolution): taken as given.
+# --cuda-graph-bs or --cuda-graph-max-bs. Absent: taken as given.
 USER_GRAPH_SIZES = "_sglang_dflash_user_graph_sizes"
 
 
-def fit_graph_memory(args, name: str, nodes: int, target: dict) -> None:
-    """Where the verify graphs of the captured batch sizes would keep more than SGLang holds back for a speculative
-    algorithm's graphs (`graph_memory.GRAPH_BUDGET_GIB`): SGLang's default sizes are cut to the smallest that fit (a
-    batch past the largest runs without a graph), in place, with one line; sizes the user gave stay, with a warning
-    and the --cuda-graph-max-bs that fits."""
-    sizes = graph_batch_sizes(args)
-    if not sizes:
-        return
-    token = verify_graph_token_bytes(target, args.tp_size)
+def fitted_graph_sizes(sizes: list[int], user_gave: bool, name: str, nodes: int, target: dict, tp_size: int,
+                       flag: str) -> list[int] | None:  # fmt: skip
+    """The batch sizes to capture instead of `sizes` where their verify graphs would keep more than SGLang holds back
+    for a speculative algorithm's graphs (`graph_memory.GRAPH_BUDGET_GIB`): SGLang's default sizes cut to the smallest
+    that fit (a batch past the largest runs without a graph), with one line; None to keep them: they fit, or the user
+    gave them (then a warning with the `flag` value that fits)."""
+    token = verify_graph_token_bytes(target, tp_size)
     gib = verify_graphs_gib(sizes, nodes, token)
     if gib <= GRAPH_BUDGET_GIB:
-        return
+        return None
     fit = graph_sizes_within(sizes, nodes, token, GRAPH_BUDGET_GIB)
     cost = f"{token / 1e6:.1f} MB a verified token, {nodes} a request"
-    if getattr(args, USER_GRAPH_SIZES, True):
+    if user_gave:
         logger.warning("%s: CUDA graphs at %d batch sizes up to %d would keep an estimated %.1f GiB for the verify (%s), "
-                       "beyond the ~%.0f GiB SGLang holds back for them; --cuda-graph-max-bs %d keeps them near %.1f GiB "
-                       "(README).", name, len(sizes), max(sizes), gib, cost, GRAPH_BUDGET_GIB, max(fit),
+                       "beyond the ~%.0f GiB SGLang holds back for them; %s %d keeps them near %.1f GiB (README).",
+                       name, len(sizes), max(sizes), gib, cost, GRAPH_BUDGET_GIB, flag, max(fit),
                        verify_graphs_gib(fit, nodes, token))  # fmt: skip
-        return
-    args.cuda_graph_bs, args.cuda_graph_max_bs = fit, max(fit)
+        return None
     logger.warning("%s: CUDA graphs at batch sizes up to %d, not SGLang's default %d: the verify graphs of its %d sizes "
                    "would keep an estimated %.1f GiB (%s), these %.1f GiB, within the ~%.0f GiB SGLang holds back for "
-                   "them; larger batches run without a graph. --cuda-graph-max-bs or --cuda-graph-bs to choose (README).",
-                   name, max(fit), max(sizes), len(sizes), gib, cost, verify_graphs_gib(fit, nodes, token),
-                   GRAPH_BUDGET_GIB)  # fmt: skip
+                   "them; larger batches run without a graph. %s to choose (README).", name, max(fit), max(sizes),
+                   len(sizes), gib, cost, verify_graphs_gib(fit, nodes, token), GRAPH_BUDGET_GIB, flag)  # fmt: skip
+    return fit
+
+
+def fit_graph_memory(args, name: str, nodes: int, target: dict) -> None:
+    """0.5.11, at resolution: `fitted_graph_sizes` of its resolved sizes, into --cuda-graph-bs / --cuda-graph-max-bs."""
+    sizes = graph_batch_sizes(args)
+    fit = sizes and fitted_graph_sizes(sizes, getattr(args, USER_GRAPH_SIZES, True), name, nodes, target, args.tp_size,
+                                       "--cuda-graph-max-bs")  # fmt: skip
+    if fit:
+        args.cuda_graph_bs, args.cuda_graph_max_bs = fit, max(fit)
+
+
+def fit_decode_graphs(args, decode, locked: set, name: str) -> None:
+    """0.5.23, where SGLang resolves its decode graph sizes after our arguments: `fitted_graph_sizes` of them, into its
+    decode graph config `decode` (`bs`, `max_bs`; as its paged-experts path cuts them), before the target's graphs are
+    captured. `locked`: the (phase, key) pairs the user set (`_cuda_graph_config_locked`)."""
+    if args.disable_cuda_graph or not decode.bs:
+        return
+    sizes = [bs for bs in decode.bs if args.max_running_requests is None or bs <= args.max_running_requests]
+    user_gave = bool({("decode", "bs"), ("decode", "max_bs")} & set(locked))
+    target = text_part(load_config_dict(args.model_path, getattr(args, "revision", None)))
+    nodes = int(args.speculative_num_draft_tokens)
+    fit = sizes and fitted_graph_sizes(sizes, user_gave, name, nodes, target, args.tp_size, "--cuda-graph-max-bs-decode")
+    if fit:
+        decode.bs, decode.max_bs = fit, max(fit)
 
 
 def resolve_speculative_args(args) -> None:

@@ -477,3 +477,27 @@ def test_0511_warm_up_builds_the_cache_location_kernel_at_each_power_of_two(monk
     assert [c[4] for c in calls] == [1, 2, 4, 8, 16]
     for indices, req_to_token, start, end, bs, n, _ in calls:
         assert req_to_token is table and n == 5 and indices.tolist() == start.tolist() == [0] * bs and end.tolist() == [5] * bs
+
+
+@pytest.mark.skipif(OLD_SCHEMA, reason="0.5.23's lifecycle: 0.5.11 cuts its graph sizes at resolution")
+def test_init_attention_backends_cuts_the_decode_graph_sizes_first(monkeypatch):
+    """0.5.23's lifecycle: before the hidden capture and the tree-verify workspace go on the target (and before its
+    graphs are captured), the decode graph sizes in SGLang's runtime config are cut to fit (`fit_decode_graphs`, here
+    stood in for by a recorder: what it is given), as SGLang's own capture then reads them."""
+    import sglang.srt.runtime_context as runtime_context
+
+    from sglang_dflash.sglang import ddtree_worker_v2, hidden_capture, server_args, tree_gdn_backend
+
+    decode, order = SimpleNamespace(bs=[1, 2, 4], max_bs=4), []
+    monkeypatch.setattr(runtime_context, "get_exec", lambda: SimpleNamespace(graph=SimpleNamespace(
+        cuda_graph_config=SimpleNamespace(decode=decode))))  # fmt: skip
+    monkeypatch.setattr(server_args, "fit_decode_graphs", lambda *a: order.append(("fit", *a)))
+    monkeypatch.setattr(hidden_capture, "install_before_graphs", lambda runner: order.append("capture"))
+    monkeypatch.setattr(tree_gdn_backend, "install", lambda runner, depths: order.append("workspace"))
+    w = ddtree_worker_v2.DDTreeWorkerV2.__new__(ddtree_worker_v2.DDTreeWorkerV2)
+    w.name, w.model_runner, w.draft_config = "DDTREE", "runner", SimpleNamespace(num_depths=15)
+    w.server_args = SimpleNamespace(_cuda_graph_config_locked={("decode", "max_bs")})
+    w._install_capture = lambda: order.append("taps")
+    w.init_attention_backends()
+    assert order[0] == ("fit", w.server_args, decode, {("decode", "max_bs")}, "DDTREE")
+    assert order[1:] == ["capture", "workspace", "taps"]

@@ -35,7 +35,7 @@ PKG = ROOT / "sglang_dflash"
 REGISTRY_ONLY = {  # 0.5.23's registry, runtime context and spec-v2 helpers
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.eagle_utils"): "0.5.23's verify preparation",
     ("sglang/ddtree_worker_v2.py", "sglang.srt.speculative.draft_worker_common"): "0.5.23's draft input",
-    ("sglang/ddtree_worker_v2.py", "sglang.srt.runtime_context"): "the TP rank, the tracking grid and graph input",
+    ("sglang/ddtree_worker_v2.py", "sglang.srt.runtime_context"): "the TP rank, the tracking grid, graph input and sizes",
     ("sglang/ddtree_worker_v2.py", "sglang.srt.model_executor.runner.decode_cuda_graph_runner"): "a verify width's graphs",
     ("sglang/algorithm.py", "sglang.srt.speculative.spec_registry"): "the registered spec class",
     ("sglang/plugin/activate.py", "sglang.srt.speculative.spec_registry"): "registration",
