@@ -4,5 +4,5 @@
 set -euo pipefail
 exec python -m sglang.launch_server --model-path Qwen/Qwen3.6-27B --tp 2 \
   --speculative-algorithm DFLASH_CHAIN --speculative-draft-model-path z-lab/Qwen3.6-27B-DFlash \
-  --mamba-scheduler-strategy extra_buffer --mem-fraction-static 0.85 --max-running-requests 32 \
+  --mem-fraction-static 0.85 --max-running-requests 32 \
   --attention-backend triton "$@"

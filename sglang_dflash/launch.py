@@ -29,11 +29,11 @@ PRESETS = {
         "--speculative-algorithm", "DDTREE",
         "--speculative-draft-model-path", "z-lab/Qwen3.6-27B-DFlash",
         "--speculative-num-draft-tokens", "16",
-        "--mamba-scheduler-strategy", "extra_buffer",
         "--mem-fraction-static", "0.85",
         "--max-running-requests", "32",
-        # no graph sizes: the plugin cuts SGLang's defaults to those whose verify graphs fit ~4 GiB (README), on both
-        # releases (0.5.23 refuses 0.5.11's --cuda-graph-max-bs as ambiguous)
+        # no graph sizes and no mamba strategy: the plugin cuts SGLang's default sizes to those whose verify graphs fit
+        # ~4 GiB and the radix cache takes extra_buffer (README), on both releases, whose flags differ (0.5.23 has
+        # --cuda-graph-max-bs-decode, --mamba-radix-cache-strategy)
         "--attention-backend", "triton",
     ],
 }  # fmt: skip
@@ -66,7 +66,8 @@ def check_speculative(argv: list[str]) -> None:
     refuse_if_asked(argv)  # ours, where the plugin is off (an unsupported SGLang): the server's own one-line refusal
     if name is None:
         choices = cli_choices()
-        check(choices is None or asked in choices, f"--speculative-algorithm {asked}: expected one of {', '.join(choices or [])}")
+        check(asked in choices or asked.upper() in choices, f"--speculative-algorithm {asked}: expected one of "
+              f"{', '.join(choices)}")  # fmt: skip
         return
     draft = args.speculative_draft_model_path
     check(draft is not None, f"--speculative-algorithm {name}: needs --speculative-draft-model-path (a DFlash drafter)")

@@ -440,3 +440,47 @@ def test_the_user_graph_sizes_are_marked_before_sglang_fills_them_in(probe):
     marks = [rows[k]["user_graph_sizes"] for k in ("ddtree_default", "ddtree_graph_max", "ddtree_graph_list")]
     assert marks == [False, True, True], marks
     assert rows["eagle"]["user_graph_sizes"] is None  # stock's own algorithms untouched
+
+
+def shipped_commands() -> dict[str, list[str]]:
+    """The launch_server arguments of the commands we ship that run ours: README's serve command, the A6000 preset,
+    and the launch scripts that spell theirs out (SGLang's own MTP baseline is 0.5.11's, and says so)."""
+    import shlex
+
+    from sglang_dflash.launch import resolve
+
+    root = TESTS.parent
+
+    def after_launch_server(text: str) -> list[str]:
+        words = shlex.split(text.replace("\\\n", " "), comments=True)
+        return words[words.index("sglang.launch_server") + 1 : words.index("$@") if "$@" in words else None]
+
+    readme = (root / "README.md").read_text()
+    serve = readme[readme.index("    python -m sglang.launch_server") :].split("\n\n")[0]
+    script = (root / "launch" / "qwen3.6-27b-a6000x2-dflash-chain.sh").read_text()
+    return {"README": after_launch_server(serve), "preset": resolve("a6000x2-qwen3.6-27b", []),
+            "dflash-chain.sh": after_launch_server(script[script.index("exec ") :])}  # fmt: skip
+
+
+def test_shipped_commands_parse_on_this_release():
+    """Every command we ship that runs ours parses with the installed release's launch_server arguments, the plugin
+    loaded (0.5.23 renamed --mamba-scheduler-strategy and refuses --cuda-graph-max-bs as ambiguous)."""
+    commands = shipped_commands()
+    assert all("--speculative-algorithm" in argv for argv in commands.values()), commands
+    code = LOAD_PLUGINS + textwrap.dedent(
+        """
+        import argparse, json, sys
+        from sglang.srt.server_args import ServerArgs
+        p = argparse.ArgumentParser(exit_on_error=False)
+        ServerArgs.add_cli_args(p)
+        for name, argv in json.loads(sys.argv[1]).items():
+            try:
+                a = p.parse_args(argv)
+                print(name, "parsed", a.speculative_algorithm)
+            except (argparse.ArgumentError, SystemExit) as e:
+                print(name, "REFUSED", e)
+        """
+    )
+    out = run_fresh(code, json.dumps(commands))
+    lines = [line for line in out.stdout.splitlines() if " parsed " in line or " REFUSED " in line]
+    assert len(lines) == len(commands) and all(" parsed " in line for line in lines), (lines, out.stderr[-2000:])

@@ -253,8 +253,10 @@ def refuse_if_asked(argv: list[str]) -> None:
     patches.command_line()
 
 
-def cli_choices() -> list[str] | None:
-    """The --speculative-algorithm values launch_server accepts here, ours included (None: free text)."""
+def cli_choices() -> list[str]:
+    """The --speculative-algorithm values launch_server accepts here, ours included: its option's choices, or where the
+    option is free text (0.5.23: a registry), SpeculativeAlgorithm's members and the names registered, as its
+    `from_string` resolves them."""
     import argparse
 
     activate()
@@ -263,4 +265,17 @@ def cli_choices() -> list[str] | None:
     parser = argparse.ArgumentParser(add_help=False)
     ServerArgs.add_cli_args(parser)
     action = next(a for a in parser._actions if "--speculative-algorithm" in a.option_strings)
-    return None if action.choices is None else list(action.choices)
+    if action.choices is not None:
+        return list(action.choices)
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+    candidates = [a.name for a in SpeculativeAlgorithm if a.name != "NONE"] + ["NEXTN", *names.ALGORITHMS]
+    return [n for n in dict.fromkeys(candidates) if _resolves(SpeculativeAlgorithm, n)]
+
+
+def _resolves(algorithms, name: str) -> bool:
+    try:
+        algorithms.from_string(name)
+    except ValueError:
+        return False
+    return True
