@@ -56,6 +56,7 @@ def test_a6000_preset_verifies_whole_sm86_blocks():
         (["--speculative-algorithm", "DFLASHX"], "--speculative-algorithm DFLASHX: expected one of "),
     ],
 )  # fmt: skip
+@pytest.mark.sglang  # the installed release's own names: run against each supported release (.ci/run)
 def test_launch_refuses_before_sglang_starts(capsys, argv, named):
     """One line, exit code 2, before launch_server runs (the shipped drafter's block is 16); an unknown name is checked
     against the installed SGLang's own list, ours included."""
