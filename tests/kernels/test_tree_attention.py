@@ -66,7 +66,10 @@ def test_sglang_custom_mask_drives_sglangs_triton_verify_attention():
     tree's K/V as the extend part), on the tests' device (Triton's interpreter on the CPU): it computes the
     reference's tree attention."""
     pytest.importorskip("sglang")
-    from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
+    try:  # 0.5.23 moved SGLang's Triton attention ops
+        from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
+    except ImportError:
+        from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
 
     gen = torch.Generator().manual_seed(3)
     R, N, HQ, HKV, Dh = 2, 7, 4, 2, 16
