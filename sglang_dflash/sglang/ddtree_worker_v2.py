@@ -117,7 +117,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         from .tree_gdn_backend import install
 
         args = resolved(self.server_args)
-        locked = getattr(self.server_args, "_cuda_graph_config_locked", set())
+        locked = getattr(args, "_cuda_graph_config_locked", set())
         fit_decode_graphs(args, get_exec().graph.cuda_graph_config.decode, locked, self.name)
         install_before_graphs(self.model_runner)
         install(self.model_runner, self.draft_config.num_depths)

@@ -113,11 +113,11 @@ def tree_depth(args) -> int:
     return min(int(args.speculative_num_draft_tokens) - 1, draft_config(args).num_depths)
 
 
-def graph_batch_sizes(args) -> list[int] | None:
-    """The batch sizes SGLang 0.5.11 will capture TARGET_VERIFY graphs at, resolved by the time the speculative
-    arguments are, at most --max-running-requests as SGLang captures them; None where graphs are off or the list is
-    not known yet (0.5.23 resolves its sizes later: `fit_decode_graphs`)."""
-    sizes = getattr(args, "cuda_graph_bs", None)
+def graph_batch_sizes(args, sizes: list[int] | None = None) -> list[int] | None:
+    """The batch sizes SGLang will capture TARGET_VERIFY graphs at: `sizes` (by default 0.5.11's, resolved by the
+    time the speculative arguments are; 0.5.23 resolves its own later: `fit_decode_graphs`), at most
+    --max-running-requests as SGLang captures them; None where graphs are off or no list is known yet."""
+    sizes = getattr(args, "cuda_graph_bs", None) if sizes is None else sizes
     if args.disable_cuda_graph or not sizes:
         return None
     return [bs for bs in sizes if args.max_running_requests is None or bs <= args.max_running_requests]
@@ -166,13 +166,13 @@ def fit_decode_graphs(args, decode, locked: set, name: str) -> None:
     """0.5.23, where SGLang resolves its decode graph sizes after our arguments: `fitted_graph_sizes` of them, into its
     decode graph config `decode` (`bs`, `max_bs`; as its paged-experts path cuts them), before the target's graphs are
     captured. `locked`: the (phase, key) pairs the user set (`_cuda_graph_config_locked`)."""
-    if args.disable_cuda_graph or not decode.bs:
+    sizes = graph_batch_sizes(args, decode.bs)
+    if not sizes:
         return
-    sizes = [bs for bs in decode.bs if args.max_running_requests is None or bs <= args.max_running_requests]
     user_gave = bool({("decode", "bs"), ("decode", "max_bs")} & set(locked))
     target = text_part(load_config_dict(args.model_path, getattr(args, "revision", None)))
     nodes = int(args.speculative_num_draft_tokens)
-    fit = sizes and fitted_graph_sizes(sizes, user_gave, name, nodes, target, args.tp_size, "--cuda-graph-max-bs-decode")
+    fit = fitted_graph_sizes(sizes, user_gave, name, nodes, target, args.tp_size, "--cuda-graph-max-bs-decode")
     if fit:
         decode.bs, decode.max_bs = fit, max(fit)
 
