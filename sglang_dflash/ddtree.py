@@ -73,6 +73,11 @@ class DraftTree:
             raise ValueError(f"seq_lens must have shape [{self.num_requests}], got {list(seq_lens.shape)}")
         return dataclasses.replace(self, positions=seq_lens.to(self.depths)[:, None] + self.depths)
 
+    def rows(self, index: Tensor) -> "DraftTree":
+        """The trees of requests `index` (long [R'], repeats allowed), in that order."""
+        tensors = [f.name for f in dataclasses.fields(self) if f.name != "max_depth"]
+        return dataclasses.replace(self, **{name: getattr(self, name)[index] for name in tensors})
+
     def prefix(self, n: int) -> "DraftTree":
         """The first n nodes of each tree (a tree: the order is topological). Of `build_ddtree`'s tree, numbered by
         descending score, that is the tree of budget n - 1. No host sync."""

@@ -304,6 +304,19 @@ def test_a_trees_first_nodes_are_the_tree_of_the_smaller_budget():
         tree.prefix(65)
 
 
+def test_rows_are_the_named_requests_trees():
+    """DraftTree.rows(index): request r of the result is request index[r]'s tree, whole (repeats allowed), with the
+    same max_depth, each of them a tree as the builder left it."""
+    gen = torch.Generator().manual_seed(12)
+    tree = build_ddtree(torch.randn(3, 5, 30, generator=gen), torch.randint(0, 30, (3,), generator=gen), 9)
+    picked = tree.rows(torch.tensor([2, 0, 2]))
+    check_invariants(picked)
+    assert picked.max_depth == tree.max_depth and picked.num_requests == 3
+    for r, source in enumerate((2, 0, 2)):
+        assert node_paths(picked, r) == node_paths(tree, source)
+        assert torch.equal(picked.ancestor_mask[r], tree.ancestor_mask[source])
+
+
 def test_a_sure_drafter_rounded_above_zero_still_gives_a_topological_tree():
     """Where the drafter is all but certain a GPU's log-softmax can round the top log-probability to a hair above 0;
     the tree of such input is the tree of those entries at exactly 0: every node after its parent, so each prefix's

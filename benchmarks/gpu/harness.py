@@ -92,6 +92,7 @@ WHEELS = REPO / ".whl"
 RELEASES = ("0.5.11", "0.5.23")
 LIN, FULL = "linear_attention", "full_attention"
 BATCHES = (1, 8)
+WARM_UP_TOKENS = 96  # the width controller's 6 default widths take ~60 tokens a request to time (`width_control`)
 
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
@@ -599,9 +600,11 @@ def sglang_worker(spec_file: str) -> int:
     print(f"harness: engine up in {results['startup_s']:.1f} s", flush=True)
     params = {"max_new_tokens": spec["max_new_tokens"], "temperature": 0.0, "ignore_eos": True}
     try:
-        t = time.time()  # warm-up at each batch size (Triton JIT and autotuning of every shape) outside the timed batches
+        # warm-up at each batch size outside the timed batches: Triton JIT and autotuning of every shape, and the width
+        # controller's cost table (a server's first steps at each batch size time each width, two steps a width)
+        t = time.time()
         for batch in spec["batches"]:
-            engine.generate(input_ids=[spec["prompts"][-1]] * batch, sampling_params=dict(params, max_new_tokens=8))
+            engine.generate(input_ids=[spec["prompts"][-1]] * batch, sampling_params=dict(params, max_new_tokens=WARM_UP_TOKENS))
         results["warmup_s"] = time.time() - t
 
         # stock: each output position's top-1 - top-2 logit (the verdict's near ties), from SGLang's top-2 logprobs

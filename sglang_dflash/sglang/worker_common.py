@@ -34,8 +34,9 @@ from .. import env
 from ..budget import tree_accept_probs
 from ..conditional_tree import prefix_count
 from ..cuda_graph import CapturedStep
-from ..ddtree import DraftTree, build_ddtree_from_top_k, draft_log_probs
+from ..ddtree import PATH_WALK_ROWS, DraftTree, accept_greedy, build_ddtree_from_top_k, draft_log_probs
 from ..dflash import chain_tree
+from ..kernels.accept_commit import commit_accepted
 from ..models.tp_shard import shard_drafter, shard_plan
 from ..proposal import draft, uses_heads
 from .hidden_capture import graph_capacity, install_on_model_runner
@@ -419,15 +420,33 @@ class DDTreeWorkerBase:
                 slots = torch.full_like(zeros, -1)
                 hidden, local = self._run_drafter(zeros, slots, zeros)
                 tree = self._build_tree(zeros, hidden, local)
-                if self.width is not None:
-                    self._marginal_tree(zeros, local)
+                if self.width is not None:  # the tree the width controller's steps draft
+                    tree = self._marginal_tree(zeros, local)[0]
                 for n in sorted(self.tiers) or [self.num_nodes]:
                     nodes = torch.full((R, tree.max_depth + 1), -1, device=self.device)
                     self._append_verified(R, slots, zeros, nodes, n)
+            self._warm_up_step_kernels(tree)
             for R in (1, 2):  # eager, as `_forward_extend`: taps [R, 1, n_taps * D]
                 zeros = torch.zeros(R, dtype=torch.long, device=self.device)
                 taps = self.capture.taps(R).view(R, 1, -1)
                 self.drafter.append_context(self.cache, taps, torch.full_like(zeros, -1), zeros, zeros[:, None])
+
+    def _warm_up_step_kernels(self, tree: DraftTree) -> None:
+        """At each verify width, the step's kernels outside the graphs, on copies of row 0 of a warm-up tree: the
+        verify input, the greedy acceptance both ways a batch may take it (`accept_greedy`: below and from
+        PATH_WALK_ROWS rows) and the KV commit with nothing accepted (row 0 of req_to_token: its window is rewritten
+        as it is). A width is a compile-time constant of these kernels, a batch size is not; lazily, the width
+        controller's first step at a new width spent 0.2-0.3 s compiling them."""
+        req_to_token = self.model_runner.req_to_token_pool.req_to_token
+        vocab = self.model_runner.model_config.vocab_size
+        for n in sorted(self.tiers) or [self.num_nodes]:
+            for R in sorted({1, -(-PATH_WALK_ROWS // n)}):
+                zeros = torch.zeros(R, dtype=torch.long, device=self.device)
+                t = tree.prefix(n).rows(zeros)
+                eagle_verify_fields(t, zeros, 0)
+                acc = accept_greedy(t, torch.zeros(R, n, vocab, device=self.device))
+                commit_accepted(req_to_token, zeros, zeros, t.token_ids, acc.accepted_nodes,
+                                torch.zeros_like(acc.accept_len), acc.bonus_tokens)  # fmt: skip
 
     # --- verify widths chosen per step (SGLANG_DFLASH_WIDTHS, `width_control`)
     def _init_width_control(self) -> None:

@@ -629,6 +629,9 @@ def warm_up_worker(algorithm: str, graphs: bool, tiers: bool) -> tuple[DDTreeWor
     w.tiers = {2: None, N: None} if tiers else {}
     w.block_embed = StaticBlockEmbedding(w.embed, drafter.config.mask_token_id, 3, w.device)
     w._graph_batch_size, w.width = (lambda bs: bs if bs <= 2 else None), None
+    table = torch.randint(0, 100, (3, 16)) if algorithm == "DDTREE" else torch.randint(0, 100, (3, 16), dtype=torch.int32)
+    w.model_runner = SimpleNamespace(req_to_token_pool=SimpleNamespace(req_to_token=table),
+                                     model_config=SimpleNamespace(vocab_size=30))  # fmt: skip
     return w, N
 
 
@@ -657,6 +660,42 @@ def test_warm_up_touches_only_scratch(monkeypatch, algorithm, graphs, tiers):
         assert w.context_graphs[2, N].inputs[2].shape == (2, width)
     else:
         assert w.context_graphs == {}
+
+
+@pytest.mark.parametrize("algorithm", ["DFLASH_CHAIN", "DDTREE"])
+def test_warm_up_runs_each_widths_step_kernels_both_ways(monkeypatch, algorithm):
+    """The step's kernels outside the graphs are compiled per verify width: the warm-up runs, at every width (tiers 2
+    and N), the greedy acceptance with as few rows as take each of its two ways (rows below PATH_WALK_ROWS, set to 6
+    here: at width 2 a batch of 1 and one of 3 requests; at N = 4 (DFLASH_CHAIN) of 1 and of 2; at N = 7 (DDTREE) of 1
+    alone, already past it), the verify input and the KV commit; req_to_token is left as it was."""
+    from sglang_dflash import ddtree
+    from sglang_dflash.sglang import worker_common
+
+    accepts, commits, inputs = [], [], []
+    monkeypatch.setattr(worker_common, "CapturedStep", Replayed)
+    monkeypatch.setattr(worker_common, "PATH_WALK_ROWS", 6)
+
+    def accept(tree, logits):
+        accepts.append(tuple(logits.shape[:2]))
+        return ddtree.accept_greedy(tree, logits)
+
+    real = worker_common.commit_accepted
+
+    def commit(*args):
+        commits.append(tuple(args[3].shape))  # token_ids [R, N']
+        return real(*args)
+
+    monkeypatch.setattr(worker_common, "accept_greedy", accept)
+    monkeypatch.setattr(worker_common, "commit_accepted", commit)
+    monkeypatch.setattr(worker_common, "eagle_verify_fields", lambda t, *a: inputs.append(t.num_nodes))
+    torch.manual_seed(3)
+    w, N = warm_up_worker(algorithm, graphs=False, tiers=True)
+    table = w.model_runner.req_to_token_pool.req_to_token.clone()
+    w._warm_up([1, 2])
+    expected = [(1, 2), (3, 2), (1, 4), (2, 4)] if algorithm == "DFLASH_CHAIN" else [(1, 2), (3, 2), (1, 7)]
+    assert sorted(accepts) == sorted(commits) == sorted(expected)
+    assert sorted(inputs) == sorted(n for _, n in expected)
+    assert torch.equal(w.model_runner.req_to_token_pool.req_to_token, table)
 
 
 def test_warm_up_leaves_no_compile_for_an_extend(monkeypatch):
