@@ -157,15 +157,18 @@ class WidthController:
     so far, depth by depth: factor[d] = (steps that accepted d or more + prior) / (the drafter's predicted P(accept >= d) +
     prior), the prediction being the sum of its verified depth-d nodes' probabilities (disjoint events). Both counts
     decay by `decay` a step, so a request that decodes plainly for a while is offered speculation again. A request
-    that has drafted no tree yet counts as the mean of those that have (a server's batch gains requests any step); a
-    step where none has verifies the narrowest tier (plain decoding where the tiers start at 1): nothing known, nothing
-    spent. Requests are keys of any hashable kind (engine: its slots; server: request ids)."""
+    that has drafted no tree yet counts as the mean of those that have (a server's batch gains requests any step), or
+    where none has, as the last request observed (`recent`; a request's first observation comes LAG steps late, and
+    at batch 1 that was a plain step for each new request); before any observation the narrowest tier (plain
+    decoding where the tiers start at 1): nothing known, nothing spent. Requests are keys of any hashable kind
+    (engine: its slots; server: request ids)."""
 
     def __init__(self, max_depth: int, prior: float = 1.0, decay: float = 0.95):
         self.max_depth, self.prior, self.decay = max_depth, prior, decay
         self.accepted: dict = {}  # key -> float64 [max_depth + 1], by depth (index 0 unused)
         self.predicted: dict = {}  # key -> the same
         self.drafted: dict = {}  # key -> its last tree's (probs, depths) [M]
+        self.recent: Tensor | None = None  # the last observed request's calibrated node probabilities [M]
 
     def factors(self, key) -> Tensor:
         zero = torch.zeros(self.max_depth + 1, dtype=torch.float64)
@@ -175,11 +178,18 @@ class WidthController:
         """The width with the most expected tokens per second under `control` (its tiers and their step costs)."""
         known = [k for k in keys if k in self.drafted]
         if not known:
-            return control.tiers[0]
-        probs = torch.stack([(p.double() * self.factors(k)[d]).clamp(max=1.0) for k in known for p, d in [self.drafted[k]]])
+            if self.recent is None:
+                return control.tiers[0]
+            return plan_nodes(self.recent.expand(len(keys), -1), control)
+        probs = torch.stack([self.calibrated(k) for k in known])
         if len(known) < len(keys):
             probs = torch.cat([probs, probs.mean(0, keepdim=True).expand(len(keys) - len(known), -1)])
         return plan_nodes(probs, control)
+
+    def calibrated(self, key) -> Tensor:
+        """float64 [M]: the request's last tree's node probabilities, scaled by its depth factors (at most 1)."""
+        probs, depths = self.drafted[key]
+        return (probs.double() * self.factors(key)[depths]).clamp(max=1.0)
 
     def observe(self, keys: list, probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
         """A step of requests `keys` drafted trees of node probabilities and depths [R, M] (root excluded), verified
@@ -194,6 +204,8 @@ class WidthController:
             predicted.index_add_(0, depths[i, verified], probs[i, verified])
             accepted[1 : accept_len[i] + 1] += 1.0
             self.drafted[k] = (probs[i], depths[i])
+        if keys:
+            self.recent = self.calibrated(keys[-1])
 
     def retain(self, keys) -> None:
         """Forget every request but `keys` (the server's finished ones)."""

@@ -216,6 +216,21 @@ def test_width_controller_keys_requests_by_id_and_forgets_the_finished():
     assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"], control) == 1
 
 
+def test_with_no_request_drafted_yet_each_counts_as_the_last_one_observed():
+    """Before any observation: the narrowest (tiers 1 / 3, costs 1.0 / 1.1 s at 1 / 3 tokens). Request a drafted (0.9,
+    0.5) at depths 1, 2, verified 3 nodes and accepted 2: factors 2 / 1.9 and 2 / 1.5, calibrated (0.947, 0.667).
+    Once a is gone, a new request b (nothing drafted yet) counts as that: width 3 gives 2.614 tokens / 1.1 s against
+    1 / 1.0 s, so 3 (at batch 1 each new request had decoded plainly until its first observation, LAG steps on)."""
+    control = BudgetControl(VerifyCost((1, 3), (1.0, 1.1)), (1, 3))
+    width = WidthController(max_depth=2)
+    assert width.nodes(["b"], control) == 1
+    width.observe(["a"], torch.tensor([[0.9, 0.5]]), torch.tensor([[1, 2]]), nodes=3, accept_len=[2])
+    width.retain(["b"])
+    assert width.drafted == {} and width.recent.tolist() == pytest.approx([0.9 * 2 / 1.9, 0.5 * 2 / 1.5])
+    assert width.nodes(["b"], control) == 3
+    assert width.nodes(["b"], BudgetControl(VerifyCost((1, 3), (1.0, 2.7)), (1, 3))) == 1  # 2.614 / 2.7 < 1 / 1.0
+
+
 def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():
     """Requests a and b drafted (0.9, 0.5) and (0.5, 0.1) at depths 1, 2, verified 1 node and accepted it (depth 1's
     factor 2 / (p + 1)): calibrated (0.947, 0.5) and (0.667, 0.1). A request c that joins counts as their mean (0.807,

@@ -60,19 +60,25 @@ def parse_tiers(text: str, widest: int) -> tuple[int, ...] | None:
 
 
 LAG = 2  # steps between a step and the reading of its observation
+SETTLE = 2  # a key's first measurements, of which the cost table keeps the least
+OUTLIER = 1.5  # after those, a measurement counts at most this times the estimate
 
 
 @dataclass
 class StepCosts:
-    """seconds[(bs, n)]: a step of a batch padded to captured size bs verifying n nodes a request, an exponential
-    average (weight `alpha` for the newest) of the measured steps. With `sync` (TP > 1: an in-place all-reduce sum of
-    a host tensor over the ranks), measurements wait in `pending` until `flush`, which averages every rank's."""
+    """seconds[(bs, n)]: a step of a batch padded to captured size bs verifying n nodes a request: the least of its
+    first SETTLE measurements, then an exponential average (weight `alpha` for the newest) of measurements capped at
+    OUTLIER x the estimate. A stall inside a measured step (a first use, the host) only ever lengthens it, and a tier
+    once costed too high is not picked again to correct it: an uncapped outlier had a server at batch 1 decode
+    plainly for good. With `sync` (TP > 1: an in-place all-reduce sum of a host tensor over the ranks), measurements
+    wait in `pending` until `flush`, which averages every rank's."""
 
     seconds: dict[tuple[int, int], float]
     alpha: float = 0.1
     sync: Callable[[Tensor], None] | None = None
     keys: tuple[tuple[int, int], ...] = ()  # with sync: every (bs, n) a rank may measure, in one order on every rank
     pending: dict[tuple[int, int], list[float]] = field(default_factory=dict)  # key -> [sum of seconds, count]
+    counts: dict[tuple[int, int], int] = field(default_factory=dict)  # key -> measurements taken in
 
     def measured(self, bs: int, n: int, seconds: float) -> None:
         """A step's measured seconds: averaged in at once, or (with sync) at the next `flush`."""
@@ -93,8 +99,13 @@ class StepCosts:
                 self.update(*k, total / count)
 
     def update(self, bs: int, n: int, seconds: float) -> None:
-        old = self.seconds.get((bs, n))
-        self.seconds[bs, n] = seconds if old is None else (1 - self.alpha) * old + self.alpha * seconds
+        key = (bs, n)
+        old, seen = self.seconds.get(key), self.counts.get(key, 0)
+        if old is None or seen < SETTLE:
+            self.seconds[key] = seconds if old is None else min(old, seconds)
+        else:
+            self.seconds[key] = (1 - self.alpha) * old + self.alpha * min(seconds, OUTLIER * old)
+        self.counts[key] = seen + 1
 
     def unmeasured(self, bs: int, tiers: tuple[int, ...]) -> int | None:
         """The narrowest tier not measured at bs (nor waiting for a flush), if any."""
@@ -104,12 +115,13 @@ class StepCosts:
         """Every tier has a cost at bs."""
         return all((bs, n) in self.seconds for n in tiers)
 
-    def control(self, bs: int, tiers: tuple[int, ...]) -> BudgetControl:
-        """The tiers' costs at captured batch size bs (every one measured) as a `BudgetControl`: a forward of bs x n
-        tokens for tier n (the batch's R x n tokens fall into it, as the graph pads them)."""
+    def control(self, bs: int, tiers: tuple[int, ...], requests: int) -> BudgetControl:
+        """The tiers' costs at captured batch size bs (every one measured) for a batch of `requests` <= bs, as a
+        `BudgetControl`: a forward of requests x n tokens for tier n costs what the graph of bs x n costs (keyed by
+        bs x n, a batch of half the graph's rows or fewer fell into a narrower tier's price)."""
         times = [self.seconds[bs, n] for n in tiers]
         times = [max(times[: i + 1]) for i in range(len(times))]  # a wider tier measured faster (noise) costs as much
-        return BudgetControl(VerifyCost(tuple(bs * n for n in tiers), tuple(times)), tiers)
+        return BudgetControl(VerifyCost(tuple(requests * n for n in tiers), tuple(times)), tiers)
 
 
 class LaggedObservations:
@@ -186,7 +198,7 @@ class StepWidth:
             return probe
         if not self.costs.complete(graph_bs, self.tiers):  # measured, averaged over the ranks at the next flush
             return self.tiers[-1]
-        return self.width.nodes(keys, self.costs.control(graph_bs, self.tiers))
+        return self.width.nodes(keys, self.costs.control(graph_bs, self.tiers, len(keys)))
 
     def start(self):
         """A CUDA event recorded now, where a step begins (None off CUDA)."""

@@ -20,12 +20,24 @@ def test_tiers():
 
 def test_cost_table_averages_and_never_rewards_width():
     costs = StepCosts({(4, 2): 1.0, (4, 8): 0.9, (4, 16): 2.0, (8, 2): 1.5}, alpha=0.5)
-    control = costs.control(4, (2, 8, 16))
+    control = costs.control(4, (2, 8, 16), 4)
     assert control.cost.tokens == (8, 32, 64) and control.cost.seconds == (1.0, 1.0, 2.0)  # 0.9: noise, as 1.0
+    one = costs.control(4, (2, 8, 16), 1)  # a batch of 1 padded to 4: each width at its own graph's cost
+    assert one.cost.tokens == (2, 8, 16) and one.cost.of(16) == 2.0  # keyed by 4 x n, 1 x 16 would cost tier 8's 1.0
     assert costs.unmeasured(8, (2, 8, 16)) == 8 and costs.unmeasured(4, (2, 8, 16)) is None
-    costs.update(4, 16, 3.0)
-    costs.update(8, 8, 2.0)
-    assert costs.seconds[4, 16] == 2.5 and costs.seconds[8, 8] == 2.0
+
+
+def test_cost_table_keeps_the_least_first_measurement_and_caps_outliers():
+    """SETTLE = 2, OUTLIER = 1.5, alpha 0.5, hand-worked: a first step stalled (50 s) then 2 s: 2; then 3 s averages to
+    2.5; a 100 s stall counts as 1.5 x 2.5 = 3.75 (estimate 3.125), and a run of 10 s steps still moves it, by
+    half of 1.5x the estimate a step (3.906, 4.883). A given cost counts as no measurement: the next one's minimum with
+    it."""
+    costs = StepCosts({(1, 4): 2.0}, alpha=0.5)
+    for seconds, expected in ((50.0, 50.0), (2.0, 2.0), (3.0, 2.5), (100.0, 3.125), (10.0, 3.90625), (10.0, 4.8828125)):
+        costs.update(8, 8, seconds)
+        assert costs.seconds[8, 8] == pytest.approx(expected)
+    costs.update(1, 4, 3.0)
+    assert costs.seconds[1, 4] == 2.0
 
 
 def test_observations_come_back_in_order_and_a_full_ring_drops():
@@ -50,7 +62,7 @@ def test_width_per_step_hand_worked():
     count 0.947, 0.889, 0.824: width 4 expects 2 + 2 x 2.660 = 7.32 tokens, in 2.0 s 3.66/s against width 2's
     (2 + 2 x 0.947) / 1.0 s = 3.89/s: width 2; in 1.5 s width 4 wins (4.88/s). A batch past the captured sizes
     verifies the narrowest; a request never seen counts as the mean of the others (the same width), and requests
-    absent from a step are forgotten."""
+    absent from a step are forgotten; a step of none seen counts each as the last request observed (the same width)."""
     probs = torch.tensor([[0.9, 0.8, 0.7]] * 2)
     depths = torch.tensor([[1, 2, 3]] * 2)
     for wide_s, expected in ((2.0, 2), (1.5, 4)):
@@ -60,7 +72,7 @@ def test_width_per_step_hand_worked():
         assert width.nodes(["a", "b"], 2) == 2  # the observation is read LAG = 2 steps on
         assert width.nodes(["a", "b"], 2) == expected and width.nodes(["a", "b"], None) == 2
         assert width.nodes(["a", "c"], 2) == expected and set(width.width.drafted) == {"a"}
-        assert width.nodes(["d"], 2) == 2
+        assert width.nodes(["d"], 2) == expected
 
 
 def test_an_unmeasured_tier_is_verified_once_to_measure_it():
