@@ -326,6 +326,12 @@ def table(runs: list[h.Run], profiles: dict[str, dict], args) -> str:
         for name, size, us in host:
             cells = [f"{us[p] / 1e3:.2f}" if p in us else "-" for p in ["step", *PHASES]]
             lines.append(f"| {name} (host) | {size} | " + " | ".join(cells) + " |")
+    widths = [(n, b, p["widths"]) for n, prof in profiles.items() for b, p in prof.items() if "widths" in p]
+    if widths:
+        lines += ["", "The width controller's choices: steps that verified each width (nodes a request).", "",
+                  "| run | requests | widths (steps) |", "|---|---|---|"]  # fmt: skip
+        for name, size, counts in widths:
+            lines.append(f"| {name} | {size} | " + ", ".join(f"{n}: {c}" for n, c in counts.items()) + " |")
     return "\n".join(lines)
 
 

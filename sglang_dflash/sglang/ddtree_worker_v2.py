@@ -288,7 +288,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         except Exception as error:  # the step's tokens stand; the requests' drafter context does not
             self._abort_batch(batch, error)
         self.profile.mark("context")
-        self.profile.end(len(batch.reqs))
+        self.profile.end(len(batch.reqs), nodes if self.width is not None else None)
         return step
 
     def _choose_width(self, batch) -> tuple[list | None, int, object]:

@@ -11,12 +11,14 @@ are read on the GPU's timeline, so a phase's time includes the host time the GPU
 syncs). On CPU the host clock is read.
 
     {"1": {"steps": 63, "median_us": {"drafter": 410.2, "tree": 35.1, ..., "step": 9120.4},
-           "host_median_us": {"drafter": 380.0, ...}, "interval_median_us": 9400.2}, "8": {...}}
+           "host_median_us": {"drafter": 380.0, ...}, "interval_median_us": 9400.2, "widths": {"16": 60, "32": 3}},
+     "8": {...}}
 
 host_median_us are the same phases on the host's clock (the time Python spent issuing each phase): a phase
 whose GPU time is close to its host time kept the GPU waiting on the host. interval_median_us is the host time from
 one step's start to the next's, where both have the batch size: the served wall time a decode step, the scheduler's
-work between steps included (a step that a prefill interrupts is an outlier the median drops).
+work between steps included (a step that a prefill interrupts is an outlier the median drops). widths: with the
+width controller (SGLANG_DFLASH_WIDTHS), how many steps verified each width (all steps ended, read or not).
 
 With SGLANG_DFLASH_PROFILE_KERNELS=K as well, one step of each batch size, its K-th (or, where the batch size
 changed at it, the next), also runs under torch.profiler (CUDA activity, the kernels of graph replays too; on CPU the
@@ -55,6 +57,7 @@ class StepProfile:
         self.pending: list[tuple[int, list]] = []  # (batch size, marks) of steps the GPU has not finished
         self.intervals: dict[int, list[float]] = defaultdict(list)  # bs -> host us from a step's start to the next's
         self.last_start: tuple[int, float] | None = None  # (batch size, host time) of the last ended step's start
+        self.widths: dict[int, Counter[int]] = defaultdict(Counter)  # bs -> verify width -> steps
 
     @classmethod
     def from_env(cls, device: torch.device, rank: int) -> StepProfile:
@@ -88,7 +91,10 @@ class StepProfile:
         if self.on and self.marks:
             self.marks.append((phase, self._stamp()))
 
-    def end(self, batch_size: int) -> None:
+    def end(self, batch_size: int, width: int | None = None) -> None:
+        """The step of batch_size requests ends; width: the verify width the controller chose (None: none chose)."""
+        if self.on and width is not None:
+            self.widths[batch_size][width] += 1
         if not self.on or len(self.marks) < 2:
             if self.profiler is not None:  # a step with no phase: nothing to list
                 self.profiler.__exit__(None, None, None)
@@ -145,6 +151,7 @@ class StepProfile:
                 "median_us": {p: round(statistics.median(v), 2) for p, v in phases.items()},
                 "host_median_us": {p: round(statistics.median(v), 2) for p, v in self.host[bs].items()},
                 **({"interval_median_us": round(statistics.median(self.intervals[bs]), 2)} if self.intervals[bs] else {}),
+                **({"widths": {str(n): c for n, c in sorted(self.widths[bs].items())}} if self.widths[bs] else {}),
             }
             for bs, phases in sorted(self.times.items())
         }

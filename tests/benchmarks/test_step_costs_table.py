@@ -60,6 +60,9 @@ def test_table_rows():
     assert rows[("| sglang-ddtree64 (host)", "1")][2:6] == ["29.00", "3.00", "0.10", "0.20"]  # step, drafter, tree, ...
     assert rows[("| sglang-ddtree64 (host)", "1")][6] == "0.90"  # the verify forward's host time
     assert "exit 1: boom" in rows[("| sglang-dflash", "8")][-2]
+    assert "width controller" not in text
+    profiles["sglang-ddtree64"]["1"]["widths"] = {"16": 7, "32": 2}
+    assert "| sglang-ddtree64 | 1 | 16: 7, 32: 2 |" in costs.table([plugin], profiles, args).splitlines()
     # 4 prompts: batch 8 ran steps of 4 requests, which the profile keys by 4
     profiles["sglang-ddtree64"]["4"] = {"steps": 9, "median_us": dict(phases, step=45000)}
     forced = {"DDTREE": 10.2}  # the header says the outputs are not the target's

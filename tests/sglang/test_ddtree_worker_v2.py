@@ -451,9 +451,10 @@ def test_a_step_marks_every_phase_of_the_step_cost_table_in_order(monkeypatch):
     costs = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(costs)
     marks = []
-    profile = SimpleNamespace(start=lambda: marks.clear(), mark=marks.append, end=lambda bs: marks.append(("end", bs)))
+    profile = SimpleNamespace(start=lambda: marks.clear(), mark=marks.append,
+                              end=lambda bs, width: marks.append(("end", bs, width)))  # fmt: skip
     decode_step(monkeypatch, "cpu", extra_buffer=False, profile=profile)
-    assert marks == [*costs.PHASES, ("end", 2)]
+    assert marks == [*costs.PHASES, ("end", 2, None)]  # no width controller: no width
 
 
 @pytest.mark.skipif(not OLD_SCHEMA, reason="0.5.11's schema: 0.5.23's cache-location kernel is not built per size")

@@ -36,6 +36,17 @@ def test_phases_by_batch_size(tmp_path):
     assert set(host) == set(eight) and abs(host["drafter"] - eight["drafter"]) < 1.0
 
 
+def test_widths_are_counted_by_batch_size(tmp_path):
+    """With the width controller each step's verify width is counted under its batch size; without, no key."""
+    prof = StepProfile(tmp_path / "p.json", torch.device("cpu"))
+    for bs, width in ((1, 32), (1, 32), (1, 1), (4, 16), (8, None)):
+        prof.start()
+        prof.mark("verify")
+        prof.end(bs, width)
+    data = prof.summary()
+    assert data["1"]["widths"] == {"1": 1, "32": 2} and data["4"]["widths"] == {"16": 1} and "widths" not in data["8"]
+
+
 def test_interval_is_the_host_time_from_one_steps_start_to_the_next(tmp_path):
     """interval_median_us: a step's start to the next step's of the same batch size, the time between steps (here
     4 ms of "scheduler" sleep) included; a change of batch size starts afresh."""
