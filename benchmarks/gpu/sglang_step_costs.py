@@ -348,24 +348,41 @@ def rates(runs: list[h.Run]) -> dict[tuple[str, int], float]:
 
 
 def throughput_table(runs: list[h.Run], forced: bool) -> str:
-    """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch."""
+    """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch;
+    with several batch sizes, also over all of them (a load that visits each in turn: every batch's tokens over the
+    sum of their wall times; a run with a failed batch has none)."""
     batches = sorted({r.batch for r in runs})
     names = list(dict.fromkeys(r.name for r in runs))
     rate = rates(runs)
+    mixed = len(batches) > 1
     lines = [
         "## Tokens per second: each batch size's prompts' emitted tokens over their wall time, prefills included"
         + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced else ""),
         "",
-        "| run | " + " | ".join(f"batch {b}" for b in batches) + " |",
-        "|---|" + "---|" * len(batches),
+        "| run | " + " | ".join(f"batch {b}" for b in batches) + (" | all batches, in turn" if mixed else "") + " |",
+        "|---|" + "---|" * (len(batches) + mixed),
     ]
     for name in names:
         cells = []
         for b in batches:
             mine, stock = rate.get((name, b)), rate.get(("sglang", b))
-            cells.append("-" if mine is None else f"{mine:.0f}" + (f" ({mine / stock:.2f}x)" if stock else ""))
+            cells.append(cell(mine, stock))
+        if mixed:
+            cells.append(cell(overall(runs, name, batches), overall(runs, "sglang", batches)))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def cell(mine: float | None, stock: float | None) -> str:
+    return "-" if mine is None else f"{mine:.0f}" + (f" ({mine / stock:.2f}x)" if stock else "")
+
+
+def overall(runs: list[h.Run], name: str, batches: list[int]) -> float | None:
+    """Run `name`'s tokens per second over all its batches together, or None unless each of `batches` produced."""
+    mine = {r.batch: r for r in runs if r.name == name and tokens_per_s(r) is not None}
+    if set(mine) != set(batches):
+        return None
+    return sum(len(o) for r in mine.values() for o in r.outputs) / sum(r.wall_s for r in mine.values())
 
 
 def plot(runs: list[h.Run], forced: bool, path: Path) -> str:

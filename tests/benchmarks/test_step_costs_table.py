@@ -239,18 +239,24 @@ def test_every_step_cost_run_argument_is_the_installed_releases(tmp_path):
 
 
 def test_tokens_per_second_table_and_plot(tmp_path):
-    """Each run's emitted tokens over its batches' wall time, by batch, with the ratio to stock's; --plot draws the
-    table and the PNG again from step_costs.json alone (the GPU machine may lack matplotlib)."""
+    """Each run's emitted tokens over its batches' wall time, by batch, with the ratio to stock's, and over all batches
+    in turn (512 tokens in 3.2 s for stock, in 1.6 s for DDTREE 32; none for a run with a failed batch); --plot draws
+    the table and the PNG again from step_costs.json alone (the GPU machine may lack matplotlib)."""
     out = [[1] * 32] * 8  # 256 tokens a batch size
     runs = [
         h.Run("sglang", 1, outputs=out, wall_s=2.56),  # 100 tokens/s
         h.Run("sglang", 8, outputs=out, wall_s=0.64),  # 400
         h.Run("sglang-ddtree64", 1, outputs=out, wall_s=1.28),  # 200
         h.Run("sglang-ddtree64", 8, error="exit 1"),
+        h.Run("sglang-ddtree32", 1, outputs=out, wall_s=1.44),  # 178
+        h.Run("sglang-ddtree32", 8, outputs=out, wall_s=0.16),  # 1600
     ]
     text = costs.throughput_table(runs, None)
     rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| sglang")}
-    assert rows["| sglang"] == ["100 (1.00x)", "400 (1.00x) |"] and rows["| sglang-ddtree64"] == ["200 (2.00x)", "- |"]
+    assert rows["| sglang"] == ["100 (1.00x)", "400 (1.00x)", "160 (1.00x) |"]
+    assert rows["| sglang-ddtree64"] == ["200 (2.00x)", "-", "- |"]
+    assert rows["| sglang-ddtree32"] == ["178 (1.78x)", "1600 (4.00x)", "320 (2.00x) |"]
+    assert "all batches" not in costs.throughput_table(runs[:1] + runs[2:3], None)
     assert "FORCED" not in text and "FORCED ACCEPTANCE" in costs.throughput_table(runs, {"DDTREE": 10.2})
     data = dict(forced_tau=None, runs=[h.asdict(r) for r in runs])
     (tmp_path / "step_costs.json").write_text(json.dumps(data))
