@@ -7,7 +7,8 @@ with the most expected tokens per second for the batch (`budget.plan_nodes`), fr
 
 - `StepCosts`: a step's GPU seconds by (captured batch size, width), measured on the running server between two
   CUDA events around the step (drafter pass to commit) and averaged; a tier not yet measured at a batch size is
-  verified once to measure it (`StepWidth.nodes`). At TP > 1 every rank must pick the same width, so the ranks'
+  verified to measure it (`StepWidth.nodes`; its first measurement arrives LAG steps later, so it is verified LAG times,
+  and the least of the first SETTLE is kept). At TP > 1 every rank must pick the same width, so the ranks'
   measurements are averaged over a gloo group every `sync_every` steps and only then used;
 - `budget.WidthController`: each request's last drafted tree, its node probabilities calibrated depth by depth by
   that request's acceptance so far (keys: request ids);
