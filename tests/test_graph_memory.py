@@ -82,11 +82,11 @@ def test_decode_graphs_cut_at_worker_start_unless_the_user_set_them(tmp_path, ca
 
     (tmp_path / "config.json").write_text(json.dumps(QWEN36_27B))
     args = SimpleNamespace(model_path=str(tmp_path), revision=None, disable_cuda_graph=False, max_running_requests=48,
-                           tp_size=2, speculative_num_draft_tokens=32)  # fmt: skip
+                           tp_size=2, speculative_num_draft_tokens=32, _cuda_graph_config_locked=locked)  # fmt: skip
     decode = SimpleNamespace(bs=[*A6000_SPEC_SIZES, 40, 44, 48], max_bs=48)  # 40-48: past 32 requests in 0.5.23's list
     args.max_running_requests = 32
     with caplog.at_level(logging.WARNING):
-        fit_decode_graphs(args, decode, locked, "DDTREE")
+        fit_decode_graphs(args, decode, "DDTREE")
     if locked:
         assert decode.bs == [*A6000_SPEC_SIZES, 40, 44, 48] and decode.max_bs == 48
         assert "--cuda-graph-max-bs-decode 8 keeps them near 3.8 GiB" in caplog.text
@@ -95,5 +95,38 @@ def test_decode_graphs_cut_at_worker_start_unless_the_user_set_them(tmp_path, ca
         assert "batch sizes up to 8, not SGLang's default 32" in caplog.text and "--cuda-graph-max-bs-decode" in caplog.text
     caplog.clear()
     off = SimpleNamespace(bs=list(A6000_SPEC_SIZES), max_bs=32)
-    fit_decode_graphs(SimpleNamespace(**dict(args.__dict__, disable_cuda_graph=True)), off, set(), "DDTREE")
+    fit_decode_graphs(SimpleNamespace(**dict(args.__dict__, disable_cuda_graph=True)), off, "DDTREE")
     assert off.bs == list(A6000_SPEC_SIZES) and caplog.text == ""
+
+
+@pytest.mark.parametrize(
+    "widths, cut, expected_gib",
+    [
+        ("auto", True, 36 * 31 * 3_559_424 / (1 << 30)),  # sizes cut to 1-8 (36 requests); tiers 1-16 narrower: 31 nodes
+        ("auto", False, 288 * 31 * 3_559_424 / (1 << 30)),  # the sizes as given: 29.6 GiB
+        ("8,16", True, 36 * 24 * 3_559_424 / (1 << 30)),
+        ("off", True, 0.0),
+        ("32", True, 0.0),  # the widest alone: no tier beside SGLang's own graphs
+    ],
+)
+@pytest.mark.parametrize("backend", ["triton", "flashinfer"])
+def test_width_tiers_graph_memory(tmp_path, monkeypatch, widths, cut, expected_gib, backend):
+    """What the memory plan holds back for the verify-width tiers (`memory_plan.tiers_gib`): the narrower widths' verify
+    graphs at the sizes captured, by hand (3.70 GiB at Qwen3.6-27B's one-rank shapes, SGLang's spec sizes cut to 1-8,
+    32 nodes, SGLANG_DFLASH_WIDTHS=auto); with FlashInfer, 384 MiB more a narrower width (its backend's workspace);
+    none without graphs."""
+    import json
+
+    from sglang_dflash.sglang.memory_plan import tiers_gib
+
+    (tmp_path / "config.json").write_text(json.dumps(QWEN36_27B))
+    monkeypatch.setenv("SGLANG_DFLASH_WIDTHS", widths)
+    args = SimpleNamespace(model_path=str(tmp_path), revision=None, tp_size=2, speculative_num_draft_tokens=32,
+                           speculative_algorithm="DDTREE", attention_backend=backend)  # fmt: skip
+    monkeypatch.delenv("SGLANG_FLASHINFER_WORKSPACE_SIZE", raising=False)
+    narrower = {"auto": 5, "8,16": 2}.get(widths, 0)
+    workspace = narrower * 384 / 1024 if backend == "flashinfer" else 0.0
+    assert tiers_gib(args, list(A6000_SPEC_SIZES), cut) == pytest.approx(expected_gib + workspace, rel=1e-12)
+    assert tiers_gib(args, None, cut) == 0.0  # CUDA graphs off
+    if widths == "auto":
+        assert expected_gib == pytest.approx(3.6995 if cut else 29.6, abs=0.05)

@@ -116,9 +116,7 @@ class DDTreeWorkerV2(DDTreeWorkerBase, BaseSpecWorker):
         from .server_args import fit_decode_graphs
         from .tree_gdn_backend import install
 
-        args = resolved(self.server_args)
-        locked = getattr(args, "_cuda_graph_config_locked", set())
-        fit_decode_graphs(args, get_exec().graph.cuda_graph_config.decode, locked, self.name)
+        fit_decode_graphs(resolved(self.server_args), get_exec().graph.cuda_graph_config.decode, self.name)
         install_before_graphs(self.model_runner)
         install(self.model_runner, self.draft_config.num_depths)
         self._install_capture()

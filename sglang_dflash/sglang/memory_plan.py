@@ -9,7 +9,9 @@ target's weights (`ModelRunnerKVCacheMixin.profile_max_num_token`):
 - with the tree-GDN verify, SGLang's per-node GDN verify states are allocated for one request, so the
   plan gets back what it reserves for the others: SGLang counts the drafter's weights itself and solves
   the GDN state slots jointly with that reservation, so the slots are planned as without it, then
-  `one_slot_states_gib` is taken off.
+  `one_slot_states_gib` is taken off;
+- with SGLANG_DFLASH_WIDTHS, the narrower verify widths' CUDA graphs are captured after that plan too, so
+  `tiers_gib` holds them back.
 
 At Qwen3.6-27B with z-lab's 5-layer drafter in bf16, whole: 3.5 GB of weights, and 20 KiB per cached token beside
 the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on each.
@@ -17,11 +19,17 @@ the target's 32 KiB at TP=2; sharded over the two GPUs, about half of both on ea
 
 from __future__ import annotations
 
+import logging
+import os
+
 import torch
 
 from .. import env
-from ..models.config import DraftConfig
-from .names import resolved
+from ..models.config import DraftConfig, text_part
+from .graph_memory import GRAPH_BUDGET_GIB, graph_sizes_within, verify_graph_token_bytes, verify_graphs_gib
+from .names import DFLASH_CHAIN, resolved
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_LEN = 8192
 
@@ -81,3 +89,37 @@ def one_slot_states_gib(configurator) -> float:
     args = resolved(configurator.server_args)
     per_req = configurator.mambaish_config.mamba2_cache_params.mamba_cache_per_req
     return per_req * args.speculative_num_draft_tokens / (1 << 30)
+
+
+FLASHINFER_WORKSPACE = 384 << 20  # SGLang's SGLANG_FLASHINFER_WORKSPACE_SIZE default (0.5.11 and 0.5.23)
+
+
+def tiers_gib(server_args, graph_sizes: list[int] | None, cut: bool = False) -> float:
+    """GiB the verify-width tiers (SGLANG_DFLASH_WIDTHS, built by the worker after the KV cache is sized) keep: each
+    narrower width's TARGET_VERIFY graphs at the captured batch sizes, as `graph_memory` estimates them (H100, 27B
+    one-rank shapes, Triton attention, sizes 1 / 8 / 32, widths 1-16: 4.21 GiB estimated, 4.81 GiB taken), and with
+    FlashInfer attention the workspace each width's backend allocates (SGLANG_FLASHINFER_WORKSPACE_SIZE). `cut`:
+    graph_sizes are SGLang's, yet to be cut to the graphs' budget (0.5.23's, `server_args.fit_decode_graphs`). 0
+    without tiers or graphs, and for a drafter whose head drafts (the tiers are off for it)."""
+    from ..proposal import uses_heads
+    from .server_args import load_config_dict
+    from .width_control import parse_tiers
+
+    args = resolved(server_args)
+    nodes = int(args.speculative_num_draft_tokens)
+    tiers = parse_tiers(env.WIDTHS.get(), nodes)
+    if tiers is None or len(tiers) == 1 or not graph_sizes:
+        return 0.0
+    algo = "dflash" if args.speculative_algorithm == DFLASH_CHAIN else "ddtree"
+    if args.tp_size == 1 and uses_heads(draft_config(args), algo):
+        return 0.0
+    target = text_part(load_config_dict(args.model_path, getattr(args, "revision", None)))
+    token = verify_graph_token_bytes(target, args.tp_size)
+    sizes = graph_sizes_within(graph_sizes, nodes, token, GRAPH_BUDGET_GIB) if cut else graph_sizes
+    workspace = 0
+    if args.attention_backend == "flashinfer":
+        workspace = int(os.environ.get("SGLANG_FLASHINFER_WORKSPACE_SIZE", FLASHINFER_WORKSPACE))
+    gib = verify_graphs_gib(sizes, sum(tiers[:-1]), token) + (len(tiers) - 1) * workspace / (1 << 30)
+    logger.info("%s: the memory plan holds back an estimated %.2f GiB for the verify widths %s' graphs at batch sizes up "
+                "to %d (%s).", args.speculative_algorithm, gib, list(tiers[:-1]), max(sizes), env.WIDTHS.name)  # fmt: skip
+    return gib

@@ -162,14 +162,19 @@ def fit_graph_memory(args, name: str, nodes: int, target: dict) -> None:
         args.cuda_graph_bs, args.cuda_graph_max_bs = fit, max(fit)
 
 
-def fit_decode_graphs(args, decode, locked: set, name: str) -> None:
-    """0.5.23, where SGLang resolves its decode graph sizes after our arguments: `fitted_graph_sizes` of them, into its
-    decode graph config `decode` (`bs`, `max_bs`; as its paged-experts path cuts them), before the target's graphs are
-    captured. `locked`: the (phase, key) pairs the user set (`_cuda_graph_config_locked`)."""
-    sizes = graph_batch_sizes(args, decode.bs)
+def decode_graph_sizes(args, decode) -> tuple[list[int] | None, bool]:
+    """0.5.23: `graph_batch_sizes` of its decode graph config `decode` (resolved after our arguments), and whether the
+    user gave them (its `_cuda_graph_config_locked` (phase, key) pairs on the resolved arguments `args`)."""
+    locked = getattr(args, "_cuda_graph_config_locked", set())
+    return graph_batch_sizes(args, decode.bs), bool({("decode", "bs"), ("decode", "max_bs")} & set(locked))
+
+
+def fit_decode_graphs(args, decode, name: str) -> None:
+    """0.5.23: `fitted_graph_sizes` of `decode_graph_sizes`, into its decode graph config `decode` (`bs`, `max_bs`; as
+    its paged-experts path cuts them), before the target's graphs are captured."""
+    sizes, user_gave = decode_graph_sizes(args, decode)
     if not sizes:
         return
-    user_gave = bool({("decode", "bs"), ("decode", "max_bs")} & set(locked))
     target = text_part(load_config_dict(args.model_path, getattr(args, "revision", None)))
     nodes = int(args.speculative_num_draft_tokens)
     fit = fitted_graph_sizes(sizes, user_gave, name, nodes, target, args.tp_size, "--cuda-graph-max-bs-decode")

@@ -472,8 +472,8 @@ class DDTreeWorkerBase:
         self.width = StepWidth(tiers, self.draft_config.num_depths, most, self.device, self._step_costs(graphs, tiers))
         left = free_gib(self.device)
         logger.info("%s: verify widths %s chosen per step by cost (%s); the narrower tiers took %.2f GiB of GPU memory "
-                    "(graphs included), outside SGLang's memory plan.", self.name, list(tiers), env.WIDTHS.name,
-                    free - left)  # fmt: skip
+                    "(graphs included; the memory plan's estimate was logged as the KV cache was sized).", self.name,
+                    list(tiers), env.WIDTHS.name, free - left)  # fmt: skip
         if self.device.type == "cuda" and left < TIERS_HEADROOM_GIB:
             logger.warning("%s: only %.2f GiB of GPU memory is left after the verify-width tiers; lower "
                            "--mem-fraction-static by about %.2f or name fewer tiers in %s.", self.name, left,

@@ -500,5 +500,5 @@ def test_init_attention_backends_cuts_the_decode_graph_sizes_first(monkeypatch):
     w.server_args = SimpleNamespace(_cuda_graph_config_locked={("decode", "max_bs")})
     w._install_capture = lambda: order.append("taps")
     w.init_attention_backends()
-    assert order[0] == ("fit", w.server_args, decode, {("decode", "max_bs")}, "DDTREE")
+    assert order[0] == ("fit", w.server_args, decode, "DDTREE")
     assert order[1:] == ["capture", "workspace", "taps"]

@@ -80,6 +80,7 @@ def test_memory_plan(monkeypatch, draft, algorithm):
     runner.server_args = SimpleNamespace(
         speculative_algorithm=algorithm, tp_size=1, max_running_requests=32, speculative_num_draft_tokens=33,
         enable_dp_attention=False, speculative_draft_model_path=str(draft), speculative_draft_model_revision=None,
+        cuda_graph_bs=[1, 2], disable_cuda_graph=False,
     )  # fmt: skip
     runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=GiB // 16))
     runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
@@ -87,6 +88,36 @@ def test_memory_plan(monkeypatch, draft, algorithm):
     assert DefaultPoolConfigurator()._compute_cell_size(runner, 4) == 4000 + DRAFT_TOKEN_BYTES
     expected = 100.0 - DRAFT_WEIGHT_BYTES / GiB - 33 / 16  # the states of one request
     assert runner.handle_max_mamba_cache(100.0) == pytest.approx(expected, rel=0, abs=1e-12)  # the weights: 9e-5 GiB
+
+
+def test_0_5_11_plan_holds_back_the_width_tiers(monkeypatch, draft):
+    """With SGLANG_DFLASH_WIDTHS the 0.5.11 plan also holds back the narrower verify widths' graphs (captured after
+    it), by hand: the fixture's target keeps 8 x 97 = 776 bytes of logits a verified token and, in each of its 3 GDN
+    layers, 4 x ((2 x 2 x 8 + 4 x 12) + 4 x 12) = 512: 2,312 bytes; graphs at 1, 2 and 4 requests; tiers 1, 2, 4, 8
+    beside 16 nodes: 15 narrower nodes a request."""
+
+    class ModelRunnerKVCacheMixin:
+        def handle_max_mamba_cache(self, total_rest_memory):
+            return total_rest_memory
+
+    around(ModelRunnerKVCacheMixin, "handle_max_mamba_cache", patches.handle_max_mamba_cache)
+    runner = ModelRunnerKVCacheMixin()
+    runner.server_args = SimpleNamespace(
+        speculative_algorithm="DDTREE", tp_size=1, max_running_requests=4, speculative_num_draft_tokens=16,
+        enable_dp_attention=False, speculative_draft_model_path=str(draft), speculative_draft_model_revision=None,
+        model_path=str(draft.parent / "target"), revision=None, cuda_graph_bs=[1, 2, 4], disable_cuda_graph=False,
+        attention_backend="triton",
+    )  # fmt: skip
+    runner.mambaish_config = SimpleNamespace(mamba2_cache_params=SimpleNamespace(mamba_cache_per_req=0))
+    runner.model_config = SimpleNamespace(context_len=2048, dtype=torch.bfloat16)
+    runner.dp_size, runner.is_draft_worker = 1, False
+    monkeypatch.setenv(env.WIDTHS.name, "off")
+    without = runner.handle_max_mamba_cache(100.0)
+    assert without == pytest.approx(100.0 - DRAFT_WEIGHT_BYTES / GiB, rel=0, abs=1e-12)
+    monkeypatch.setenv(env.WIDTHS.name, "auto")
+    assert without - runner.handle_max_mamba_cache(100.0) == pytest.approx((1 + 2 + 4) * 15 * 2312 / GiB, rel=1e-9)
+    runner.server_args.disable_cuda_graph = True  # no graphs: nothing for them
+    assert runner.handle_max_mamba_cache(100.0) == pytest.approx(without, rel=0, abs=1e-12)
 
 
 def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
@@ -120,10 +151,15 @@ def test_draft_bytes_per_rank_of_the_sharded_drafter(monkeypatch):
         (False, False, 100 - 33 / 16 - 33 * 33 / 16),  # EAGLE: SGLang's reservation of per-node states stands
     ],
 )
-def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, ours, radix, expected):
+@pytest.mark.parametrize("widths", ["off", "auto"])
+def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, ours, radix, expected, widths):
     """SGLang 0.5.23's own `KVCacheConfigurator._handle_max_mamba_cache` (its run-time settings stood in for) under the
     plugin's hook: for ours (their tree verify) it plans GDN state slots as where no per-node states are kept, then takes
-    off the one slot's the pool keeps; for another algorithm it is SGLang's own; its module is left as it was."""
+    off the one slot's the pool keeps; for another algorithm it is SGLang's own; its module is left as it was. With
+    SGLANG_DFLASH_WIDTHS=auto, ours also holds back the narrower widths' verify graphs, by hand as in
+    `test_0_5_11_plan_holds_back_the_width_tiers`: decode graphs at 1, 2 and 4 requests, tiers 1-32 beside 33 nodes
+    (63 narrower nodes a request), 2,312 bytes a verified token; none where SGLang sizes the KV cache after capture."""
+
     from paths import use_sgl_kernel_stand_in
 
     from sglang_dflash.sglang.plugin.activate import installed_version
@@ -133,6 +169,7 @@ def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, our
     if table is None or not table.registry:
         pytest.skip(f"SGLang {installed_version()}: the plan is ModelRunnerKVCacheMixin's (test_memory_plan above)")
     use_sgl_kernel_stand_in()
+    import sglang.srt.runtime_context as runtime_context
     from sglang.srt.mem_cache import kv_cache_configurator as kvc
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -143,6 +180,10 @@ def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, our
     monkeypatch.setattr(kvc, "get_spec", lambda: SimpleNamespace(speculative_num_draft_tokens=33))
     monkeypatch.setattr(kvc, "get_memory", lambda: SimpleNamespace(disable_radix_cache=not radix, enable_unified_memory=False))
     monkeypatch.setattr(kvc, "get_exec", lambda: SimpleNamespace(mamba=SimpleNamespace(enable_linear_replayssm_spec=False)))
+    decode = SimpleNamespace(bs=[1, 2, 4], max_bs=4)
+    monkeypatch.setattr(runtime_context, "get_exec", lambda: SimpleNamespace(graph=SimpleNamespace(
+        cuda_graph_config=SimpleNamespace(decode=decode))))  # fmt: skip
+    monkeypatch.setenv(env.WIDTHS.name, widths)
     monkeypatch.setattr(kvc, "get_disagg", lambda: SimpleNamespace(disaggregation_mode="null", enable_pd_role_switch=False))
     monkeypatch.setattr(kvc, "get_context", lambda: SimpleNamespace(override=lambda _, **kw: vars(schedule).update(kw)))
     skips = kvc._pd_prefill_skips_mamba_spec_state
@@ -162,6 +203,14 @@ def test_sglang_0_5_23_plans_one_slot_of_per_node_states(monkeypatch, draft, our
     plan.hybrid_gdn_config, plan.hybrid_kda_config = object(), None
     name = "DDTREE" if ours else "EAGLE"
     plan.spec_algorithm = DraftTreeAlgorithm(name) if ours else SpeculativeAlgorithm.from_string(name)
-    plan.server_args = SimpleNamespace(speculative_num_draft_tokens=33, speculative_algorithm=name)
-    assert plan._handle_max_mamba_cache(100.0) == pytest.approx(expected)
+    plan.server_args = SimpleNamespace(
+        speculative_num_draft_tokens=33, speculative_algorithm=name, tp_size=1, max_running_requests=32,
+        disable_cuda_graph=False, model_path=str(draft.parent / "target"), revision=None, attention_backend="triton",
+        speculative_draft_model_path=str(draft), speculative_draft_model_revision=None,
+    )  # fmt: skip
+    tiers = (1 + 2 + 4) * 63 * 2312 / GiB if ours and widths == "auto" else 0.0
+    plan.post_capture_kv_active = False
+    assert plan._handle_max_mamba_cache(100.0) == pytest.approx(expected - tiers, rel=0, abs=1e-9)
     assert kvc._pd_prefill_skips_mamba_spec_state is skips
+    plan.post_capture_kv_active = True
+    assert plan._handle_max_mamba_cache(100.0) == pytest.approx(expected, rel=0, abs=1e-9)

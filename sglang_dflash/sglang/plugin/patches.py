@@ -236,17 +236,20 @@ def req_to_token_pool_init(original, self, *args, **kwargs):
 
 
 def handle_max_mamba_cache(original, self, total_rest_memory, *args, **kwargs):
-    """0.5.11, before the KV cache is sized: the memory left (GiB) less the drafter's weights (`memory_plan.reserve_gib`),
-    plus, since our tree-GDN verify replaces them, SGLang's reservation of per-node GDN states (mamba_cache_per_req x
-    requests x verify tokens) but for one request (at 27B, TP=2, 33 nodes and 32 requests about 80 GB)."""
+    """0.5.11, before the KV cache is sized: the memory left (GiB) less the drafter's weights (`memory_plan.reserve_gib`)
+    and the verify-width tiers' graphs (`memory_plan.tiers_gib`), plus, since our tree-GDN verify replaces them,
+    SGLang's reservation of per-node GDN states (mamba_cache_per_req x requests x verify tokens) but for one request
+    (at 27B, TP=2, 33 nodes and 32 requests about 80 GB)."""
     server_args = resolved(self.server_args)
     if not self.is_draft_worker and server_args.max_running_requests:
-        from ..memory_plan import reserve_gib
+        from ..memory_plan import reserve_gib, tiers_gib
+        from ..server_args import graph_batch_sizes
 
         requests = server_args.max_running_requests // (self.dp_size if server_args.enable_dp_attention else 1)
         per_req = self.mambaish_config.mamba2_cache_params.mamba_cache_per_req
         states = per_req * (requests - 1) * server_args.speculative_num_draft_tokens / (1 << 30)
-        total_rest_memory += states - reserve_gib(server_args, self.model_config.dtype)
+        held = reserve_gib(server_args, self.model_config.dtype) + tiers_gib(server_args, graph_batch_sizes(server_args))
+        total_rest_memory += states - held
     return original(self, total_rest_memory, *args, **kwargs)
 
 
@@ -254,8 +257,10 @@ def plan_mamba_states(original, self, total_rest_memory, *args, **kwargs):
     """0.5.23 (`KVCacheConfigurator._handle_max_mamba_cache`): for ours (their tree verify), the plan reserves SGLang's
     per-node GDN verify states for the one slot the pool keeps (`req_to_token_pool_init`), not for every running
     request: SGLang plans as it does where a server allocates none (its `_pd_prefill_skips_mamba_spec_state`, for
-    this call only), then one slot's states are taken off (`memory_plan.one_slot_states_gib`)."""
-    from ..memory_plan import one_slot_states_gib
+    this call only), then one slot's states are taken off (`memory_plan.one_slot_states_gib`), and the verify-width
+    tiers' graphs (`memory_plan.tiers_gib`, at the decode graph sizes as they will be cut) unless SGLang sizes the KV cache
+    after capture (SGLANG_ENABLE_POST_CAPTURE_KV_SIZING: it then sees them)."""
+    from ..memory_plan import one_slot_states_gib, tiers_gib
 
     module = sys.modules[original.__module__]
     skips = getattr(module, "_pd_prefill_skips_mamba_spec_state", None)  # absent: SGLang's reservation stands (safe)
@@ -266,7 +271,15 @@ def plan_mamba_states(original, self, total_rest_memory, *args, **kwargs):
         rest = original(self, total_rest_memory, *args, **kwargs)
     finally:
         module._pd_prefill_skips_mamba_spec_state = skips
-    return rest - one_slot_states_gib(self)
+    tiers = 0.0
+    if not getattr(self, "post_capture_kv_active", False):
+        from sglang.srt.runtime_context import get_exec
+
+        from ..server_args import decode_graph_sizes
+
+        sizes, user_gave = decode_graph_sizes(resolved(self.server_args), get_exec().graph.cuda_graph_config.decode)
+        tiers = tiers_gib(self.server_args, sizes, cut=not user_gave)
+    return rest - one_slot_states_gib(self) - tiers
 
 
 def compute_cell_size(original, self, mr, num_layers, *args, **kwargs):
