@@ -347,17 +347,34 @@ def rates(runs: list[h.Run]) -> dict[tuple[str, int], float]:
     return {(r.name, r.batch): tokens_per_s(r) for r in runs if tokens_per_s(r) is not None}
 
 
-def throughput_table(runs: list[h.Run], forced: bool) -> str:
+def decode_rates(runs: list[h.Run], profiles: dict[str, dict], num_prompts: int) -> dict[tuple[str, int], float]:
+    """(run name, batch) -> steady decode tokens per second: requests x tokens a pass over the median decode interval
+    (the profile's, at that many requests; stock: a token a pass), for the profiled runs that produced output."""
+    out = {}
+    for r in runs:
+        size = min(r.batch, num_prompts)
+        step = profiles.get(r.name, {}).get(str(size), {}).get("interval_median_us")
+        if r.outputs is not None and step:
+            out[(r.name, r.batch)] = size * r.extra.get("tokens_per_pass", 1.0) / (step / 1e6)
+    return out
+
+
+WALL = "each batch size's prompts' emitted tokens over their wall time, prefills included"
+DECODE = ("steady decode: requests x tokens a pass over the median decode interval (prefills and the scheduler's work "
+          "between them left out)")  # fmt: skip
+
+
+def throughput_table(runs: list[h.Run], forced: bool, rate: dict | None = None, what: str = WALL) -> str:
     """Markdown: tokens per second by run (rows) and batch (columns), each with its ratio to stock's at that batch;
     with several batch sizes, also over all of them (a load that visits each in turn: every batch's tokens over the
-    sum of their wall times; a run with a failed batch has none)."""
+    sum of their times at these rates; a run missing a batch has none). rate: (run, batch) -> tokens per second,
+    by default `rates` (wall clock)."""
     batches = sorted({r.batch for r in runs})
     names = list(dict.fromkeys(r.name for r in runs))
-    rate = rates(runs)
+    rate = rates(runs) if rate is None else rate
     mixed = len(batches) > 1
     lines = [
-        "## Tokens per second: each batch size's prompts' emitted tokens over their wall time, prefills included"
-        + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced else ""),
+        f"## Tokens per second: {what}" + (" (FORCED ACCEPTANCE: our runs' outputs are NOT the target's)" if forced else ""),
         "",
         "| run | " + " | ".join(f"batch {b}" for b in batches) + (" | all batches, in turn" if mixed else "") + " |",
         "|---|" + "---|" * (len(batches) + mixed),
@@ -368,7 +385,7 @@ def throughput_table(runs: list[h.Run], forced: bool) -> str:
             mine, stock = rate.get((name, b)), rate.get(("sglang", b))
             cells.append(cell(mine, stock))
         if mixed:
-            cells.append(cell(overall(runs, name, batches), overall(runs, "sglang", batches)))
+            cells.append(cell(overall(runs, rate, name, batches), overall(runs, rate, "sglang", batches)))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -377,12 +394,13 @@ def cell(mine: float | None, stock: float | None) -> str:
     return "-" if mine is None else f"{mine:.0f}" + (f" ({mine / stock:.2f}x)" if stock else "")
 
 
-def overall(runs: list[h.Run], name: str, batches: list[int]) -> float | None:
-    """Run `name`'s tokens per second over all its batches together, or None unless each of `batches` produced."""
-    mine = {r.batch: r for r in runs if r.name == name and tokens_per_s(r) is not None}
+def overall(runs: list[h.Run], rate: dict, name: str, batches: list[int]) -> float | None:
+    """Run `name`'s tokens per second over all its batches in turn (each batch's emitted tokens at its rate), or None
+    unless each of `batches` has a rate."""
+    mine = {r.batch: sum(len(o) for o in r.outputs) for r in runs if r.name == name and (name, r.batch) in rate}
     if set(mine) != set(batches):
         return None
-    return sum(len(o) for r in mine.values() for o in r.outputs) / sum(r.wall_s for r in mine.values())
+    return sum(mine.values()) / sum(tokens / rate[(name, b)] for b, tokens in mine.items())
 
 
 def plot(runs: list[h.Run], forced: bool, path: Path) -> str:
@@ -552,7 +570,8 @@ def main(argv=None) -> int:
             (out / kernels.name).write_text(kernels.read_text())
     logs = {r.name: (out / f"{r.name}.log").read_text(errors="replace") for r in runs if (out / f"{r.name}.log").is_file()}
     forced = bool(mine.forced_tau or mine.calibrated_tau)
-    text = table(results, profiles, mine) + "\n\n" + throughput_table(results, forced) + "\n\n" + memory_table(logs)
+    decode = throughput_table(results, forced, decode_rates(results, profiles, mine.num_prompts), DECODE)
+    text = "\n\n".join([table(results, profiles, mine), throughput_table(results, forced), decode, memory_table(logs)])
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
     data = dict(forced_tau=mine.forced_tau, calibrated_tau=mine.calibrated_tau, runs=[h.asdict(r) for r in results])

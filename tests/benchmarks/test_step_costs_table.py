@@ -275,6 +275,40 @@ def test_tokens_per_second_table_and_plot(tmp_path):
         assert png.read_bytes()[:4] == b"\x89PNG"
 
 
+def test_steady_decode_tokens_per_second():
+    """Requests x tokens a pass over the profile's median decode interval at that many requests, by hand: stock 8
+    requests a 20 ms step: 400/s; DDTREE at 8 requests, 6 tokens a pass, 40 ms: 1,200/s (3.00x); a batch larger than
+    the prompts is keyed by the prompts (4); no profile or no output: no rate. In turn: 256 tokens a batch, stock at
+    1 and 8 requests 2.56 + 0.64 s, DDTREE 1.28 + 0.2133 s."""
+    out = [[1] * 32] * 8
+    runs = [
+        h.Run("sglang", 1, outputs=out, wall_s=9.0),
+        h.Run("sglang", 8, outputs=out, wall_s=9.0),
+        h.Run("sglang-ddtree32", 1, outputs=out, wall_s=9.0, extra=dict(tokens_per_pass=5.0)),
+        h.Run("sglang-ddtree32", 8, outputs=out, wall_s=9.0, extra=dict(tokens_per_pass=6.0)),
+        h.Run("sglang-ddtree64", 1, error="exit 1"),
+        h.Run("sglang-ddtree64", 8, outputs=out, wall_s=9.0, extra=dict(tokens_per_pass=6.0)),
+    ]
+    profiles = {
+        "sglang": {"1": dict(interval_median_us=10_000.0), "8": dict(interval_median_us=20_000.0)},
+        "sglang-ddtree32": {"1": dict(interval_median_us=25_000.0), "8": dict(interval_median_us=40_000.0)},
+        "sglang-ddtree64": {"1": dict(interval_median_us=25_000.0)},
+    }
+    rate = costs.decode_rates(runs, profiles, 8)
+    assert rate == pytest.approx({("sglang", 1): 100.0, ("sglang", 8): 400.0, ("sglang-ddtree32", 1): 200.0,
+                                  ("sglang-ddtree32", 8): 1200.0})  # fmt: skip
+    text = costs.throughput_table(runs, None, rate, costs.DECODE)
+    rows = {line.split(" | ")[0]: line.split(" | ")[1:] for line in text.splitlines() if line.startswith("| sglang")}
+    assert rows["| sglang"] == ["100 (1.00x)", "400 (1.00x)", "160 (1.00x) |"]
+    assert rows["| sglang-ddtree32"] == ["200 (2.00x)", "1200 (3.00x)", f"{512 / (1.28 + 256 / 1200):.0f} (2.14x) |"]
+    assert rows["| sglang-ddtree64"] == ["-", "-", "- |"]
+    assert costs.DECODE in text
+    few = costs.decode_rates(runs, profiles, 4)  # 8 requests asked of 4 prompts: keyed by 4, which has no profile
+    assert ("sglang", 8) not in few and few[("sglang", 1)] == pytest.approx(100.0)
+    del profiles["sglang"]["8"]
+    assert ("sglang", 8) not in costs.decode_rates(runs, profiles, 8)
+
+
 def test_checkpoints_are_remade_in_an_earlier_calls_work_folder(tmp_path):
     """A second call on the same machine finds the first's drafter in the work folder: it is made again (a second
     call once stopped at init_draft's "--out not empty")."""
