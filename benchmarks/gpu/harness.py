@@ -601,10 +601,14 @@ def sglang_worker(spec_file: str) -> int:
     params = {"max_new_tokens": spec["max_new_tokens"], "temperature": 0.0, "ignore_eos": True}
     try:
         # warm-up at each batch size outside the timed batches: Triton JIT and autotuning of every shape, and the width
-        # controller's cost table (a server's first steps at each batch size time each width, two steps a width)
+        # controller's cost table (a server's first steps at each batch size time each width, two steps a width); then
+        # each prompt alone, a prefill and a step: the prefill kernels' first use at each length compiled them inside
+        # the first engine's timed batches (about 0.6 s), and later engines read them from Triton's disk cache
         t = time.time()
         for batch in spec["batches"]:
             engine.generate(input_ids=[spec["prompts"][-1]] * batch, sampling_params=dict(params, max_new_tokens=WARM_UP_TOKENS))
+        for prompt in spec["prompts"]:
+            engine.generate(input_ids=[prompt], sampling_params=dict(params, max_new_tokens=2))
         results["warmup_s"] = time.time() - t
 
         # stock: each output position's top-1 - top-2 logit (the verdict's near ties), from SGLang's top-2 logprobs

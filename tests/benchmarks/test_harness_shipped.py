@@ -268,8 +268,10 @@ def test_sglang_worker_runs_both_turns_and_the_sampled_batch(tmp_path, monkeypat
     assert res["batches"][f"2{harness.SECOND_TURN}"]["prompts"] == turn
     assert res["batches"][f"1{harness.SECOND_TURN}"]["outputs"] == [[len(t), 7] for t in turn]
     assert res["sampled"]["tokens"] == 6 and calls[-1][1]["temperature"] == 0.8
-    warm_ups, greedy_calls = calls[:2], calls[2:-1]  # one warm-up per batch size, then the timed turns, then sampled
+    # one warm-up per batch size, each prompt alone, then the timed turns, then sampled
+    warm_ups, prefills, greedy_calls = calls[:2], calls[2:5], calls[5:-1]
     assert [len(c[0]) for c in warm_ups] == [1, 2] and all(c[1]["max_new_tokens"] == harness.WARM_UP_TOKENS for c in warm_ups)
+    assert [c[0] for c in prefills] == [[p] for p in prompts] and all(c[1]["max_new_tokens"] == 2 for c in prefills)
     assert all(c[2] is margins and c[3] == (2 if margins else None) for c in greedy_calls)
     for key, batch in res["batches"].items():
         assert batch.get("margins") == ([[0.5, 3.0]] * 3 if margins else None), key
