@@ -403,9 +403,10 @@ def overall(runs: list[h.Run], rate: dict, name: str, batches: list[int]) -> flo
     return sum(mine.values()) / sum(tokens / rate[(name, b)] for b, tokens in mine.items())
 
 
-def plot(runs: list[h.Run], forced: bool, path: Path) -> str:
-    """Tokens per second by batch size, a line a run, as a PNG at `path`. Returns what it did: matplotlib may be
-    missing on the GPU machine; then `--plot` draws it elsewhere from step_costs.json."""
+def plot(runs: list[h.Run], forced: bool, path: Path, decode: dict | None = None) -> str:
+    """Tokens per second by batch size, a line a run (wall clock; dashed beside it, `decode_rates`' steady decode), as
+    a PNG at `path`. Returns what it did: matplotlib may be missing on the GPU machine; then `--plot` draws it
+    elsewhere from step_costs.json."""
     try:
         import matplotlib
 
@@ -415,11 +416,11 @@ def plot(runs: list[h.Run], forced: bool, path: Path) -> str:
         where = path.parent / "step_costs.json"
         return f"no plot: matplotlib is not installed here (draw it elsewhere: sglang_step_costs.py --plot {where})"
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    rate = rates(runs)
-    for name in dict.fromkeys(r.name for r in runs):
-        points = sorted((batch, tps) for (n, batch), tps in rate.items() if n == name)
-        if points:
-            ax.plot(*zip(*points), marker="o", label=name)
+    for style, rate, what in (("-", rates(runs), ""), ("--", decode or {}, ", steady decode")):
+        for i, name in enumerate(dict.fromkeys(r.name for r in runs)):
+            points = sorted((batch, tps) for (n, batch), tps in rate.items() if n == name)
+            if points:
+                ax.plot(*zip(*points), style, marker="o", color=f"C{i}", label=name + what)
     ax.set_xscale("log", base=2)
     batches = sorted({r.batch for r in runs})
     ax.set_xticks(batches, [str(b) for b in batches])
@@ -446,11 +447,12 @@ def replot(argv: list[str]) -> int:
         data = dict(forced_tau=None, runs=data)
     runs = [h.Run(**r) for r in data["runs"]]
     forced = bool(data.get("forced_tau") or data.get("calibrated_tau"))
-    text = throughput_table(runs, forced)
+    decode = {(n, int(b)): v for n, b, v in data.get("decode_rates", [])}
+    text = throughput_table(runs, forced) + ("\n\n" + throughput_table(runs, forced, decode, DECODE) if decode else "")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "tokens_per_s.md").write_text(text + "\n")
     print(text)
-    print(plot(runs, forced, args.out / "tokens_per_s.png"))
+    print(plot(runs, forced, args.out / "tokens_per_s.png", decode))
     return 0
 
 
@@ -570,13 +572,15 @@ def main(argv=None) -> int:
             (out / kernels.name).write_text(kernels.read_text())
     logs = {r.name: (out / f"{r.name}.log").read_text(errors="replace") for r in runs if (out / f"{r.name}.log").is_file()}
     forced = bool(mine.forced_tau or mine.calibrated_tau)
-    decode = throughput_table(results, forced, decode_rates(results, profiles, mine.num_prompts), DECODE)
-    text = "\n\n".join([table(results, profiles, mine), throughput_table(results, forced), decode, memory_table(logs)])
+    decode = decode_rates(results, profiles, mine.num_prompts)
+    text = "\n\n".join([table(results, profiles, mine), throughput_table(results, forced),
+                         throughput_table(results, forced, decode, DECODE), memory_table(logs)])  # fmt: skip
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
-    data = dict(forced_tau=mine.forced_tau, calibrated_tau=mine.calibrated_tau, runs=[h.asdict(r) for r in results])
+    data = dict(forced_tau=mine.forced_tau, calibrated_tau=mine.calibrated_tau, runs=[h.asdict(r) for r in results],
+                decode_rates=[[n, b, v] for (n, b), v in decode.items()])  # fmt: skip
     (out / "step_costs.json").write_text(json.dumps(data, default=str))
-    log.stamp(plot(results, forced, out / "tokens_per_s.png"))
+    log.stamp(plot(results, forced, out / "tokens_per_s.png", decode))
     return 0 if all(r.outputs is not None for r in results) else 1
 
 

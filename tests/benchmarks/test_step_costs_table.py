@@ -266,6 +266,11 @@ def test_tokens_per_second_table_and_plot(tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(data["runs"]))  # the list an earlier version wrote
     assert costs.main([f"--plot={tmp_path / 'old.json'}", "--out", str(tmp_path / "old")]) == 0
     assert (tmp_path / "old" / "tokens_per_s.md").read_text().strip() == text
+    data["decode_rates"] = [["sglang", 1, 50.0], ["sglang-ddtree32", 1, 150.0]]  # steady decode, as main writes it
+    (tmp_path / "step_costs.json").write_text(json.dumps(data))
+    assert costs.main(["--plot", str(tmp_path / "step_costs.json"), "--out", str(tmp_path / "decode")]) == 0
+    drawn = (tmp_path / "decode" / "tokens_per_s.md").read_text()
+    assert drawn.startswith(text) and costs.DECODE in drawn and "| sglang-ddtree32 | 150 (3.00x) | - | - |" in drawn
     png = tmp_path / "drawn" / "tokens_per_s.png"
     try:
         import matplotlib  # noqa: F401
