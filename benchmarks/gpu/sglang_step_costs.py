@@ -349,7 +349,9 @@ def rates(runs: list[h.Run]) -> dict[tuple[str, int], float]:
 
 def decode_rates(runs: list[h.Run], profiles: dict[str, dict], num_prompts: int) -> dict[tuple[str, int], float]:
     """(run name, batch) -> steady decode tokens per second: requests x tokens a pass over the median decode interval
-    (the profile's, at that many requests; stock: a token a pass), for the profiled runs that produced output."""
+    (the profile's, at that many requests; stock: a token a pass), for the profiled runs that produced output. The
+    tokens a pass are the whole batch's, its tail steps at fewer requests included: exact for a fixed budget, not for
+    the width controller, whose tail steps may verify other widths than its full ones."""
     out = {}
     for r in runs:
         size = min(r.batch, num_prompts)
