@@ -39,10 +39,13 @@ to the next's (medians; the scheduler's work between steps included, prefills no
 served, against the profiled step's GPU time. The profile reads its events without a device sync, so SGLang's
 overlap scheduler runs ahead as it does unprofiled. The table (stdout, $OUT/step_costs.md) gives all three, each
 with its ratio to stock decode, and the phases. A second table gives each run's tokens per second by batch size (its
-emitted tokens over its batches' wall time) against stock's, drawn in $OUT/tokens_per_s.png where matplotlib is
-installed (else `--plot` draws it from $OUT/step_costs.json on any machine). CUDA graphs are captured at the
+emitted tokens over its batches' wall time) against stock's, and a third its steady decode (requests x tokens a pass
+over the median decode interval: what a long request sees, prefills left out), drawn in $OUT/tokens_per_s.png where
+matplotlib is installed (else `--plot` draws it from $OUT/step_costs.json on any machine, which also holds the runs'
+profiles). $OUT gets step_costs.{md,log,json,png} and each run's server log: at most 4 runs fit a device call's 8
+files. CUDA graphs are captured at the
 --batches sizes only (a batch between two pads up to the next); with --default-graphs at the sizes SGLang picks
-itself, as in a server started with no graph flags. A third table gives each run's CUDA-graph memory, read from
+itself, as in a server started with no graph flags. A last table gives each run's CUDA-graph memory, read from
 SGLang's capture log lines (and our width tiers' line).
 
 --forced-tau DFLASH_CHAIN=7.7,DDTREE=10.2 (BENCHMARK ONLY, TP=1): those runs accept a depth drawn per request and step
@@ -566,9 +569,8 @@ def main(argv=None) -> int:
     profiles = {}
     for r in runs:
         path = mine.work / f"{r.name}.profile.json"
-        if path.is_file():
+        if path.is_file():  # into step_costs.json: a device call brings back 8 files
             profiles[r.name] = json.loads(path.read_text())
-            (out / path.name).write_text(path.read_text())
         kernels = path.with_suffix(".kernels.txt")  # --list-kernels: each batch size's K-th step's kernels
         if kernels.is_file():
             (out / kernels.name).write_text(kernels.read_text())
@@ -580,7 +582,7 @@ def main(argv=None) -> int:
     log("\n" + text)
     (out / "step_costs.md").write_text(text + "\n")
     data = dict(forced_tau=mine.forced_tau, calibrated_tau=mine.calibrated_tau, runs=[h.asdict(r) for r in results],
-                decode_rates=[[n, b, v] for (n, b), v in decode.items()])  # fmt: skip
+                decode_rates=[[n, b, v] for (n, b), v in decode.items()], profiles=profiles)  # fmt: skip
     (out / "step_costs.json").write_text(json.dumps(data, default=str))
     log.stamp(plot(results, forced, out / "tokens_per_s.png", decode))
     return 0 if all(r.outputs is not None for r in results) else 1
