@@ -170,9 +170,12 @@ class WidthController:
         self.drafted: dict = {}  # key -> its last tree's (probs, depths) [M]
         self.recent: Tensor | None = None  # the last observed request's calibrated node probabilities [M]
 
-    def factors(self, key) -> Tensor:
+    def factors(self, keys: list) -> Tensor:
+        """float64 [R, max_depth + 1]: the requests' depth factors (index 0 unused; a request not observed: all 1)."""
         zero = torch.zeros(self.max_depth + 1, dtype=torch.float64)
-        return (self.accepted.get(key, zero) + self.prior) / (self.predicted.get(key, zero) + self.prior)
+        accepted = torch.stack([self.accepted.get(k, zero) for k in keys])
+        predicted = torch.stack([self.predicted.get(k, zero) for k in keys])
+        return (accepted + self.prior) / (predicted + self.prior)
 
     def nodes(self, keys: list, control: BudgetControl) -> int:
         """The width with the most expected tokens per second under `control` (its tiers and their step costs)."""
@@ -187,14 +190,10 @@ class WidthController:
         return plan_nodes(probs, control)
 
     def calibrated(self, keys: list) -> Tensor:
-        """float64 [R, M]: the requests' last trees' node probabilities, each scaled by its depth's factor (at most 1)
-        (batched: the per-request torch calls were most of the controller's host time, ~1 ms a step at 32 requests)."""
+        """float64 [R, M]: the requests' last trees' node probabilities, each scaled by its depth's factor (at most 1)."""
         probs = torch.stack([self.drafted[k][0] for k in keys]).double()
         depths = torch.stack([self.drafted[k][1] for k in keys])
-        accepted = torch.stack([self.accepted[k] for k in keys])
-        predicted = torch.stack([self.predicted[k] for k in keys])
-        factors = (accepted + self.prior) / (predicted + self.prior)
-        return (probs * factors.gather(1, depths)).clamp(max=1.0)
+        return (probs * self.factors(keys).gather(1, depths)).clamp(max=1.0)
 
     def observe(self, keys: list, probs: Tensor, depths: Tensor, nodes: int, accept_len: list[int]) -> None:
         """A step of requests `keys` drafted trees of node probabilities and depths [R, M] (root excluded), verified

@@ -186,7 +186,7 @@ def test_width_controller_calibrates_by_acceptance_hand_worked():
         width = WidthController(max_depth=2)
         assert width.nodes([0], control) == 1
         width.observe([0], probs, depths, nodes=3, accept_len=[1])
-        assert width.factors(0)[1:].tolist() == pytest.approx([2 / 1.9, 1 / 1.5])
+        assert width.factors([0])[0][1:].tolist() == pytest.approx([2 / 1.9, 1 / 1.5])
         assert width.nodes([0], control) == calibrated and plan_nodes(probs, control) == raw
 
 
@@ -209,8 +209,8 @@ def test_width_controller_keys_requests_by_id_and_forgets_the_finished():
     width = WidthController(max_depth=2)
     probs, depths = torch.tensor([[0.9, 0.5], [0.9, 0.5]]), torch.tensor([[1, 2], [1, 2]])
     width.observe(["a", "b"], probs, depths, nodes=3, accept_len=[2, 0])
-    assert width.factors("a")[1:].tolist() == pytest.approx([2 / 1.9, 2 / 1.5])
-    assert width.factors("b")[1:].tolist() == pytest.approx([1 / 1.9, 1 / 1.5])
+    assert width.factors(["a"])[0][1:].tolist() == pytest.approx([2 / 1.9, 2 / 1.5])
+    assert width.factors(["b"])[0][1:].tolist() == pytest.approx([1 / 1.9, 1 / 1.5])
     assert width.nodes(["a"], control) == 3
     width.retain(["a"])
     assert set(width.drafted) == set(width.accepted) == set(width.predicted) == {"a"} and width.nodes(["a", "b"], control) == 1
@@ -240,7 +240,7 @@ def test_a_request_not_yet_drafted_counts_as_the_mean_of_the_others():
     width = WidthController(max_depth=2)
     probs, depths = torch.tensor([[0.9, 0.5], [0.5, 0.1]]), torch.tensor([[1, 2], [1, 2]])
     width.observe(["a", "b"], probs, depths, nodes=2, accept_len=[1, 1])
-    calibrated = torch.stack([(p * width.factors(k)[d]).clamp(max=1.0) for k, p, d in zip("ab", probs.double(), depths)])
+    calibrated = torch.stack([(p * width.factors([k])[0][d]).clamp(max=1.0) for k, p, d in zip("ab", probs.double(), depths)])
     three = torch.cat([calibrated, calibrated.mean(0, keepdim=True)])
     assert width.nodes(["a", "b", "c"], control) == plan_nodes(three, control) == 3
     assert plan_nodes(torch.cat([calibrated, torch.zeros(1, 2)]), control) == 2
